@@ -1,0 +1,186 @@
+"""Settings: one frozen pydantic-settings object, loaded from TOML and ``SR_<SECTION>_<KEY>``.
+
+Every tunable of the package lives here (STYLE.md rule 4). Environment variables override the
+file (``SR_PRIVACY_L=3``, ``SR_PRIVACY_K_PRIME=5``, ``SR_REDIS_URL=...``); lists and tables are
+given as JSON (``SR_PRIVACY_PROTECTED='["flu"]'``). Relative paths are relative to the file.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from stream_release.errors import ConfigError, InvalidParameter
+from stream_release.privacy.strategy import Strategy, make_strategy
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SchemaSettings(_Section):
+    id: str = "id"
+    sensitive: str = "sensitive"
+    qid: tuple[str, ...] = ()
+    hierarchies: dict[str, Path] = Field(default_factory=dict)
+    numeric: tuple[str, ...] | None = None
+    """QIDs to treat as numeric; ``None`` = detect (every value parses as a number)."""
+
+    @model_validator(mode="after")
+    def _check_columns(self) -> SchemaSettings:
+        if not self.qid:
+            raise ValueError("schema.qid is empty: list the quasi-identifier columns")
+        names = [self.id, self.sensitive, *self.qid]
+        if len(set(names)) != len(names):
+            raise ValueError(f"schema: a column is named twice among id, sensitive and qid: {names}")
+        unknown = sorted(set(self.hierarchies) - set(self.qid))
+        if unknown:
+            raise ValueError(f"schema.hierarchies names {unknown}, which are not in schema.qid")
+        return self
+
+
+class PrivacySettings(_Section):
+    l: float = 2.0  # noqa: E741 - the paper's symbol
+    strategy: Literal["constant-ratio", "geometric", "minimal", "localized"] = "constant-ratio"
+    k_prime: int = 20
+    alpha: float = 2.0
+    protected: tuple[str, ...] = ()
+    min_group_size: int = Field(default=1, ge=1)
+
+    def make_strategy(self) -> Strategy:
+        """The validated :class:`Strategy` these settings describe."""
+        return make_strategy(self.strategy, ell=self.l, k_prime=self.k_prime, alpha=self.alpha)
+
+    @model_validator(mode="after")
+    def _check_parameters(self) -> PrivacySettings:
+        try:
+            self.make_strategy()
+        except InvalidParameter as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+
+class OutputSettings(_Section):
+    format: Literal["generalized", "anatomy"] = "generalized"
+    queries: int = Field(default=5000, ge=0)
+    """Random count queries behind ``utility.query_error`` (paper 003 §8)."""
+    query_seed: int = 0
+
+
+class MechanismSettings(_Section):
+    kind: Literal["global-guarantee"] = "global-guarantee"
+
+
+class HistorySettings(_Section):
+    key_file: Path | None = None
+    """File holding the pseudonymisation key (keyed hash of ids). Or set ``SR_HISTORY_KEY``."""
+    key: str | None = Field(default=None, repr=False)
+    prefix: str = "sr"
+    """Namespace of every Redis key."""
+
+
+class KafkaSettings(_Section):
+    bootstrap: str = "127.0.0.1:9092"
+
+
+class RedisSettings(_Section):
+    url: str = "redis://127.0.0.1:6379/0"
+
+
+class ServiceSettings(_Section):
+    archive: Path = Path("archive")
+    metrics_port: int = 9464
+
+
+class Settings(BaseSettings):
+    """The whole configuration (CONTRACT.md §2)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="SR_",
+        env_nested_delimiter="_",
+        env_nested_max_split=1,
+        frozen=True,
+        extra="forbid",
+    )
+
+    schema_: SchemaSettings = Field(default_factory=SchemaSettings, alias="schema")
+    privacy: PrivacySettings = Field(default_factory=PrivacySettings)
+    output: OutputSettings = Field(default_factory=OutputSettings)
+    mechanism: MechanismSettings = Field(default_factory=MechanismSettings)
+    history: HistorySettings = Field(default_factory=HistorySettings)
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    redis: RedisSettings = Field(default_factory=RedisSettings)
+    service: ServiceSettings = Field(default_factory=ServiceSettings)
+
+    @field_validator("schema_", mode="before")
+    @classmethod
+    def _schema_default(cls, value: Any) -> Any:
+        return SchemaSettings() if value is None else value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The environment overrides the file, which arrives as init arguments.
+        return (env_settings, init_settings)
+
+    @property
+    def schema(self) -> SchemaSettings:  # type: ignore[override]
+        return self.schema_
+
+
+def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
+    """Read the TOML file at ``path`` (if any), apply ``SR_*`` variables and ``overrides``.
+
+    Raises :class:`ConfigError` with one line naming the key, its value and the rule.
+    """
+    data: dict[str, Any] = {}
+    base = Path.cwd()
+    if path is not None:
+        file = Path(path)
+        try:
+            data = tomllib.loads(file.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"config file {str(file)!r} does not exist") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {str(file)!r} is not valid TOML: {exc}") from None
+        base = file.resolve().parent
+    for section, values in overrides.items():
+        data.setdefault(section, {}).update(values)
+    try:
+        settings = Settings(**data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc)) from None
+    return _resolve_paths(settings, base)
+
+
+def _describe(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]).replace("schema_", "schema")
+    given = first.get("input")
+    message = first["msg"].removeprefix("Value error, ")
+    shown = f" = {given!r}" if where and not isinstance(given, dict) else ""
+    return f"config {where}{shown}: {message}" if where else f"config: {message}"
+
+
+def _resolve_paths(settings: Settings, base: Path) -> Settings:
+    def resolve(p: Path) -> Path:
+        return p if p.is_absolute() else base / p
+
+    schema = settings.schema.model_copy(
+        update={"hierarchies": {k: resolve(v) for k, v in settings.schema.hierarchies.items()}}
+    )
+    history = settings.history
+    if history.key_file is not None:
+        history = history.model_copy(update={"key_file": resolve(history.key_file)})
+    service = settings.service.model_copy(update={"archive": resolve(settings.service.archive)})
+    return settings.model_copy(update={"schema_": schema, "history": history, "service": service})

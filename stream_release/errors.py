@@ -1,0 +1,54 @@
+"""The exception tree of stream_release.
+
+::
+
+    StreamReleaseError
+    ├── ConfigError               bad configuration file or setting
+    ├── InvalidParameter          a privacy parameter out of its domain (also a ValueError)
+    ├── SchemaError               malformed snapshot: missing column, duplicate id, unknown value
+    ├── GuaranteeUnsatisfiable    no grouping meets the bound; the release is refused
+    ├── HistoryStoreError         the history store failed (wraps redis / OS errors)
+    │   └── SequenceConflict      a commit for a sequence that is not the next one
+    └── AuditFailure              the release files do not pass the audit
+    PrivacyLeakWarning(RuntimeWarning)
+
+Every message names the field, the value and the fix.
+"""
+
+from __future__ import annotations
+
+
+class StreamReleaseError(Exception):
+    """Root of every error raised by stream_release."""
+
+
+class ConfigError(StreamReleaseError):
+    """The configuration is invalid: names the key, its value and what is allowed."""
+
+
+class InvalidParameter(StreamReleaseError, ValueError):
+    """A privacy parameter lies outside its domain (e.g. ``l <= 1``)."""
+
+
+class SchemaError(StreamReleaseError):
+    """A snapshot does not match the configured schema."""
+
+
+class GuaranteeUnsatisfiable(StreamReleaseError):
+    """No grouping can meet the global guarantee with these parameters; nothing is released."""
+
+
+class HistoryStoreError(StreamReleaseError):
+    """The history store failed; the release was not committed."""
+
+
+class SequenceConflict(HistoryStoreError):
+    """A commit named a sequence number that is not the store's next one."""
+
+
+class AuditFailure(StreamReleaseError):
+    """The release files fail the audit (a breach or a content mismatch)."""
+
+
+class PrivacyLeakWarning(RuntimeWarning):
+    """A setting weakens the guarantee (e.g. the localized baseline)."""

@@ -1,0 +1,102 @@
+"""The history a release reads and writes, and the protocol every store implements.
+
+For individual o and sensitive value s the history is ``(log_p, links)``: the log of the
+running product ``P(o,s) = prod_j (1 - n_{j,s}/n_j)`` over the releases whose group containing
+o held s (Lemma 4 of paper 003), and the number of such releases. That is enough to evaluate
+every strategy (Theorem 1, §6.1, §6.2). Values are stored by a *global value id*: the index
+into the store's append-only value dictionary. Individuals are known only by pseudonym (a
+keyed hash of the id, :mod:`stream_release.history.pseudonym`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+PSEUDONYM_DTYPE = np.dtype("S16")
+"""A pseudonym: 16 bytes of keyed BLAKE2b."""
+
+ENTRY_DTYPE = np.dtype([("value", "<u4"), ("log_p", "<f8"), ("links", "<u4")])
+"""One (value, log_p, links) history entry as stored: 16 bytes little-endian."""
+
+
+@dataclass(frozen=True, eq=False)
+class HistoryRows:
+    """History of a list of individuals in CSR form.
+
+    ``indptr`` (n+1,) int64: entries of individual i are ``indptr[i]:indptr[i+1]``.
+    ``value`` (m,) int32 global value ids (distinct within an individual, ascending),
+    ``log_p`` (m,) float64 <= 0, ``links`` (m,) int32 >= 1.
+    """
+
+    indptr: NDArray[np.int64]
+    value: NDArray[np.int32]
+    log_p: NDArray[np.float64]
+    links: NDArray[np.int32]
+
+    @classmethod
+    def empty(cls, n: int) -> HistoryRows:
+        return cls(
+            np.zeros(n + 1, np.int64),
+            np.zeros(0, np.int32),
+            np.zeros(0, np.float64),
+            np.zeros(0, np.int32),
+        )
+
+    @property
+    def n_individuals(self) -> int:
+        return int(self.indptr.shape[0] - 1)
+
+    @property
+    def n_entries(self) -> int:
+        return int(self.value.shape[0])
+
+    def owner(self) -> NDArray[np.int64]:
+        """(m,) index of the individual each entry belongs to."""
+        return np.repeat(np.arange(self.n_individuals, dtype=np.int64), np.diff(self.indptr))
+
+
+class HistoryStore(Protocol):
+    """Where the history lives between releases. Implementations: Redis and a local file.
+
+    A commit is atomic: the new entries of every individual of the release, the extended value
+    dictionary, the release record and the sequence number are all stored, or none is.
+    """
+
+    def last_sequence(self) -> int:
+        """Sequence number of the last committed release; 0 before the first."""
+        ...
+
+    def values(self) -> tuple[str, ...]:
+        """The append-only dictionary of global value ids (index = id)."""
+        ...
+
+    def load(self, pseudonyms: NDArray[np.bytes_]) -> HistoryRows:
+        """History of the given individuals, row i for ``pseudonyms[i]`` (empty if unknown)."""
+        ...
+
+    def commit(
+        self,
+        sequence: int,
+        pseudonyms: NDArray[np.bytes_],
+        history: HistoryRows,
+        values: tuple[str, ...],
+        record: bytes,
+    ) -> None:
+        """Atomically replace the history of ``pseudonyms`` by ``history``, extend the value
+        dictionary to ``values`` (the current one must be a prefix), store ``record`` as
+        release ``sequence`` and make ``sequence`` the last one.
+
+        Raises :class:`~stream_release.errors.SequenceConflict` (and changes nothing) unless
+        ``sequence == last_sequence() + 1``, or the dictionary is not a prefix of ``values``.
+        """
+        ...
+
+    def record(self, sequence: int) -> bytes | None:
+        """The release record committed with ``sequence``, or None."""
+        ...
+
+    def close(self) -> None: ...
