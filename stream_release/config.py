@@ -71,6 +71,12 @@ class OutputSettings(_Section):
     query_seed: int = 0
 
 
+class GroupingSettings(_Section):
+    max_group_factor: float = Field(default=4.0, ge=1.0)
+    """A group is never grown beyond this multiple of ``max(base ratio, min_group_size)``; rows
+    that would need more are suppressed (paper 003 §6.3)."""
+
+
 class MechanismSettings(_Section):
     kind: Literal["global-guarantee"] = "global-guarantee"
 
@@ -110,6 +116,7 @@ class Settings(BaseSettings):
     schema_: SchemaSettings = Field(default_factory=SchemaSettings, alias="schema")
     privacy: PrivacySettings = Field(default_factory=PrivacySettings)
     output: OutputSettings = Field(default_factory=OutputSettings)
+    grouping: GroupingSettings = Field(default_factory=GroupingSettings)
     mechanism: MechanismSettings = Field(default_factory=MechanismSettings)
     history: HistorySettings = Field(default_factory=HistorySettings)
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)

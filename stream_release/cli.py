@@ -1,0 +1,109 @@
+"""The ``stream-release`` command line (CONTRACT.md §3). Thin: parse, load settings, call.
+
+Errors print one line naming the problem and exit 2; a failed audit exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from stream_release.errors import StreamReleaseError
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args))
+    except StreamReleaseError as exc:
+        print(f"stream-release {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="stream-release",
+        description="Serial data publishing with a global breach guarantee (Wong et al., ICDE 2010).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    bounds = sub.add_parser("bounds", help="ratio a strategy requires (paper 003 §6)")
+    bounds.add_argument("--l", type=float, required=True, help="breach bound 1/l, l > 1")
+    bounds.add_argument("--strategy", choices=["constant-ratio", "geometric"], default="constant-ratio")
+    bounds.add_argument("--k-prime", type=int, default=None, help="constant-ratio: linkages allowed")
+    bounds.add_argument("--alpha", type=float, default=None, help="geometric: ratio multiple > 1")
+    bounds.add_argument("--releases", type=int, default=10, help="geometric: schedule length")
+    bounds.add_argument("--json", action="store_true", help="machine-readable output")
+    bounds.set_defaults(run=_bounds)
+
+    anonymize = sub.add_parser("anonymize", help="publish snapshots as the next releases of a series")
+    anonymize.add_argument("--config", type=Path, required=True)
+    anonymize.add_argument("--out", type=Path, required=True, help="directory of the release files")
+    anonymize.add_argument("--history", default=None, help="history store: a directory or a redis:// URL")
+    anonymize.add_argument("snapshots", type=Path, nargs="+")
+    anonymize.set_defaults(run=_anonymize)
+
+    audit = sub.add_parser("audit", help="recompute every bound from the release files alone")
+    audit.add_argument("directory", type=Path)
+    audit.add_argument("--l", type=float, default=None, help="audit against 1/l instead of the manifests' l")
+    audit.add_argument("--json", action="store_true")
+    audit.set_defaults(run=_audit)
+    return parser
+
+
+def _bounds(args: argparse.Namespace) -> int:
+    from stream_release.privacy import make_strategy
+
+    if args.strategy == "constant-ratio":
+        strategy = make_strategy("constant-ratio", ell=args.l, k_prime=args.k_prime if args.k_prime else 20)
+        out: dict[str, Any] = {"strategy": "constant-ratio", "l": args.l, "k_prime": strategy.k_prime,
+                               "ratio": strategy.target}
+        text = f"{strategy.target:.6f}"
+    else:
+        strategy = make_strategy("geometric", ell=args.l, alpha=args.alpha if args.alpha else 2.0)
+        schedule = strategy.schedule(args.releases).tolist()
+        out = {"strategy": "geometric", "l": args.l, "alpha": strategy.alpha, "ratios": schedule}
+        text = "\n".join(f"{j + 1:>4} {r:.6f}" for j, r in enumerate(schedule))
+    print(json.dumps(out) if args.json else text)
+    return 0
+
+
+def _anonymize(args: argparse.Namespace) -> int:
+    from stream_release.config import load_settings
+    from stream_release.series import anonymize_files
+
+    settings = load_settings(args.config)
+
+    def report(manifest: dict[str, Any]) -> None:
+        u, b = manifest["utility"], manifest["breach"]
+        print(
+            f"release {manifest['sequence']:>4} {manifest['release']}: {manifest['published']} published, "
+            f"{manifest['suppressed']} suppressed, {manifest['groups']} groups "
+            f"(avg {u['avg_group_size']:.2f}, max {u['max_group_size']}), "
+            f"breach max {b['max']:.4f} <= {b['bound']:.4f}, query error {u['query_error']:.4f}"
+        )
+
+    anonymize_files(settings, args.out, args.snapshots, args.history, on_release=report)
+    return 0
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from stream_release.audit import audit_directory
+
+    if not args.directory.is_dir():
+        raise StreamReleaseError(f"audit: {str(args.directory)!r} is not a directory of releases")
+    report = audit_directory(args.directory, args.l)
+    if args.json:
+        print(json.dumps([r.__dict__ for r in report.releases], indent=2))
+    else:
+        print(report.table())
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,434 @@
+r"""Compiled kernels of the grouping (numba). Private: they trust their inputs.
+
+Vocabulary (all arrays int-encoded, see :mod:`stream_release.table`):
+
+``qid`` (n, d) int32, ``sens`` (n,) int32 local value codes, ``protected`` (V,) bool,
+``base`` the ratio required of a pair with no history, ``ex_ptr/ex_val/ex_req`` a CSR over rows
+of the pairs (row, value) whose required ratio exceeds ``base`` (``inf`` = may never share a
+group with that value), ``min_size`` the k-anonymity floor.
+
+A group G is *valid* iff ``|G| >= min_size`` and, for every protected value t present,
+``|G| >= n(G,t) * R(G,t) * (1 - RATIO_RTOL)`` with ``R(G,t) = max(base, max_{o in G} req(o,t))``
+(paper 003, Theorem 1 and §6, in the engineering form of the research digest §4).
+
+Algorithm (three passes, each QID-local):
+
+1. ``mondrian_leaves``: top-down median splits on the widest normalised attribute, taken only
+   when both halves are valid as whole groups under ``base`` (a set can be cut into valid groups
+   only if it is valid as one group: the per-value counts add up). Leaves are QID boxes; their
+   rows are laid out in k-d order in ``perm``.
+2. ``bucketize``: inside each leaf, Anatomy-style (Xiao & Tao 2006): start a group at the head of
+   the largest remaining protected bucket and add heads of the largest compatible buckets (a new
+   value each for protected ones) until the group is valid. A group that cannot be completed
+   goes to the leftovers; unprotected rows left over form groups of ``min_size``.
+3. ``insert_leftovers``: leftovers are bucketized together, then each row still left is inserted
+   into the nearest group (in k-d order) that stays valid with it; a row that fits nowhere is
+   suppressed (``-1``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+RTOL = 1e-9  # = privacy.breach.RATIO_RTOL (kept literal: numba compiles module globals in)
+
+
+@njit(cache=True)
+def _half_valid(perm, lo, hi, sens, protected, base, min_size, cnt):
+    n = hi - lo
+    if n < min_size:
+        return False
+    ok = True
+    for i in range(lo, hi):
+        v = sens[perm[i]]
+        if protected[v]:
+            cnt[v] += 1
+    for i in range(lo, hi):
+        v = sens[perm[i]]
+        if cnt[v] > 0:
+            if n < cnt[v] * base * (1.0 - RTOL):
+                ok = False
+            cnt[v] = 0
+    return ok
+
+
+@njit(cache=True)
+def mondrian_leaves(qid, sens, protected, base, min_size, norm, perm):
+    """Split ``perm`` (rows to group, reordered in place) into leaves; returns (L+1,) bounds."""
+    n_rows, d = qid.shape
+    cnt = np.zeros(protected.shape[0], np.int64)
+    stack_lo = np.empty(64 + 2 * n_rows // max(min_size, 1) + 64, np.int64)
+    stack_hi = np.empty_like(stack_lo)
+    bounds = np.empty(perm.shape[0] + 1, np.int64)
+    n_leaves = 0
+    top = 0
+    if perm.shape[0] > 0:
+        stack_lo[0] = 0
+        stack_hi[0] = perm.shape[0]
+        top = 1
+    width = np.empty(d, np.float64)
+    lo_code = np.empty(d, np.int64)
+    hi_code = np.empty(d, np.int64)
+    tmp = np.empty(perm.shape[0], perm.dtype)
+    while top > 0:
+        top -= 1
+        lo = stack_lo[top]
+        hi = stack_hi[top]
+        size = hi - lo
+        split = False
+        if size >= 2 * min_size and size >= 2:
+            for a in range(d):
+                lo_code[a] = qid[perm[lo], a]
+                hi_code[a] = lo_code[a]
+            for i in range(lo + 1, hi):
+                r = perm[i]
+                for a in range(d):
+                    c = qid[r, a]
+                    if c < lo_code[a]:
+                        lo_code[a] = c
+                    elif c > hi_code[a]:
+                        hi_code[a] = c
+            for a in range(d):
+                width[a] = (hi_code[a] - lo_code[a]) * norm[a]
+            order = np.argsort(-width)
+            for oi in range(d):
+                a = order[oi]
+                if width[a] <= 0.0:
+                    break
+                vals = np.empty(size, np.int64)
+                for i in range(size):
+                    vals[i] = qid[perm[lo + i], a]
+                vals.sort()
+                median = vals[(size - 1) // 2]
+                n_left = 0
+                for i in range(size):
+                    if vals[i] <= median:
+                        n_left += 1
+                threshold = median
+                if n_left == size:  # everything <= median: cut below it instead
+                    threshold = median - 1
+                    n_left = 0
+                    for i in range(size):
+                        if vals[i] <= threshold:
+                            n_left += 1
+                if n_left == 0 or n_left == size:
+                    continue
+                # stable partition of perm[lo:hi] by code <= threshold
+                li = lo
+                ri = 0
+                for i in range(lo, hi):
+                    r = perm[i]
+                    if qid[r, a] <= threshold:
+                        perm[li] = r
+                        li += 1
+                    else:
+                        tmp[ri] = r
+                        ri += 1
+                for i in range(ri):
+                    perm[li + i] = tmp[i]
+                mid = lo + n_left
+                if _half_valid(perm, lo, mid, sens, protected, base, min_size, cnt) and _half_valid(
+                    perm, mid, hi, sens, protected, base, min_size, cnt
+                ):
+                    stack_lo[top] = mid
+                    stack_hi[top] = hi
+                    stack_lo[top + 1] = lo
+                    stack_hi[top + 1] = mid
+                    top += 2
+                    split = True
+                    break
+        if not split:
+            bounds[n_leaves] = lo
+            n_leaves += 1
+    bounds[n_leaves] = perm.shape[0]
+    return bounds[: n_leaves + 1]
+
+
+@njit(cache=True)
+def _add(row, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, touched, n_touched):
+    """Add ``row``'s value count and requirements to the group scratch; returns n_touched."""
+    v = sens[row]
+    if cnt[v] == 0 and req[v] == 0.0:
+        touched[n_touched] = v
+        n_touched += 1
+    cnt[v] += 1
+    if protected[v] and req[v] < base:
+        req[v] = base
+    for e in range(ex_ptr[row], ex_ptr[row + 1]):
+        t = ex_val[e]
+        if cnt[t] == 0 and req[t] == 0.0:
+            touched[n_touched] = t
+            n_touched += 1
+        if req[t] < ex_req[e]:
+            req[t] = ex_req[e]
+    return n_touched
+
+
+@njit(cache=True)
+def _valid(size, min_size, protected, cnt, req, touched, n_touched):
+    if size < min_size:
+        return False
+    for i in range(n_touched):
+        t = touched[i]
+        if cnt[t] > 0 and protected[t] and size < cnt[t] * req[t] * (1.0 - RTOL):
+            return False
+    return True
+
+
+@njit(cache=True)
+def _reset(cnt, req, touched, n_touched):
+    for i in range(n_touched):
+        cnt[touched[i]] = 0
+        req[touched[i]] = 0.0
+
+
+@njit(cache=True)
+def _compatible(row, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, cap):
+    """Can ``row`` join the group and the group still become valid within ``cap`` rows?"""
+    v = sens[row]
+    if protected[v]:
+        if cnt[v] > 0:
+            return False  # protected values stay distinct inside a bucketized group
+        r_own = req[v] if req[v] > base else base
+        for e in range(ex_ptr[row], ex_ptr[row + 1]):
+            if ex_val[e] == v and ex_req[e] > r_own:
+                r_own = ex_req[e]
+        if r_own > cap:
+            return False
+    for e in range(ex_ptr[row], ex_ptr[row + 1]):
+        t = ex_val[e]
+        if cnt[t] > 0 and cnt[t] * ex_req[e] > cap:
+            return False
+    return True
+
+
+@njit(cache=True)
+def bucketize(seg, sens, protected, base, min_size, cap, ex_ptr, ex_val, ex_req, group, next_gid,
+              cnt, req, touched, leftover, n_left):
+    """Form groups from the rows ``seg`` (in k-d order); returns (next_gid, n_left).
+
+    Rows of failed groups and unprotected rows that cannot reach ``min_size`` are appended to
+    ``leftover``. ``cnt``/``req``/``touched`` are zeroed scratch arrays of size V.
+    """
+    k = seg.shape[0]
+    if k == 0:
+        return next_gid, n_left
+    vals = np.empty(k, np.int64)
+    for i in range(k):
+        vals[i] = sens[seg[i]]
+    order = np.argsort(vals, kind="mergesort")
+    # buckets: contiguous runs of equal value in seg[order], k-d order kept inside
+    b_start = np.empty(k, np.int64)
+    b_end = np.empty(k, np.int64)
+    b_val = np.empty(k, np.int64)
+    nb = 0
+    for i in range(k):
+        v = vals[order[i]]
+        if nb == 0 or b_val[nb - 1] != v:
+            b_start[nb] = i
+            b_val[nb] = v
+            nb += 1
+            b_end[nb - 1] = i + 1
+        else:
+            b_end[nb - 1] = i + 1
+    b_ptr = b_start[:nb].copy()
+    members = np.empty(int(cap) + 2, np.int64)
+    while True:
+        # start at the head of the largest remaining protected bucket
+        best = -1
+        for b in range(nb):
+            if protected[b_val[b]] and b_ptr[b] < b_end[b]:
+                if best < 0:
+                    best = b
+                else:
+                    rb = b_end[b] - b_ptr[b]
+                    rbest = b_end[best] - b_ptr[best]
+                    if rb > rbest or (rb == rbest and order[b_ptr[b]] < order[b_ptr[best]]):
+                        best = b
+        if best < 0:
+            break
+        size = 0
+        n_touched = 0
+        row = seg[order[b_ptr[best]]]
+        b_ptr[best] += 1
+        members[size] = row
+        size += 1
+        n_touched = _add(row, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, touched,
+                         n_touched)
+        while not _valid(size, min_size, protected, cnt, req, touched, n_touched) and size < cap:
+            best = -1
+            for b in range(nb):
+                if b_ptr[b] >= b_end[b]:
+                    continue
+                cand = seg[order[b_ptr[b]]]
+                if not _compatible(cand, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req,
+                                   cap):
+                    continue
+                if best < 0:
+                    best = b
+                else:
+                    rb = b_end[b] - b_ptr[b]
+                    rbest = b_end[best] - b_ptr[best]
+                    if rb > rbest or (rb == rbest and order[b_ptr[b]] < order[b_ptr[best]]):
+                        best = b
+            if best < 0:
+                break
+            row = seg[order[b_ptr[best]]]
+            b_ptr[best] += 1
+            members[size] = row
+            size += 1
+            n_touched = _add(row, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, touched,
+                             n_touched)
+        if _valid(size, min_size, protected, cnt, req, touched, n_touched):
+            for i in range(size):
+                group[members[i]] = next_gid
+            next_gid += 1
+        else:
+            for i in range(size):
+                group[members[i]] = -2  # marked: sent to the leftovers
+                leftover[n_left] = members[i]
+                n_left += 1
+        _reset(cnt, req, touched, n_touched)
+    # unprotected rows still waiting: chunks of min_size in k-d order; a short tail goes to the
+    # leftovers, whose insertion pass checks every member's history requirements
+    rest = np.empty(k, np.int64)
+    n_rest = 0
+    for i in range(k):
+        row = seg[order[i]]
+        if group[row] == -1 and not protected[sens[row]]:
+            rest[n_rest] = order[i]
+            n_rest += 1
+    rest = np.sort(rest[:n_rest])
+    i = 0
+    while i < n_rest:
+        j = min(i + min_size, n_rest)
+        if n_rest - j < min_size:
+            j = n_rest  # the tail joins this chunk
+        if j - i >= min_size:
+            for t in range(i, j):
+                group[seg[rest[t]]] = next_gid
+            next_gid += 1
+        else:
+            for t in range(i, j):
+                group[seg[rest[t]]] = -2
+                leftover[n_left] = seg[rest[t]]
+                n_left += 1
+        i = j
+    return next_gid, n_left
+
+
+@njit(cache=True)
+def _fits(g, x, g_ptr, g_rows, extra_head, extra_next, sens, protected, base, min_size, ex_ptr,
+          ex_val, ex_req, cnt, req, touched):
+    n_touched = 0
+    size = 0
+    for i in range(g_ptr[g], g_ptr[g + 1]):
+        n_touched = _add(g_rows[i], sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req,
+                         touched, n_touched)
+        size += 1
+    r = extra_head[g]
+    while r >= 0:
+        n_touched = _add(r, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, touched,
+                         n_touched)
+        size += 1
+        r = extra_next[r]
+    n_touched = _add(x, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, touched,
+                     n_touched)
+    ok = _valid(size + 1, min_size, protected, cnt, req, touched, n_touched)
+    _reset(cnt, req, touched, n_touched)
+    return ok
+
+
+@njit(cache=True)
+def insert_leftovers(rows, perm, pos, group, n_groups, sens, protected, base, min_size, ex_ptr,
+                     ex_val, ex_req, window):
+    """Insert each of ``rows`` into the nearest valid group in k-d order; else leave it -1."""
+    n = group.shape[0]
+    V = protected.shape[0]
+    cnt = np.zeros(V, np.int64)
+    req = np.zeros(V, np.float64)
+    touched = np.empty(V, np.int64)
+    # CSR of current members
+    g_count = np.zeros(n_groups + 1, np.int64)
+    for r in range(n):
+        if group[r] >= 0:
+            g_count[group[r] + 1] += 1
+    g_ptr = np.cumsum(g_count)
+    fill = g_ptr[:-1].copy()
+    g_rows = np.empty(g_ptr[-1], np.int64)
+    for r in range(n):
+        g = group[r]
+        if g >= 0:
+            g_rows[fill[g]] = r
+            fill[g] += 1
+    extra_head = np.full(n_groups, -1, np.int64)
+    extra_next = np.full(n, -1, np.int64)
+    seen = np.full(n_groups, -1, np.int64)
+    m = perm.shape[0]
+    for xi in range(rows.shape[0]):
+        x = rows[xi]
+        p = pos[x]
+        done = False
+        for step in range(1, window + 1):
+            for side in range(2):
+                q = p - step if side == 0 else p + step
+                if q < 0 or q >= m:
+                    continue
+                g = group[perm[q]]
+                if g < 0 or seen[g] == xi:
+                    continue
+                seen[g] = xi
+                if _fits(g, x, g_ptr, g_rows, extra_head, extra_next, sens, protected, base,
+                         min_size, ex_ptr, ex_val, ex_req, cnt, req, touched):
+                    group[x] = g
+                    extra_next[x] = extra_head[g]
+                    extra_head[g] = x
+                    done = True
+                    break
+            if done:
+                break
+
+
+@njit(cache=True)
+def group_rows(qid, sens, protected, base, min_size, cap, norm, ex_ptr, ex_val, ex_req, perm,
+               window):
+    """All three passes. ``perm`` (m,) int64: the rows to group (reordered in place).
+
+    Returns ``(group, n_groups)``: (n,) int64 group id per row, ``-1`` = not grouped
+    (suppressed, or not in ``perm``).
+    """
+    n = qid.shape[0]
+    V = protected.shape[0]
+    group = np.full(n, -1, np.int64)
+    bounds = mondrian_leaves(qid, sens, protected, base, min_size, norm, perm)
+    cnt = np.zeros(V, np.int64)
+    req = np.zeros(V, np.float64)
+    touched = np.empty(V, np.int64)
+    leftover = np.empty(perm.shape[0], np.int64)
+    n_left = 0
+    next_gid = 0
+    for leaf in range(bounds.shape[0] - 1):
+        next_gid, n_left = bucketize(perm[bounds[leaf]:bounds[leaf + 1]], sens, protected, base,
+                                     min_size, cap, ex_ptr, ex_val, ex_req, group, next_gid, cnt,
+                                     req, touched, leftover, n_left)
+    pos = np.full(n, -1, np.int64)
+    for i in range(perm.shape[0]):
+        pos[perm[i]] = i
+    if n_left > 0:
+        rows = leftover[:n_left].copy()
+        for i in range(n_left):
+            group[rows[i]] = -1
+        keys = np.empty(n_left, np.int64)
+        for i in range(n_left):
+            keys[i] = pos[rows[i]]
+        rows = rows[np.argsort(keys)]
+        n_left = 0
+        next_gid, n_left = bucketize(rows, sens, protected, base, min_size, cap, ex_ptr, ex_val,
+                                     ex_req, group, next_gid, cnt, req, touched, leftover, n_left)
+        rest = leftover[:n_left].copy()
+        for i in range(n_left):
+            group[rest[i]] = -1
+        insert_leftovers(rest, perm, pos, group, next_gid, sens, protected, base, min_size,
+                         ex_ptr, ex_val, ex_req, window)
+    return group, next_gid

@@ -1,0 +1,124 @@
+"""The files of one release (CONTRACT.md §4): groups, manifest, private assignments.
+
+Files are written under temporary names first (``.tmp`` suffix) and renamed into place only
+after the history commit, so a crash never leaves a half-written release: see
+:func:`stage_release` and :func:`finalize_release`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+TMP_SUFFIX = ".tmp"
+
+
+@dataclass(frozen=True)
+class ReleasePaths:
+    """Where release ``sequence`` lives under ``directory``."""
+
+    directory: Path
+    sequence: int
+
+    @property
+    def groups(self) -> Path:
+        return self.directory / f"release-{self.sequence:04d}.jsonl"
+
+    @property
+    def manifest(self) -> Path:
+        return self.directory / f"manifest-{self.sequence:04d}.json"
+
+    @property
+    def assignments(self) -> Path:
+        return self.directory / f"assignments-{self.sequence:04d}.csv"
+
+    def all(self) -> tuple[Path, Path, Path]:
+        return (self.groups, self.assignments, self.manifest)
+
+
+def group_lines(
+    label: str,
+    sequence: int,
+    sizes: np.ndarray,
+    qids: list[dict[str, Any]] | None,
+    members: list[list[dict[str, Any]]] | None,
+    sensitive: list[dict[str, int]],
+) -> Iterator[dict[str, Any]]:
+    """The JSON objects of ``release-NNNN.jsonl``, one per group, in group order."""
+    for g in range(sizes.shape[0]):
+        line: dict[str, Any] = {"release": label, "sequence": sequence, "group": g, "size": int(sizes[g])}
+        if members is not None:
+            line["members"] = members[g]
+        else:
+            line["qid"] = qids[g] if qids is not None else {}
+        line["sensitive"] = sensitive[g]
+        yield line
+
+
+def stage_release(
+    paths: ReleasePaths,
+    lines: list[dict[str, Any]],
+    manifest: dict[str, Any],
+    ids: np.ndarray,
+    group: np.ndarray,
+) -> None:
+    """Write the three files under temporary names (fsynced)."""
+    paths.directory.mkdir(parents=True, exist_ok=True)
+    with _tmp(paths.groups).open("w", encoding="utf-8") as fh:
+        for line in lines:
+            fh.write(json.dumps(line, separators=(", ", ": "), ensure_ascii=False))
+            fh.write("\n")
+        _sync(fh)
+    with _tmp(paths.assignments).open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["id", "group"])
+        writer.writerows(
+            (i, "" if g < 0 else int(g)) for i, g in zip(ids.tolist(), group.tolist(), strict=True)
+        )
+        _sync(fh)
+    with _tmp(paths.manifest).open("w", encoding="utf-8") as fh:
+        json.dump(manifest, fh, indent=2, ensure_ascii=False)
+        fh.write("\n")
+        _sync(fh)
+
+
+def finalize_release(paths: ReleasePaths) -> None:
+    """Rename the staged files into place (the manifest last: its presence marks completion)."""
+    for path in paths.all():
+        os.replace(_tmp(path), path)
+
+
+def is_staged(paths: ReleasePaths) -> bool:
+    """True when all three temporary files of a staged release exist."""
+    return all(_tmp(p).exists() for p in paths.all())
+
+
+def discard_staged(paths: ReleasePaths) -> None:
+    for path in paths.all():
+        _tmp(path).unlink(missing_ok=True)
+
+
+def published_sequences(directory: Path) -> list[int]:
+    """Sequences whose manifest is in ``directory``, ascending."""
+    out = []
+    for path in directory.glob("manifest-*.json"):
+        stem = path.stem.removeprefix("manifest-")
+        if stem.isdigit():
+            out.append(int(stem))
+    return sorted(out)
+
+
+def _tmp(path: Path) -> Path:
+    return path.with_name(path.name + TMP_SUFFIX)
+
+
+def _sync(fh: Any) -> None:
+    fh.flush()
+    os.fsync(fh.fileno())

@@ -1,0 +1,367 @@
+"""Plan one release: pure orchestration of the core (no I/O, no clock).
+
+``plan_release`` takes an encoded snapshot, the history of its individuals and the privacy
+settings, and returns the groups, the new history of every published individual and the breach
+probabilities after the release. It checks before it releases (STYLE.md rule 2): every
+published individual's breach probability for every protected value is recomputed from the
+merged history (Lemma 4 of paper 003) and a single one above ``1/l + BREACH_ATOL`` raises
+:class:`GuaranteeUnsatisfiable`, except under the ``localized`` baseline, whose breaches are the
+point of the comparison and are reported, not refused.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from stream_release.errors import GuaranteeUnsatisfiable
+from stream_release.grouping.partition import Requirements, form_groups
+from stream_release.history.types import HistoryRows
+from stream_release.privacy.breach import (
+    BREACH_ATOL,
+    RATIO_RTOL,
+    breach_from_log_product,
+    constant_ratio_target,
+)
+from stream_release.privacy.strategy import Strategy
+from stream_release.table import EncodedTable
+
+
+@dataclass(frozen=True, eq=False)
+class GroupContents:
+    """The published multiset of each group, as sorted (group, value) pairs.
+
+    ``size`` (G,) int64; ``pair_group``, ``pair_value`` (local code), ``pair_count`` (P,) int64,
+    sorted by group then value; ``pair_ptr`` (G+1,) int64 CSR over groups.
+    """
+
+    size: NDArray[np.int64]
+    pair_group: NDArray[np.int64]
+    pair_value: NDArray[np.int64]
+    pair_count: NDArray[np.int64]
+    pair_ptr: NDArray[np.int64]
+
+    @classmethod
+    def of(cls, group: NDArray[np.int64], sensitive: NDArray[np.int32], n_values: int) -> GroupContents:
+        published = group >= 0
+        g = group[published]
+        n_groups = int(g.max()) + 1 if g.size else 0
+        key = g * n_values + sensitive[published].astype(np.int64)
+        keys, counts = np.unique(key, return_counts=True)
+        pair_group = keys // n_values
+        pair_ptr = np.searchsorted(pair_group, np.arange(n_groups + 1))
+        return cls(
+            np.bincount(g, minlength=n_groups).astype(np.int64),
+            pair_group,
+            keys % n_values,
+            counts.astype(np.int64),
+            pair_ptr.astype(np.int64),
+        )
+
+    @property
+    def n_groups(self) -> int:
+        return int(self.size.shape[0])
+
+
+@dataclass(frozen=True, eq=False)
+class ReleasePlan:
+    """Everything a release publishes and commits.
+
+    ``group`` (n,) int64 per snapshot row, -1 = suppressed. ``values`` is the store's value
+    dictionary extended with this release's new values; ``value_of_local`` (V,) maps the
+    table's local codes to global ids. ``published`` (p,) int64 rows in ``group >= 0``;
+    ``history`` is the merged history of those rows, in the same order. ``breach`` (p,) float64
+    is each published individual's largest breach probability over protected values.
+    """
+
+    group: NDArray[np.int64]
+    contents: GroupContents
+    values: tuple[str, ...]
+    value_of_local: NDArray[np.int64]
+    protected: NDArray[np.bool_]
+    published: NDArray[np.int64]
+    history: HistoryRows
+    breach: NDArray[np.float64]
+    suppressed_by_history: int
+    strategy: Strategy
+
+    @property
+    def suppressed(self) -> int:
+        return int(np.count_nonzero(self.group < 0))
+
+    def breach_summary(self) -> dict[str, float]:
+        """``bound``, ``max``, ``p50``, ``p99`` of the published individuals' breach."""
+        b = self.breach
+        return {
+            "bound": 1.0 / self.strategy.ell,
+            "max": float(b.max()) if b.size else 0.0,
+            "p50": float(np.quantile(b, 0.5)) if b.size else 0.0,
+            "p99": float(np.quantile(b, 0.99)) if b.size else 0.0,
+        }
+
+
+def protected_mask(table: EncodedTable, protected: tuple[str, ...] | list[str]) -> NDArray[np.bool_]:
+    """(V,) bool: which of the release's values are protected (all when ``protected`` is empty)."""
+    if not protected:
+        return np.ones(len(table.sensitive_values), dtype=np.bool_)
+    wanted = set(protected)
+    return np.array([v in wanted for v in table.sensitive_values], dtype=np.bool_)
+
+
+def plan_release(
+    table: EncodedTable,
+    history: HistoryRows,
+    history_values: tuple[str, ...],
+    strategy: Strategy,
+    *,
+    protected: tuple[str, ...] | list[str] = (),
+    min_group_size: int = 1,
+    max_group_factor: float = 4.0,
+) -> ReleasePlan:
+    """Group ``table`` under ``strategy`` given the history of its rows.
+
+    Parameters
+    ----------
+    table : the encoded snapshot (n rows)
+    history : history of the n rows, row i for ``table.ids[i]``, global value ids
+    history_values : the store's value dictionary (global id -> value)
+    strategy : the ratio strategy (paper 003 §6)
+    protected : protected sensitive values; empty = all
+    min_group_size : k-anonymity floor on every group
+
+    Raises
+    ------
+    GuaranteeUnsatisfiable
+        if the parameters are infeasible for the data (names the value and the largest
+        feasible setting), or if any published individual would breach ``1/l``.
+    """
+    n = table.n_rows
+    n_values = len(table.sensitive_values)
+    values, value_of_local, local_of_global = _extend_dictionary(history_values, table.sensitive_values)
+    is_protected = protected_mask(table, protected)
+
+    requirements = _requirements(table, history, local_of_global, is_protected, strategy)
+    own = requirements.own_value_ratio(table.sensitive)
+    eligible = ~(is_protected[table.sensitive] & np.isinf(own))
+    _check_feasible(table, eligible, is_protected, strategy, min_group_size)
+
+    group = form_groups(
+        table,
+        is_protected,
+        requirements,
+        min_group_size=min_group_size,
+        eligible=eligible,
+        max_group_factor=max_group_factor,
+    )
+    contents = GroupContents.of(group, table.sensitive, n_values)
+    published = np.flatnonzero(group >= 0)
+    merged = _merge_history(history, published, group, contents, value_of_local)
+    protected_global = np.zeros(len(values), dtype=np.bool_)
+    protected_global[value_of_local[is_protected]] = True
+    if protected:
+        wanted = set(protected)
+        protected_global |= np.array([v in wanted for v in values], dtype=np.bool_)
+    else:
+        protected_global[:] = True
+    breach = _individual_breach(merged, protected_global)
+    _check_sizes(contents, min_group_size)
+    if strategy.uses_history and breach.size and breach.max() > 1.0 / strategy.ell + BREACH_ATOL:
+        worst = int(np.argmax(breach))
+        raise GuaranteeUnsatisfiable(
+            f"internal check failed: a published individual (row {int(published[worst]) + 1}) "
+            f"would reach breach probability {breach[worst]:.6g} > 1/l = {1 / strategy.ell:.6g}; "
+            "nothing was released"
+        )
+    return ReleasePlan(
+        group=group,
+        contents=contents,
+        values=values,
+        value_of_local=value_of_local,
+        protected=is_protected,
+        published=published,
+        history=merged,
+        breach=breach,
+        suppressed_by_history=int(np.count_nonzero(~eligible)),
+        strategy=strategy,
+    )
+
+
+def _extend_dictionary(
+    known: tuple[str, ...], present: tuple[str, ...]
+) -> tuple[tuple[str, ...], NDArray[np.int64], NDArray[np.int64]]:
+    index = {v: i for i, v in enumerate(known)}
+    extended = list(known)
+    value_of_local = np.empty(len(present), dtype=np.int64)
+    for local, value in enumerate(present):
+        gid = index.get(value)
+        if gid is None:
+            gid = len(extended)
+            extended.append(value)
+            index[value] = gid
+        value_of_local[local] = gid
+    local_of_global = np.full(len(extended), -1, dtype=np.int64)
+    local_of_global[value_of_local] = np.arange(len(present))
+    return tuple(extended), value_of_local, local_of_global
+
+
+def _requirements(
+    table: EncodedTable,
+    history: HistoryRows,
+    local_of_global: NDArray[np.int64],
+    is_protected: NDArray[np.bool_],
+    strategy: Strategy,
+) -> Requirements:
+    n = table.n_rows
+    if not strategy.uses_history or history.n_entries == 0:
+        return Requirements.uniform(strategy.base_ratio, n)
+    local = local_of_global[history.value]
+    relevant = local >= 0
+    relevant[relevant] = is_protected[local[relevant]]
+    ratio = strategy.required_ratio(history.log_p, history.links)
+    keep = relevant & (ratio > strategy.base_ratio * (1.0 + 1e-12))
+    owner = history.owner()[keep]
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(owner, minlength=n), out=ptr[1:])
+    return Requirements(
+        strategy.base_ratio,
+        ptr,
+        local[keep].astype(np.int32),
+        ratio[keep].astype(np.float64),
+    )
+
+
+def _check_feasible(
+    table: EncodedTable,
+    eligible: NDArray[np.bool_],
+    is_protected: NDArray[np.bool_],
+    strategy: Strategy,
+    min_group_size: int,
+) -> None:
+    """Refuse parameters no grouping can meet: a group-size ratio ``r`` needs every protected
+    value held by at most ``N / r`` of the ``N`` rows (summing ``n(G,s) <= |G|/r`` over groups).
+    """
+    n = int(np.count_nonzero(eligible))
+    if n == 0:
+        return
+    if n < min_group_size:
+        raise GuaranteeUnsatisfiable(
+            f"min_group_size = {min_group_size} but the release has only {n} publishable rows; "
+            f"set min_group_size <= {n}"
+        )
+    counts = np.bincount(table.sensitive[eligible], minlength=len(table.sensitive_values))
+    counts = np.where(is_protected, counts, 0)
+    worst = int(np.argmax(counts))
+    if counts[worst] == 0:
+        return
+    r_max = n / counts[worst]
+    need = strategy.base_ratio
+    if r_max >= need * (1.0 - RATIO_RTOL):
+        return
+    value = table.sensitive_values[worst]
+    raise GuaranteeUnsatisfiable(
+        f"infeasible: protected value {value!r} is held by {counts[worst]} of {n} rows "
+        f"({100 * counts[worst] / n:.2f} %), so no group-size ratio above {r_max:.4g} is possible, "
+        f"but strategy {strategy.name} with l = {strategy.ell:g} needs {need:.4g}; "
+        f"largest feasible setting: {_largest_feasible(strategy, r_max)}"
+    )
+
+
+def _largest_feasible(strategy: Strategy, r_max: float) -> str:
+    if r_max <= 1.0:
+        return "none (the value is the only one left: drop it from protected or suppress it)"
+    ell_max = r_max
+    if strategy.name == "constant-ratio":
+        k = strategy.k_prime or 1
+        ell_for_k = 1.0 / -math.expm1(k * math.log1p(-1.0 / r_max))
+        k_max = 0
+        while constant_ratio_target(strategy.ell, k_max + 1) <= r_max and k_max < 10_000:
+            k_max += 1
+        options = [f"l = {ell_for_k:.4g} at k_prime = {k}"]
+        if k_max >= 1:
+            options.insert(0, f"k_prime = {k_max} at l = {strategy.ell:g}")
+        return " or ".join(options)
+    if strategy.name == "geometric":
+        alpha_max = r_max / strategy.ell
+        if alpha_max > 1.0:
+            return f"alpha = {alpha_max:.4g} at l = {strategy.ell:g}"
+        return f"l = {r_max / (strategy.alpha or 2.0):.4g} at alpha = {strategy.alpha:g}"
+    return f"l = {ell_max:.4g}"
+
+
+def _merge_history(
+    history: HistoryRows,
+    published: NDArray[np.int64],
+    group: NDArray[np.int64],
+    contents: GroupContents,
+    value_of_local: NDArray[np.int64],
+) -> HistoryRows:
+    """New history of the published rows: old entries plus one linkage to every value of the
+    row's group, with factor ``log1p(-n(G,s)/|G|)`` (Lemma 4); every member is linked to every
+    value of its group, whatever its own value.
+    """
+    p = published.shape[0]
+    n_values_global = int(value_of_local.max()) + 1 if value_of_local.size else 1
+    n_values_global = max(n_values_global, int(history.value.max()) + 1 if history.n_entries else 0)
+    # old entries of the published rows, re-indexed to 0..p-1
+    counts_old = np.diff(history.indptr)[published]
+    starts = history.indptr[published]
+    idx_old = _ranges(starts, counts_old)
+    owner_old = np.repeat(np.arange(p, dtype=np.int64), counts_old)
+    # new linkages
+    g = group[published]
+    n_pairs = np.diff(contents.pair_ptr)[g]
+    idx_new = _ranges(contents.pair_ptr[g], n_pairs)
+    owner_new = np.repeat(np.arange(p, dtype=np.int64), n_pairs)
+    value_new = value_of_local[contents.pair_value[idx_new]]
+    factor = np.log1p(-contents.pair_count[idx_new] / contents.size[contents.pair_group[idx_new]])
+    owner = np.concatenate([owner_old, owner_new])
+    value = np.concatenate([history.value[idx_old].astype(np.int64), value_new])
+    log_p = np.concatenate([history.log_p[idx_old], factor])
+    links = np.concatenate([history.links[idx_old].astype(np.int64), np.ones(idx_new.shape[0], np.int64)])
+    key = owner * n_values_global + value
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    first = np.ones(key.shape[0], dtype=np.bool_)
+    first[1:] = key[1:] != key[:-1]
+    starts_u = np.flatnonzero(first)
+    merged_owner = owner[order][starts_u]
+    indptr = np.zeros(p + 1, dtype=np.int64)
+    np.cumsum(np.bincount(merged_owner, minlength=p), out=indptr[1:])
+    return HistoryRows(
+        indptr,
+        value[order][starts_u].astype(np.int32),
+        np.add.reduceat(log_p[order], starts_u) if starts_u.size else np.zeros(0),
+        np.add.reduceat(links[order], starts_u).astype(np.int32) if starts_u.size else np.zeros(0, np.int32),
+    )
+
+
+def _ranges(starts: NDArray[np.int64], counts: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Concatenation of ``arange(s, s + c)`` for each (s, c), vectorised."""
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+    return np.arange(total, dtype=np.int64) + offsets
+
+
+def _individual_breach(history: HistoryRows, protected_global: NDArray[np.bool_]) -> NDArray[np.float64]:
+    """(p,) each individual's largest breach probability over protected values (Lemma 4)."""
+    p = history.n_individuals
+    out = np.zeros(p, dtype=np.float64)
+    if history.n_entries == 0:
+        return out
+    relevant = protected_global[history.value]
+    prob = np.where(relevant, breach_from_log_product(history.log_p), 0.0)
+    np.maximum.at(out, history.owner(), prob)
+    return out
+
+
+def _check_sizes(contents: GroupContents, min_group_size: int) -> None:
+    if contents.n_groups and int(contents.size.min()) < min_group_size:
+        raise GuaranteeUnsatisfiable(
+            f"internal check failed: a group of {int(contents.size.min())} rows is below "
+            f"min_group_size = {min_group_size}; nothing was released"
+        )

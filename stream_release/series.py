@@ -1,0 +1,139 @@
+"""Offline serial publishing: ``stream-release anonymize``.
+
+Each snapshot becomes the next release of the series whose history is in ``history``:
+read and validate -> encode -> pseudonymise ids -> load history -> plan (group, check every
+bound) -> stage the files -> commit history and release record atomically -> rename the files
+into place. A crash before the commit leaves nothing; a crash after it leaves staged files that
+the next run finalises (the store's sequence says the release happened).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stream_release.config import Settings
+from stream_release.errors import HistoryStoreError
+from stream_release.grouping.encoding import encode, load_hierarchies
+from stream_release.history import make_history_store
+from stream_release.history.pseudonym import Pseudonymizer, load_key
+from stream_release.history.types import HistoryStore
+from stream_release.io.release_files import (
+    ReleasePaths,
+    discard_staged,
+    finalize_release,
+    is_staged,
+    published_sequences,
+    stage_release,
+)
+from stream_release.io.snapshot import read_snapshot
+from stream_release.publication import render_release
+from stream_release.release import plan_release
+from stream_release.table import EncodedTable
+
+
+@dataclass(frozen=True)
+class Publisher:
+    """A series: where its files go and where its history lives."""
+
+    settings: Settings
+    out_dir: Path
+    store: HistoryStore
+    pseudonymizer: Pseudonymizer
+
+    @classmethod
+    def open(cls, settings: Settings, out_dir: Path, history: str | Path | None = None) -> Publisher:
+        """Open (or start) the series; ``history`` defaults to ``out_dir / "history"``."""
+        location: str | Path = history if history is not None else out_dir / "history"
+        is_url = isinstance(location, str) and "://" in location
+        key = load_key(settings.history, default_dir=None if is_url else Path(location))
+        store = make_history_store(location, settings.history.prefix)
+        publisher = cls(settings, out_dir, store, Pseudonymizer(key))
+        publisher.recover()
+        return publisher
+
+    def recover(self) -> None:
+        """Finalise a release whose history was committed but whose files were not renamed."""
+        committed = self.store.last_sequence()
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        done = published_sequences(self.out_dir)
+        last_file = done[-1] if done else 0
+        nxt = ReleasePaths(self.out_dir, last_file + 1)
+        if committed == last_file + 1 and is_staged(nxt):
+            finalize_release(nxt)
+        elif committed == last_file:
+            discard_staged(nxt)
+        elif committed != last_file:
+            raise HistoryStoreError(
+                f"the history store is at release {committed} but {self.out_dir} holds releases up "
+                f"to {last_file}: use the --out directory and --history store of the same series"
+            )
+
+    def publish(self, table: EncodedTable, *, label: str, source: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Publish ``table`` as the next release; returns its manifest."""
+        started = time.perf_counter()
+        sequence = self.store.last_sequence() + 1
+        pseudonyms = self.pseudonymizer.pseudonyms(table.ids)
+        history = self.store.load(pseudonyms)
+        privacy = self.settings.privacy
+        plan = plan_release(
+            table,
+            history,
+            self.store.values(),
+            privacy.make_strategy(),
+            protected=privacy.protected,
+            min_group_size=privacy.min_group_size,
+            max_group_factor=self.settings.grouping.max_group_factor,
+        )
+        elapsed = time.perf_counter() - started
+        lines, manifest = render_release(
+            table, plan, label=label, sequence=sequence, settings=self.settings, elapsed_s=elapsed, source=source
+        )
+        paths = ReleasePaths(self.out_dir, sequence)
+        stage_release(paths, lines, manifest, table.ids, plan.group)
+        record = zlib.compress(json.dumps({"groups": lines, "manifest": manifest}).encode("utf-8"))
+        self.store.commit(sequence, pseudonyms[plan.published], plan.history, plan.values, record)
+        finalize_release(paths)
+        return manifest
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def anonymize_files(
+    settings: Settings,
+    out_dir: Path,
+    snapshots: Sequence[Path],
+    history: str | Path | None = None,
+    *,
+    on_release: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Publish each CSV snapshot, in order, as the next release; returns the manifests.
+
+    Every snapshot is read and validated before the first is published, so a bad file
+    publishes nothing.
+    """
+    hierarchies = load_hierarchies(settings.schema)
+    tables = []
+    for path in snapshots:
+        raw = read_snapshot(path, settings.schema)
+        tables.append((path, raw, encode(raw, settings.schema, hierarchies)))
+    publisher = Publisher.open(settings, out_dir, history)
+    manifests = []
+    try:
+        for path, raw, table in tables:
+            manifest = publisher.publish(
+                table, label=Path(path).stem, source={"file": str(path), "sha256": raw.sha256}
+            )
+            manifests.append(manifest)
+            if on_release is not None:
+                on_release(manifest)
+    finally:
+        publisher.close()
+    return manifests
+
