@@ -63,12 +63,16 @@ class AuditReport:
         return bool(self.releases) and all(r.ok for r in self.releases)
 
     def table(self) -> str:
-        head = f"{'seq':>4} {'release':<14} {'rows':>8} {'groups':>7} {'supp':>6} {'breach.max':>11} {'1/l':>7}  status"
+        head = (
+            f"{'seq':>4} {'release':<14} {'rows':>8} {'groups':>7} {'supp':>6} "
+            f"{'breach.max':>11} {'1/l':>7}  status"
+        )
         lines = [head]
         for r in self.releases:
             status = "ok" if r.ok else "FAIL: " + "; ".join(r.problems[:3])
             lines.append(
-                f"{r.sequence:>4} {r.release[:14]:<14} {r.records:>8} {r.groups:>7} {r.suppressed:>6} "
+                f"{r.sequence:>4} {r.release[:14]:<14} {r.records:>8} {r.groups:>7} "
+                f"{r.suppressed:>6} "
                 f"{r.breach_max:>11.6f} {r.bound:>7.4f}  {status}"
             )
         if not self.releases:
@@ -87,7 +91,9 @@ class _Ledger:
 
     def index(self, ids: list[str]) -> np.ndarray:
         table = self.ids
-        return np.fromiter((table.setdefault(i, len(table)) for i in ids), dtype=np.int64, count=len(ids))
+        return np.fromiter(
+            (table.setdefault(i, len(table)) for i in ids), dtype=np.int64, count=len(ids)
+        )
 
     def value(self, name: str) -> int:
         return self.values.setdefault(name, len(self.values))
@@ -114,12 +120,16 @@ def audit_directory(directory: Path, ell: float | None = None) -> AuditReport:
         sequence = int(manifest.get("sequence", -1))
         result = _audit_release(directory, manifest, ledger, ell)
         if sequence != expected:
-            result.problems.insert(0, f"sequence {sequence} where {expected} was expected (a release is missing)")
+            result.problems.insert(
+                0, f"sequence {sequence} where {expected} was expected (a release is missing)"
+            )
         out.append(result)
     return AuditReport(out)
 
 
-def _audit_release(directory: Path, manifest: dict[str, Any], ledger: _Ledger, ell: float | None) -> ReleaseAudit:
+def _audit_release(
+    directory: Path, manifest: dict[str, Any], ledger: _Ledger, ell: float | None
+) -> ReleaseAudit:
     seq = int(manifest["sequence"])
     bound_l = float(ell if ell is not None else manifest["l"])
     strategy = manifest.get("strategy", {})
@@ -136,7 +146,9 @@ def _audit_release(directory: Path, manifest: dict[str, Any], ledger: _Ledger, e
     for g, line in enumerate(groups):
         counts = line.get("sensitive", {})
         if sum(int(c) for c in counts.values()) != sizes[g]:
-            problems.append(f"group {g}: size {sizes[g]} but its sensitive counts sum to {sum(counts.values())}")
+            problems.append(
+                f"group {g}: size {sizes[g]} but its sensitive counts sum to {sum(counts.values())}"
+            )
         if "members" in line and len(line["members"]) != sizes[g]:
             problems.append(f"group {g}: size {sizes[g]} but {len(line['members'])} members listed")
         if sizes[g] < min_size:
@@ -149,7 +161,9 @@ def _audit_release(directory: Path, manifest: dict[str, Any], ledger: _Ledger, e
     bad = np.flatnonzero(per_group != sizes) if n_groups else np.zeros(0, dtype=np.int64)
     if bad.size:
         g = int(bad[0])
-        problems.append(f"group {g}: size {sizes[g]} but {per_group[g]} ids assigned ({bad.size} groups differ)")
+        problems.append(
+            f"group {g}: size {sizes[g]} but {per_group[g]} ids assigned ({bad.size} groups differ)"
+        )
     if len(set(ids)) != len(ids):
         problems.append("an id appears twice in the assignments")
     for key, value in (
@@ -174,17 +188,25 @@ def _audit_release(directory: Path, manifest: dict[str, Any], ledger: _Ledger, e
             pair_factor.append(math.log1p(-int(count) / size) if int(count) < size else -math.inf)
     pg = np.array(pair_group, dtype=np.int64)
     order = np.argsort(pg, kind="stable")
-    pg, pv, pf = pg[order], np.array(pair_value, np.int64)[order], np.array(pair_factor, np.float64)[order]
+    pg, pv, pf = (
+        pg[order],
+        np.array(pair_value, np.int64)[order],
+        np.array(pair_factor, np.float64)[order],
+    )
     ptr = np.searchsorted(pg, np.arange(n_groups + 1))
     counts = np.diff(ptr)[g_of_row]
     starts = ptr[g_of_row]
-    idx = np.repeat(starts - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts) + np.arange(int(counts.sum()))
+    idx = np.repeat(starts - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts) + np.arange(
+        int(counts.sum())
+    )
     owners = np.repeat(rows, counts)
     ledger.add(owners * _VALUE_SPACE + pv[idx], pf[idx])
 
     # breach of the individuals published in this release, over protected values
     names = {i: v for v, i in ledger.values.items()}
-    is_protected = np.array([not protected or names[i] in protected for i in range(len(names))], dtype=bool)
+    is_protected = np.array(
+        [not protected or names[i] in protected for i in range(len(names))], dtype=bool
+    )
     key_owner = ledger.keys // _VALUE_SPACE
     key_value = ledger.keys % _VALUE_SPACE
     mine = np.isin(key_owner, rows) & is_protected[key_value]
@@ -193,7 +215,9 @@ def _audit_release(directory: Path, manifest: dict[str, Any], ledger: _Ledger, e
     bound = 1.0 / bound_l
     if breach_max > bound + AUDIT_ATOL:
         worst = int(np.count_nonzero(probs > bound + AUDIT_ATOL))
-        problems.append(f"breach {breach_max:.6f} > 1/l = {bound:.6f} ({worst} (individual, value) pairs)")
+        problems.append(
+            f"breach {breach_max:.6f} > 1/l = {bound:.6f} ({worst} (individual, value) pairs)"
+        )
     claimed = float(manifest.get("breach", {}).get("max", breach_max))
     if abs(claimed - breach_max) > AUDIT_ATOL:
         problems.append(f"manifest breach.max = {claimed:.9f} but the files give {breach_max:.9f}")
@@ -234,7 +258,11 @@ def _read_assignments(path: Path, problems: list[str]) -> tuple[list[str], np.nd
 
 
 def _check_against_snapshot(
-    manifest: dict[str, Any], groups: list[dict[str, Any]], ids: list[str], assigned: np.ndarray, problems: list[str]
+    manifest: dict[str, Any],
+    groups: list[dict[str, Any]],
+    ids: list[str],
+    assigned: np.ndarray,
+    problems: list[str],
 ) -> None:
     """Compare each group with its assigned snapshot rows, when the snapshot is at hand."""
     source = manifest.get("source") or {}
@@ -273,7 +301,9 @@ def _check_against_snapshot(
                 continue
             for r in got:
                 if not _covers(published, r[col].strip()):
-                    problems.append(f"group {g}: {q} = {published!r} does not cover an assigned row's value")
+                    problems.append(
+                        f"group {g}: {q} = {published!r} does not cover an assigned row's value"
+                    )
                     return
 
 

@@ -28,31 +28,46 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="stream-release",
-        description="Serial data publishing with a global breach guarantee (Wong et al., ICDE 2010).",
+        description="Serial data publishing with a global breach guarantee (Wong et al. 2010).",
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
     bounds = sub.add_parser("bounds", help="ratio a strategy requires (paper 003 §6)")
     bounds.add_argument("--l", type=float, required=True, help="breach bound 1/l, l > 1")
-    bounds.add_argument("--strategy", choices=["constant-ratio", "geometric"], default="constant-ratio")
-    bounds.add_argument("--k-prime", type=int, default=None, help="constant-ratio: linkages allowed")
+    bounds.add_argument(
+        "--strategy", choices=["constant-ratio", "geometric"], default="constant-ratio"
+    )
+    bounds.add_argument(
+        "--k-prime", type=int, default=None, help="constant-ratio: linkages allowed"
+    )
     bounds.add_argument("--alpha", type=float, default=None, help="geometric: ratio multiple > 1")
     bounds.add_argument("--releases", type=int, default=10, help="geometric: schedule length")
     bounds.add_argument("--json", action="store_true", help="machine-readable output")
     bounds.set_defaults(run=_bounds)
 
-    anonymize = sub.add_parser("anonymize", help="publish snapshots as the next releases of a series")
+    anonymize = sub.add_parser(
+        "anonymize", help="publish snapshots as the next releases of a series"
+    )
     anonymize.add_argument("--config", type=Path, required=True)
     anonymize.add_argument("--out", type=Path, required=True, help="directory of the release files")
-    anonymize.add_argument("--history", default=None, help="history store: a directory or a redis:// URL")
+    anonymize.add_argument(
+        "--history", default=None, help="history store: a directory or a redis:// URL"
+    )
     anonymize.add_argument("snapshots", type=Path, nargs="+")
     anonymize.set_defaults(run=_anonymize)
 
     audit = sub.add_parser("audit", help="recompute every bound from the release files alone")
     audit.add_argument("directory", type=Path)
-    audit.add_argument("--l", type=float, default=None, help="audit against 1/l instead of the manifests' l")
+    audit.add_argument(
+        "--l", type=float, default=None, help="audit against 1/l instead of the manifests' l"
+    )
     audit.add_argument("--json", action="store_true")
     audit.set_defaults(run=_audit)
+
+    demo = sub.add_parser("demo", help="publish the bundled Adult data as a series and audit it")
+    demo.add_argument("--releases", type=int, default=5)
+    demo.add_argument("--out", type=Path, default=None, help="keep the release files here")
+    demo.set_defaults(run=_demo)
     return parser
 
 
@@ -60,9 +75,15 @@ def _bounds(args: argparse.Namespace) -> int:
     from stream_release.privacy import make_strategy
 
     if args.strategy == "constant-ratio":
-        strategy = make_strategy("constant-ratio", ell=args.l, k_prime=args.k_prime if args.k_prime else 20)
-        out: dict[str, Any] = {"strategy": "constant-ratio", "l": args.l, "k_prime": strategy.k_prime,
-                               "ratio": strategy.target}
+        strategy = make_strategy(
+            "constant-ratio", ell=args.l, k_prime=args.k_prime if args.k_prime else 20
+        )
+        out: dict[str, Any] = {
+            "strategy": "constant-ratio",
+            "l": args.l,
+            "k_prime": strategy.k_prime,
+            "ratio": strategy.target,
+        }
         text = f"{strategy.target:.6f}"
     else:
         strategy = make_strategy("geometric", ell=args.l, alpha=args.alpha if args.alpha else 2.0)
@@ -82,7 +103,8 @@ def _anonymize(args: argparse.Namespace) -> int:
     def report(manifest: dict[str, Any]) -> None:
         u, b = manifest["utility"], manifest["breach"]
         print(
-            f"release {manifest['sequence']:>4} {manifest['release']}: {manifest['published']} published, "
+            f"release {manifest['sequence']:>4} {manifest['release']}: "
+            f"{manifest['published']} published, "
             f"{manifest['suppressed']} suppressed, {manifest['groups']} groups "
             f"(avg {u['avg_group_size']:.2f}, max {u['max_group_size']}), "
             f"breach max {b['max']:.4f} <= {b['bound']:.4f}, query error {u['query_error']:.4f}"
@@ -103,6 +125,12 @@ def _audit(args: argparse.Namespace) -> int:
     else:
         print(report.table())
     return 0 if report.ok else 1
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from stream_release.demo import run_demo
+
+    return 0 if run_demo(args.releases, args.out) else 1
 
 
 if __name__ == "__main__":

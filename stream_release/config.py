@@ -36,7 +36,9 @@ class SchemaSettings(_Section):
             raise ValueError("schema.qid is empty: list the quasi-identifier columns")
         names = [self.id, self.sensitive, *self.qid]
         if len(set(names)) != len(names):
-            raise ValueError(f"schema: a column is named twice among id, sensitive and qid: {names}")
+            raise ValueError(
+                f"schema: a column is named twice among id, sensitive and qid: {names}"
+            )
         unknown = sorted(set(self.hierarchies) - set(self.qid))
         if unknown:
             raise ValueError(f"schema.hierarchies names {unknown}, which are not in schema.qid")

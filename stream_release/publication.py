@@ -44,14 +44,30 @@ def render_release(
     sensitive = sensitive_multisets(table, plan)
     if fmt == "anatomy":
         lines = list(
-            group_lines(label, sequence, plan.contents.size, None, anatomy_members(table, plan.group), sensitive)
+            group_lines(
+                label,
+                sequence,
+                plan.contents.size,
+                None,
+                anatomy_members(table, plan.group),
+                sensitive,
+            )
         )
     else:
         lines = list(
-            group_lines(label, sequence, plan.contents.size, generalize_groups(table, plan.group), None, sensitive)
+            group_lines(
+                label,
+                sequence,
+                plan.contents.size,
+                generalize_groups(table, plan.group),
+                None,
+                sensitive,
+            )
         )
     rng = np.random.default_rng([settings.output.query_seed, sequence])
-    utility = utility_report(table, plan.group, format=fmt, queries=settings.output.queries, rng=rng)
+    utility = utility_report(
+        table, plan.group, format=fmt, queries=settings.output.queries, rng=rng
+    )
     strategy = plan.strategy.describe()
     strategy["protected"] = list(settings.privacy.protected)
     strategy["min_group_size"] = settings.privacy.min_group_size

@@ -45,7 +45,9 @@ class GroupContents:
     pair_ptr: NDArray[np.int64]
 
     @classmethod
-    def of(cls, group: NDArray[np.int64], sensitive: NDArray[np.int32], n_values: int) -> GroupContents:
+    def of(
+        cls, group: NDArray[np.int64], sensitive: NDArray[np.int32], n_values: int
+    ) -> GroupContents:
         published = group >= 0
         g = group[published]
         n_groups = int(g.max()) + 1 if g.size else 0
@@ -103,7 +105,9 @@ class ReleasePlan:
         }
 
 
-def protected_mask(table: EncodedTable, protected: tuple[str, ...] | list[str]) -> NDArray[np.bool_]:
+def protected_mask(
+    table: EncodedTable, protected: tuple[str, ...] | list[str]
+) -> NDArray[np.bool_]:
     """(V,) bool: which of the release's values are protected (all when ``protected`` is empty)."""
     if not protected:
         return np.ones(len(table.sensitive_values), dtype=np.bool_)
@@ -138,9 +142,10 @@ def plan_release(
         if the parameters are infeasible for the data (names the value and the largest
         feasible setting), or if any published individual would breach ``1/l``.
     """
-    n = table.n_rows
     n_values = len(table.sensitive_values)
-    values, value_of_local, local_of_global = _extend_dictionary(history_values, table.sensitive_values)
+    values, value_of_local, local_of_global = _extend_dictionary(
+        history_values, table.sensitive_values
+    )
     is_protected = protected_mask(table, protected)
 
     requirements = _requirements(table, history, local_of_global, is_protected, strategy)
@@ -320,7 +325,9 @@ def _merge_history(
     owner = np.concatenate([owner_old, owner_new])
     value = np.concatenate([history.value[idx_old].astype(np.int64), value_new])
     log_p = np.concatenate([history.log_p[idx_old], factor])
-    links = np.concatenate([history.links[idx_old].astype(np.int64), np.ones(idx_new.shape[0], np.int64)])
+    links = np.concatenate(
+        [history.links[idx_old].astype(np.int64), np.ones(idx_new.shape[0], np.int64)]
+    )
     key = owner * n_values_global + value
     order = np.argsort(key, kind="stable")
     key = key[order]
@@ -334,7 +341,9 @@ def _merge_history(
         indptr,
         value[order][starts_u].astype(np.int32),
         np.add.reduceat(log_p[order], starts_u) if starts_u.size else np.zeros(0),
-        np.add.reduceat(links[order], starts_u).astype(np.int32) if starts_u.size else np.zeros(0, np.int32),
+        np.add.reduceat(links[order], starts_u).astype(np.int32)
+        if starts_u.size
+        else np.zeros(0, np.int32),
     )
 
 
@@ -347,7 +356,9 @@ def _ranges(starts: NDArray[np.int64], counts: NDArray[np.int64]) -> NDArray[np.
     return np.arange(total, dtype=np.int64) + offsets
 
 
-def _individual_breach(history: HistoryRows, protected_global: NDArray[np.bool_]) -> NDArray[np.float64]:
+def _individual_breach(
+    history: HistoryRows, protected_global: NDArray[np.bool_]
+) -> NDArray[np.float64]:
     """(p,) each individual's largest breach probability over protected values (Lemma 4)."""
     p = history.n_individuals
     out = np.zeros(p, dtype=np.float64)

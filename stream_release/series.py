@@ -47,7 +47,9 @@ class Publisher:
     pseudonymizer: Pseudonymizer
 
     @classmethod
-    def open(cls, settings: Settings, out_dir: Path, history: str | Path | None = None) -> Publisher:
+    def open(
+        cls, settings: Settings, out_dir: Path, history: str | Path | None = None
+    ) -> Publisher:
         """Open (or start) the series; ``history`` defaults to ``out_dir / "history"``."""
         location: str | Path = history if history is not None else out_dir / "history"
         is_url = isinstance(location, str) and "://" in location
@@ -74,7 +76,9 @@ class Publisher:
                 f"to {last_file}: use the --out directory and --history store of the same series"
             )
 
-    def publish(self, table: EncodedTable, *, label: str, source: dict[str, Any] | None = None) -> dict[str, Any]:
+    def publish(
+        self, table: EncodedTable, *, label: str, source: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """Publish ``table`` as the next release; returns its manifest."""
         started = time.perf_counter()
         sequence = self.store.last_sequence() + 1
@@ -92,7 +96,13 @@ class Publisher:
         )
         elapsed = time.perf_counter() - started
         lines, manifest = render_release(
-            table, plan, label=label, sequence=sequence, settings=self.settings, elapsed_s=elapsed, source=source
+            table,
+            plan,
+            label=label,
+            sequence=sequence,
+            settings=self.settings,
+            elapsed_s=elapsed,
+            source=source,
         )
         paths = ReleasePaths(self.out_dir, sequence)
         stage_release(paths, lines, manifest, table.ids, plan.group)
@@ -136,4 +146,3 @@ def anonymize_files(
     finally:
         publisher.close()
     return manifests
-

@@ -204,8 +204,24 @@ def _compatible(row, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, ca
 
 
 @njit(cache=True)
-def bucketize(seg, sens, protected, base, min_size, cap, ex_ptr, ex_val, ex_req, group, next_gid,
-              cnt, req, touched, leftover, n_left):
+def bucketize(
+    seg,
+    sens,
+    protected,
+    base,
+    min_size,
+    cap,
+    ex_ptr,
+    ex_val,
+    ex_req,
+    group,
+    next_gid,
+    cnt,
+    req,
+    touched,
+    leftover,
+    n_left,
+):
     """Form groups from the rows ``seg`` (in k-d order); returns (next_gid, n_left).
 
     Rows of failed groups and unprotected rows that cannot reach ``min_size`` are appended to
@@ -254,16 +270,18 @@ def bucketize(seg, sens, protected, base, min_size, cap, ex_ptr, ex_val, ex_req,
         b_ptr[best] += 1
         members[size] = row
         size += 1
-        n_touched = _add(row, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, touched,
-                         n_touched)
+        n_touched = _add(
+            row, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, touched, n_touched
+        )
         while not _valid(size, min_size, protected, cnt, req, touched, n_touched) and size < cap:
             best = -1
             for b in range(nb):
                 if b_ptr[b] >= b_end[b]:
                     continue
                 cand = seg[order[b_ptr[b]]]
-                if not _compatible(cand, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req,
-                                   cap):
+                if not _compatible(
+                    cand, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, cap
+                ):
                     continue
                 if best < 0:
                     best = b
@@ -278,8 +296,9 @@ def bucketize(seg, sens, protected, base, min_size, cap, ex_ptr, ex_val, ex_req,
             b_ptr[best] += 1
             members[size] = row
             size += 1
-            n_touched = _add(row, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, touched,
-                             n_touched)
+            n_touched = _add(
+                row, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, touched, n_touched
+            )
         if _valid(size, min_size, protected, cnt, req, touched, n_touched):
             for i in range(size):
                 group[members[i]] = next_gid
@@ -319,30 +338,60 @@ def bucketize(seg, sens, protected, base, min_size, cap, ex_ptr, ex_val, ex_req,
 
 
 @njit(cache=True)
-def _fits(g, x, g_ptr, g_rows, extra_head, extra_next, sens, protected, base, min_size, ex_ptr,
-          ex_val, ex_req, cnt, req, touched):
+def _fits(
+    g,
+    x,
+    g_ptr,
+    g_rows,
+    extra_head,
+    extra_next,
+    sens,
+    protected,
+    base,
+    min_size,
+    ex_ptr,
+    ex_val,
+    ex_req,
+    cnt,
+    req,
+    touched,
+):
     n_touched = 0
     size = 0
     for i in range(g_ptr[g], g_ptr[g + 1]):
-        n_touched = _add(g_rows[i], sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req,
-                         touched, n_touched)
+        n_touched = _add(
+            g_rows[i], sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, touched, n_touched
+        )
         size += 1
     r = extra_head[g]
     while r >= 0:
-        n_touched = _add(r, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, touched,
-                         n_touched)
+        n_touched = _add(
+            r, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, touched, n_touched
+        )
         size += 1
         r = extra_next[r]
-    n_touched = _add(x, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, touched,
-                     n_touched)
+    n_touched = _add(x, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, touched, n_touched)
     ok = _valid(size + 1, min_size, protected, cnt, req, touched, n_touched)
     _reset(cnt, req, touched, n_touched)
     return ok
 
 
 @njit(cache=True)
-def insert_leftovers(rows, perm, pos, group, n_groups, sens, protected, base, min_size, ex_ptr,
-                     ex_val, ex_req, window):
+def insert_leftovers(
+    rows,
+    perm,
+    pos,
+    group,
+    n_groups,
+    sens,
+    protected,
+    base,
+    min_size,
+    ex_ptr,
+    ex_val,
+    ex_req,
+    window,
+):
     """Insert each of ``rows`` into the nearest valid group in k-d order; else leave it -1."""
     n = group.shape[0]
     V = protected.shape[0]
@@ -379,8 +428,24 @@ def insert_leftovers(rows, perm, pos, group, n_groups, sens, protected, base, mi
                 if g < 0 or seen[g] == xi:
                     continue
                 seen[g] = xi
-                if _fits(g, x, g_ptr, g_rows, extra_head, extra_next, sens, protected, base,
-                         min_size, ex_ptr, ex_val, ex_req, cnt, req, touched):
+                if _fits(
+                    g,
+                    x,
+                    g_ptr,
+                    g_rows,
+                    extra_head,
+                    extra_next,
+                    sens,
+                    protected,
+                    base,
+                    min_size,
+                    ex_ptr,
+                    ex_val,
+                    ex_req,
+                    cnt,
+                    req,
+                    touched,
+                ):
                     group[x] = g
                     extra_next[x] = extra_head[g]
                     extra_head[g] = x
@@ -391,8 +456,9 @@ def insert_leftovers(rows, perm, pos, group, n_groups, sens, protected, base, mi
 
 
 @njit(cache=True)
-def group_rows(qid, sens, protected, base, min_size, cap, norm, ex_ptr, ex_val, ex_req, perm,
-               window):
+def group_rows(
+    qid, sens, protected, base, min_size, cap, norm, ex_ptr, ex_val, ex_req, perm, window
+):
     """All three passes. ``perm`` (m,) int64: the rows to group (reordered in place).
 
     Returns ``(group, n_groups)``: (n,) int64 group id per row, ``-1`` = not grouped
@@ -409,9 +475,24 @@ def group_rows(qid, sens, protected, base, min_size, cap, norm, ex_ptr, ex_val, 
     n_left = 0
     next_gid = 0
     for leaf in range(bounds.shape[0] - 1):
-        next_gid, n_left = bucketize(perm[bounds[leaf]:bounds[leaf + 1]], sens, protected, base,
-                                     min_size, cap, ex_ptr, ex_val, ex_req, group, next_gid, cnt,
-                                     req, touched, leftover, n_left)
+        next_gid, n_left = bucketize(
+            perm[bounds[leaf] : bounds[leaf + 1]],
+            sens,
+            protected,
+            base,
+            min_size,
+            cap,
+            ex_ptr,
+            ex_val,
+            ex_req,
+            group,
+            next_gid,
+            cnt,
+            req,
+            touched,
+            leftover,
+            n_left,
+        )
     pos = np.full(n, -1, np.int64)
     for i in range(perm.shape[0]):
         pos[perm[i]] = i
@@ -424,11 +505,40 @@ def group_rows(qid, sens, protected, base, min_size, cap, norm, ex_ptr, ex_val, 
             keys[i] = pos[rows[i]]
         rows = rows[np.argsort(keys)]
         n_left = 0
-        next_gid, n_left = bucketize(rows, sens, protected, base, min_size, cap, ex_ptr, ex_val,
-                                     ex_req, group, next_gid, cnt, req, touched, leftover, n_left)
+        next_gid, n_left = bucketize(
+            rows,
+            sens,
+            protected,
+            base,
+            min_size,
+            cap,
+            ex_ptr,
+            ex_val,
+            ex_req,
+            group,
+            next_gid,
+            cnt,
+            req,
+            touched,
+            leftover,
+            n_left,
+        )
         rest = leftover[:n_left].copy()
         for i in range(n_left):
             group[rest[i]] = -1
-        insert_leftovers(rest, perm, pos, group, next_gid, sens, protected, base, min_size,
-                         ex_ptr, ex_val, ex_req, window)
+        insert_leftovers(
+            rest,
+            perm,
+            pos,
+            group,
+            next_gid,
+            sens,
+            protected,
+            base,
+            min_size,
+            ex_ptr,
+            ex_val,
+            ex_req,
+            window,
+        )
     return group, next_gid

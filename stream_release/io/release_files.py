@@ -53,7 +53,12 @@ def group_lines(
 ) -> Iterator[dict[str, Any]]:
     """The JSON objects of ``release-NNNN.jsonl``, one per group, in group order."""
     for g in range(sizes.shape[0]):
-        line: dict[str, Any] = {"release": label, "sequence": sequence, "group": g, "size": int(sizes[g])}
+        line: dict[str, Any] = {
+            "release": label,
+            "sequence": sequence,
+            "group": g,
+            "size": int(sizes[g]),
+        }
         if members is not None:
             line["members"] = members[g]
         else:

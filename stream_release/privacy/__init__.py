@@ -3,8 +3,8 @@
 from stream_release.privacy.breach import (
     BREACH_ATOL,
     RATIO_RTOL,
-    breach_probability,
     breach_from_log_product,
+    breach_probability,
     constant_ratio_target,
     exceeds_bound,
     geometric_ratio,

@@ -22,6 +22,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from stream_release.errors import InvalidParameter
 from stream_release.privacy.breach import (
     constant_ratio_target,
     minimum_ratio_from_log_product,
@@ -50,14 +51,23 @@ class Strategy:
     target: float = field(init=False)
 
     def __post_init__(self) -> None:
+        # Validate here too: Strategy is public, and unchecked fields fail open (a geometric
+        # strategy without alpha required ratio 0; alpha < 1 or l < 1 undercut Theorem 1).
+        check_ell(self.ell)
         if self.name == "constant-ratio":
             object.__setattr__(self, "target", constant_ratio_target(self.ell, self.k_prime or 0))
         elif self.name == "geometric":
-            object.__setattr__(self, "target", (self.alpha or 0.0) * self.ell)
+            if self.alpha is None:
+                raise InvalidParameter("alpha = None: geometric needs alpha > 1 (e.g. alpha = 2)")
+            object.__setattr__(self, "target", check_alpha(self.alpha) * self.ell)
         elif self.name == "minimal":
             object.__setattr__(self, "target", self.ell * (1.0 + MINIMAL_MARGIN))
-        else:
+        elif self.name == "localized":
             object.__setattr__(self, "target", self.ell)
+        else:
+            raise InvalidParameter(
+                f"strategy = {self.name!r}: must be one of {', '.join(STRATEGY_NAMES)}"
+            )
 
     @property
     def base_ratio(self) -> float:
@@ -112,8 +122,6 @@ def make_strategy(
 
     ``k_prime`` is used only by ``constant-ratio``, ``alpha`` only by ``geometric``.
     """
-    from stream_release.errors import InvalidParameter
-
     ell = check_ell(ell)
     if name == "constant-ratio":
         return Strategy(name, ell, k_prime=check_k_prime(k_prime if k_prime is not None else 20))

@@ -15,7 +15,9 @@ def check_ell(ell: float) -> float:
     """``l`` of the breach bound ``1/l``: a finite real number greater than 1."""
     value = _as_float("l", ell)
     if not value > 1.0 or not math.isfinite(value):
-        raise InvalidParameter(f"l = {ell!r}: the breach bound 1/l needs a finite l > 1 (e.g. l = 2)")
+        raise InvalidParameter(
+            f"l = {ell!r}: the breach bound 1/l needs a finite l > 1 (e.g. l = 2)"
+        )
     return value
 
 

@@ -68,7 +68,9 @@ def test_uniform_ratio_makes_small_valid_groups() -> None:
     base = min(base, 4.85)
     protected = np.ones(14, dtype=bool)
     req = Requirements.uniform(base, table.n_rows)
-    group = form_groups(table, protected, req, min_group_size=1, eligible=np.ones(table.n_rows, bool))
+    group = form_groups(
+        table, protected, req, min_group_size=1, eligible=np.ones(table.n_rows, bool)
+    )
     assert group_requirement_violations(table, group, protected, req, 1) == []
     sizes = np.bincount(group[group >= 0])
     assert sizes.mean() <= 1.3 * math.ceil(base)
@@ -123,7 +125,9 @@ def test_ineligible_rows_are_suppressed() -> None:
     table = adult_like(200, 6, seed=4)
     eligible = np.ones(200, bool)
     eligible[:7] = False
-    group = form_groups(table, np.ones(6, bool), Requirements.uniform(3.0, 200), min_group_size=1, eligible=eligible)
+    group = form_groups(
+        table, np.ones(6, bool), Requirements.uniform(3.0, 200), min_group_size=1, eligible=eligible
+    )
     assert np.all(group[:7] == -1)
 
 
@@ -132,8 +136,13 @@ def test_groups_are_qid_local() -> None:
     sensitive = np.tile(np.arange(5), 40)
     qid = np.where(np.arange(200) < 100, 0, 1000)[:, None] + (np.arange(200) % 7)[:, None]
     table = make_table(qid, sensitive)
-    group = form_groups(table, np.ones(5, bool), Requirements.uniform(5.0, 200), min_group_size=1,
-                        eligible=np.ones(200, bool))
+    group = form_groups(
+        table,
+        np.ones(5, bool),
+        Requirements.uniform(5.0, 200),
+        min_group_size=1,
+        eligible=np.ones(200, bool),
+    )
     for g in np.unique(group[group >= 0]):
         side = qid[group == g, 0] >= 1000
         assert side.all() or (~side).all()
@@ -157,7 +166,9 @@ def test_every_group_is_valid_on_random_inputs(
     if with_history:
         per_row = rng.integers(0, 3, n)
         ptr = np.concatenate([[0], np.cumsum(per_row)]).astype(np.int64)
-        values = np.concatenate([rng.choice(n_values, k, replace=False) for k in per_row]).astype(np.int32)
+        values = np.concatenate([rng.choice(n_values, k, replace=False) for k in per_row]).astype(
+            np.int32
+        )
         ratios = np.where(rng.random(ptr[-1]) < 0.2, np.inf, base * (1 + 3 * rng.random(ptr[-1])))
         req = Requirements(base, ptr, values, ratios)
     else:
@@ -170,8 +181,14 @@ def test_every_group_is_valid_on_random_inputs(
 def test_max_group_factor_caps_group_size(factor: float) -> None:
     table = adult_like(600, 10, seed=5)
     req = Requirements.uniform(3.0, 600)
-    group = form_groups(table, np.ones(10, bool), req, min_group_size=1, eligible=np.ones(600, bool),
-                        max_group_factor=factor)
+    group = form_groups(
+        table,
+        np.ones(10, bool),
+        req,
+        min_group_size=1,
+        eligible=np.ones(600, bool),
+        max_group_factor=factor,
+    )
     sizes = np.bincount(group[group >= 0])
     # insertion of leftovers may add a few rows beyond the cap, never many
     assert sizes.max() <= math.ceil(3.0 * factor) + 3

@@ -1,0 +1,392 @@
+"""The history in a local directory: one ``history.npz`` plus one file per release record.
+
+Layout of ``directory``::
+
+    history.npz                    the whole history and the commit point, arrays:
+        sequence    () int64         last committed release (absent file = 0)
+        pseudonyms  (N,) S16         every individual with history, strictly ascending bytewise
+        indptr      (N+1,) int64     entries of pseudonyms[i] are [indptr[i], indptr[i+1])
+        value       (M,) uint32      global value id, ascending within an individual
+        log_p       (M,) float64     log of the running product P(o, s), <= 0 (-inf allowed)
+        links       (M,) uint32      releases that linked o to s
+        values      (V,) unicode     the value dictionary, index = global value id
+    records/release-00000001.bin   the record of release 1, ...
+    .lock                          flock(2) target serialising commits of several processes
+
+A commit writes the record file first (temporary file, fsync, rename), then the new history to
+a temporary file, fsyncs it, renames it over ``history.npz`` and fsyncs the directory. The
+sequence inside ``history.npz`` is the commit point: a record file whose sequence is above it
+belongs to a commit that did not happen, is never returned by :meth:`FileHistoryStore.record`
+and is overwritten by the next commit of that sequence. A crash therefore leaves either the
+old or the new history, never a mixture.
+
+Loads and commits are vectorised (sorted-array lookups with ``np.searchsorted``, CSR gathers
+with ``np.repeat``/``cumsum``): no Python loop runs per individual or per entry. The parsed
+history stays cached in memory and is re-read only when ``history.npz`` changes on disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import secrets
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+from numpy.typing import NDArray
+
+from stream_release.errors import HistoryStoreError, SequenceConflict
+from stream_release.history._validate import (
+    argsort_pseudonyms,
+    check_commit,
+    check_pseudonyms,
+    check_sequence,
+)
+from stream_release.history.types import ENTRY_DTYPE, PSEUDONYM_DTYPE, HistoryRows
+
+__all__ = ["HISTORY_FILE", "RECORDS_DIR", "FileHistoryStore"]
+
+HISTORY_FILE = "history.npz"
+RECORDS_DIR = "records"
+_LOCK_FILE = ".lock"
+_ARRAYS = ("sequence", "pseudonyms", "indptr", "value", "log_p", "links", "values")
+
+
+@dataclass(frozen=True, eq=False)
+class _State:
+    """The parsed ``history.npz``.
+
+    Entries of ``pseudonyms[i]`` are ``entries[indptr[i]:indptr[i+1]]``.
+    """
+
+    sequence: int
+    pseudonyms: NDArray[np.bytes_]
+    indptr: NDArray[np.int64]
+    entries: NDArray[np.void]
+    values: tuple[str, ...]
+
+    @classmethod
+    def empty(cls) -> _State:
+        return cls(
+            0,
+            np.zeros(0, PSEUDONYM_DTYPE),
+            np.zeros(1, np.int64),
+            np.zeros(0, ENTRY_DTYPE),
+            (),
+        )
+
+
+class FileHistoryStore:
+    """:class:`~stream_release.history.types.HistoryStore` in a local directory.
+
+    Parameters
+    ----------
+    directory : Path
+        Where the history lives; created by the first commit. A missing or empty directory is
+        an empty store (sequence 0).
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self._dir = Path(directory)
+        self._path = self._dir / HISTORY_FILE
+        self._cache: tuple[tuple[int, int, int], _State] | None = None
+
+    def __repr__(self) -> str:
+        return f"FileHistoryStore({str(self._dir)!r})"
+
+    @property
+    def directory(self) -> Path:
+        return self._dir
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def last_sequence(self) -> int:
+        """Sequence number of the last committed release; 0 before the first."""
+        return self._state().sequence
+
+    def values(self) -> tuple[str, ...]:
+        """The append-only value dictionary (index = global value id)."""
+        return self._state().values
+
+    def record(self, sequence: int) -> bytes | None:
+        """The record committed with ``sequence``; None if that release is not committed."""
+        seq = check_sequence(sequence)
+        if seq < 1 or seq > self._state().sequence:
+            return None
+        path = self._record_path(seq)
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise HistoryStoreError(f"cannot read release record {str(path)!r}: {exc}") from exc
+
+    def load(self, pseudonyms: NDArray[np.bytes_]) -> HistoryRows:
+        """History of ``pseudonyms`` (n,) S16, row i for ``pseudonyms[i]`` (empty if unknown)."""
+        ps = check_pseudonyms(pseudonyms)
+        state = self._state()
+        where = _lookup(state.pseudonyms, ps)
+        found = where >= 0
+        starts = state.indptr[np.where(found, where, 0)]
+        counts = state.indptr[np.where(found, where + 1, 0)] - starts
+        indptr, entries = _gather(state.entries, starts, counts)
+        return HistoryRows(
+            indptr,
+            entries["value"].astype(np.int32),
+            entries["log_p"].astype(np.float64),
+            entries["links"].astype(np.int32),
+        )
+
+    # -- the commit --------------------------------------------------------------------------
+
+    def commit(
+        self,
+        sequence: int,
+        pseudonyms: NDArray[np.bytes_],
+        history: HistoryRows,
+        values: tuple[str, ...],
+        record: bytes,
+    ) -> None:
+        """Atomically store release ``sequence`` (see the module docstring for how).
+
+        Raises
+        ------
+        SequenceConflict
+            ``sequence`` is not ``last_sequence() + 1`` or the stored dictionary is not a
+            prefix of ``values``; nothing is changed.
+        HistoryStoreError
+            The directory or a file cannot be written; the history is unchanged.
+        TypeError, ValueError
+            Malformed arguments (see :func:`~stream_release.history._validate.check_commit`).
+        """
+        c = check_commit(sequence, pseudonyms, history, values, record)
+        try:
+            self._dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise HistoryStoreError(
+                f"cannot create the history directory {str(self._dir)!r}: {exc}"
+            ) from exc
+        with self._locked():
+            state = self._state()
+            if c.sequence != state.sequence + 1:
+                raise SequenceConflict(
+                    f"commit of release {c.sequence} refused: the last committed release in "
+                    f"{str(self._dir)!r} is {state.sequence}, so the next must be "
+                    f"{state.sequence + 1}"
+                )
+            if c.values[: len(state.values)] != state.values:
+                raise SequenceConflict(
+                    f"commit of release {c.sequence} refused: the stored value dictionary "
+                    f"({len(state.values)} values) is not a prefix of the given one "
+                    f"({len(c.values)} values); reload the dictionary and plan the release again"
+                )
+            # The given individuals in pseudonym order, as a CSR over c.entries.
+            new_ps = c.pseudonyms[c.order]
+            new_starts = c.indptr[:-1][c.order]
+            new_counts = np.diff(c.indptr)[c.order]
+            merged = _merge(state, new_ps, new_starts, new_counts, c.entries)
+            new_state = _State(c.sequence, *merged, c.values)
+            self._write_atomic(self._record_path(c.sequence), lambda f: f.write(c.record))
+            self._write_atomic(self._path, lambda f: _save(f, new_state))
+            self._fsync_dir(self._dir)
+            self._remember(new_state)
+
+    def close(self) -> None:
+        """Drop the in-memory copy of the history."""
+        self._cache = None
+
+    # -- files -------------------------------------------------------------------------------
+
+    def _record_path(self, sequence: int) -> Path:
+        return self._dir / RECORDS_DIR / f"release-{sequence:08d}.bin"
+
+    def _state(self) -> _State:
+        """The committed history, from the cache unless ``history.npz`` changed on disk."""
+        try:
+            st = self._path.stat()
+        except FileNotFoundError:
+            self._cache = None
+            return _State.empty()
+        except OSError as exc:
+            raise HistoryStoreError(f"cannot read the history {str(self._path)!r}: {exc}") from exc
+        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if self._cache is not None and self._cache[0] == stamp:
+            return self._cache[1]
+        state = self._read()
+        self._cache = (stamp, state)
+        return state
+
+    def _remember(self, state: _State) -> None:
+        try:
+            st = self._path.stat()
+        except OSError:
+            self._cache = None
+            return
+        self._cache = ((st.st_ino, st.st_mtime_ns, st.st_size), state)
+
+    def _read(self) -> _State:
+        try:
+            with np.load(self._path, allow_pickle=False) as npz:
+                missing = [name for name in _ARRAYS if name not in npz.files]
+                if missing:
+                    raise HistoryStoreError(
+                        f"the history {str(self._path)!r} lacks arrays {missing}: "
+                        "the store is corrupt"
+                    )
+                arrays = {name: npz[name] for name in _ARRAYS}
+        except HistoryStoreError:
+            raise
+        except (OSError, ValueError, zipfile.BadZipFile) as exc:
+            raise HistoryStoreError(f"cannot read the history {str(self._path)!r}: {exc}") from exc
+        indptr = arrays["indptr"].astype(np.int64, copy=False)
+        n, m = arrays["pseudonyms"].shape[0], arrays["value"].shape[0]
+        if indptr.shape != (n + 1,) or indptr[-1] != m or arrays["log_p"].shape != (m,):
+            raise HistoryStoreError(
+                f"the history {str(self._path)!r} has inconsistent array shapes: "
+                "the store is corrupt"
+            )
+        entries = np.empty(m, dtype=ENTRY_DTYPE)
+        entries["value"] = arrays["value"]
+        entries["log_p"] = arrays["log_p"]
+        entries["links"] = arrays["links"]
+        return _State(
+            int(arrays["sequence"]),
+            np.ascontiguousarray(arrays["pseudonyms"], dtype=PSEUDONYM_DTYPE),
+            indptr,
+            entries,
+            tuple(arrays["values"].tolist()),
+        )
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        path = self._dir / _LOCK_FILE
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise HistoryStoreError(f"cannot open the lock file {str(path)!r}: {exc}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+    def _write_atomic(self, path: Path, write: Callable[[BinaryIO], object]) -> None:
+        """Write ``path`` through a temporary file in its directory, fsync, rename."""
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "wb") as f:
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise HistoryStoreError(
+                f"cannot write {str(path)!r}: {exc}; the history is unchanged"
+            ) from exc
+
+    @staticmethod
+    def _fsync_dir(directory: Path) -> None:
+        try:
+            fd = os.open(directory, os.O_RDONLY)
+        except OSError as exc:
+            raise HistoryStoreError(f"cannot sync the directory {str(directory)!r}: {exc}") from exc
+        try:
+            os.fsync(fd)
+        except OSError as exc:
+            raise HistoryStoreError(f"cannot sync the directory {str(directory)!r}: {exc}") from exc
+        finally:
+            os.close(fd)
+
+
+def _save(f: BinaryIO, state: _State) -> None:
+    np.savez(
+        f,
+        sequence=np.int64(state.sequence),
+        pseudonyms=state.pseudonyms,
+        indptr=state.indptr,
+        value=state.entries["value"],
+        log_p=state.entries["log_p"],
+        links=state.entries["links"],
+        values=np.array(state.values, dtype=str) if state.values else np.zeros(0, dtype="U1"),
+    )
+
+
+def _lookup(haystack: NDArray[np.bytes_], needles: NDArray[np.bytes_]) -> NDArray[np.intp]:
+    """Index of each needle in the strictly ascending ``haystack``, -1 where absent.
+
+    The needles are searched in ascending order (``searchsorted`` is several times faster on
+    sorted needles) and the answers put back in the input order.
+    """
+    out = np.full(needles.shape[0], -1, dtype=np.intp)
+    if haystack.shape[0] == 0 or needles.shape[0] == 0:
+        return out
+    order = argsort_pseudonyms(needles)
+    ordered = needles[order]
+    pos = np.searchsorted(haystack, ordered)
+    clipped = np.minimum(pos, haystack.shape[0] - 1)
+    hit = haystack[clipped] == ordered
+    out[order[hit]] = clipped[hit]
+    return out
+
+
+def _gather(
+    entries: NDArray[np.void], starts: NDArray[np.int64], counts: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], NDArray[np.void]]:
+    """CSR of the rows ``entries[starts[i] : starts[i] + counts[i]]``, vectorised.
+
+    Entry j of the output, in row i, comes from ``starts[i] + (j - indptr[i])``: one
+    ``np.repeat`` of the per-row shift plus an ``arange``.
+    """
+    indptr = np.zeros(counts.shape[0] + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    total = int(indptr[-1])
+    src = np.repeat(starts - indptr[:-1], counts) + np.arange(total, dtype=np.int64)
+    return indptr, entries[src]
+
+
+def _merge(
+    state: _State,
+    new_ps: NDArray[np.bytes_],
+    new_starts: NDArray[np.int64],
+    new_counts: NDArray[np.int64],
+    new_entries: NDArray[np.void],
+) -> tuple[NDArray[np.bytes_], NDArray[np.int64], NDArray[np.void]]:
+    """The stored history with the rows of ``new_ps`` (ascending, distinct) replaced.
+
+    Old rows of the given individuals are dropped; new rows are inserted at their sorted place
+    (``searchsorted`` into the kept old pseudonyms), except empty ones: an individual without
+    entries is not stored. Returns ``(pseudonyms, indptr, entries)``.
+    """
+    old_ps = state.pseudonyms
+    keep = np.ones(old_ps.shape[0], dtype=bool)
+    replaced = _lookup(old_ps, new_ps)
+    keep[replaced[replaced >= 0]] = False
+    kept_ps = old_ps[keep]
+    kept_starts = state.indptr[:-1][keep]
+    kept_counts = np.diff(state.indptr)[keep]
+    nonempty = new_counts > 0
+    add_ps = new_ps[nonempty]
+    add_starts = new_starts[nonempty] + state.entries.shape[0]  # offsets into the pool below
+    add_counts = new_counts[nonempty]
+    n_kept, n_add = kept_ps.shape[0], add_ps.shape[0]
+    add_pos = np.searchsorted(kept_ps, add_ps) + np.arange(n_add)
+    is_add = np.zeros(n_kept + n_add, dtype=bool)
+    is_add[add_pos] = True
+    kept_pos = np.flatnonzero(~is_add)
+    ps = np.empty(n_kept + n_add, dtype=PSEUDONYM_DTYPE)
+    ps[add_pos], ps[kept_pos] = add_ps, kept_ps
+    starts = np.empty(n_kept + n_add, dtype=np.int64)
+    starts[add_pos], starts[kept_pos] = add_starts, kept_starts
+    counts = np.empty(n_kept + n_add, dtype=np.int64)
+    counts[add_pos], counts[kept_pos] = add_counts, kept_counts
+    pool = np.concatenate([state.entries, new_entries])
+    indptr, entries = _gather(pool, starts, counts)
+    return ps, indptr, entries

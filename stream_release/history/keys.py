@@ -1,0 +1,132 @@
+"""Every Redis key name of the history store (STYLE.md rule 4: nowhere else).
+
+Key schema, for the namespace ``prefix`` (``history.prefix``, default ``sr``)::
+
+    {prefix}:seq                     STRING  last committed release sequence (decimal);
+                                             absent = 0, no release yet
+    {prefix}:values                  LIST    the append-only value dictionary: element i is the
+                                             UTF-8 sensitive value with global value id i
+    {prefix}:release:{seq:08d}       STRING  the release record committed with ``seq``
+    {prefix}:{ind:<hex pseudonym>}:h STRING  one individual's history: its entries as packed
+                                             ``ENTRY_DTYPE`` (16 bytes each: u4 value id,
+                                             f8 log_p, u4 links, little-endian), ascending by
+                                             value id; absent = no history
+
+``<hex pseudonym>`` is the 32 lowercase hex digits of the 16-byte keyed hash of the id
+(:mod:`stream_release.history.pseudonym`): no key contains an id. The braces are a Redis
+Cluster hash tag (STYLE.md §2 naming): every key of one individual maps to the same slot, so a
+future per-individual script can touch them together. The prefix itself may not contain braces
+(they would move the hash tag into the prefix).
+
+Nothing builds a key name elsewhere, in Python or server-side: every command receives its keys
+from these methods.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from stream_release.errors import ConfigError
+from stream_release.history.types import PSEUDONYM_DTYPE
+
+__all__ = ["RedisKeys"]
+
+_HEX_DIGITS = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+_GLOB_SPECIAL = frozenset("*?[]\\")
+
+
+class RedisKeys:
+    """Key names of one history namespace.
+
+    Properties and methods (see the module docstring for types and contents):
+
+    * :attr:`sequence` -- ``{prefix}:seq``
+    * :attr:`values` -- ``{prefix}:values``
+    * :meth:`record` -- ``{prefix}:release:{seq:08d}``
+    * :meth:`individual` / :meth:`individuals` -- ``{prefix}:{ind:<hex>}:h``
+    * :attr:`match` -- a ``SCAN MATCH`` pattern for every key of the namespace
+
+    Parameters
+    ----------
+    prefix : str
+        Namespace, non-empty, without ``{`` or ``}``.
+
+    Raises
+    ------
+    ConfigError
+        ``prefix`` is empty or contains a brace.
+    """
+
+    __slots__ = ("_ind_head", "_ind_tail", "prefix")
+
+    def __init__(self, prefix: str) -> None:
+        if not isinstance(prefix, str) or not prefix:
+            raise ConfigError(
+                f"history.prefix = {prefix!r}: the Redis key prefix must be a non-empty str"
+            )
+        if "{" in prefix or "}" in prefix:
+            raise ConfigError(
+                f"history.prefix = {prefix!r}: braces are not allowed (they would become the "
+                "Redis Cluster hash tag of every key)"
+            )
+        self.prefix = prefix
+        self._ind_head = f"{prefix}:{{ind:".encode()
+        self._ind_tail = b"}:h"
+
+    def __repr__(self) -> str:
+        return f"RedisKeys({self.prefix!r})"
+
+    @property
+    def sequence(self) -> str:
+        """``{prefix}:seq``: the last committed sequence number."""
+        return f"{self.prefix}:seq"
+
+    @property
+    def values(self) -> str:
+        """``{prefix}:values``: the value dictionary (a LIST, index = global value id)."""
+        return f"{self.prefix}:values"
+
+    def record(self, sequence: int) -> str:
+        """``{prefix}:release:{sequence:08d}``: the record of release ``sequence``."""
+        return f"{self.prefix}:release:{sequence:08d}"
+
+    def individual(self, pseudonym: bytes) -> str:
+        """``{prefix}:{ind:<hex>}:h``: the history of one individual.
+
+        ``pseudonym`` is the 16-byte pseudonym. A shorter value is NUL-padded to 16 bytes,
+        because numpy strips trailing NULs from an ``S16`` element (``arr[i]``).
+        """
+        if len(pseudonym) > PSEUDONYM_DTYPE.itemsize:
+            raise ValueError(
+                f"a pseudonym has {PSEUDONYM_DTYPE.itemsize} bytes, got {len(pseudonym)}"
+            )
+        full = bytes(pseudonym).ljust(PSEUDONYM_DTYPE.itemsize, b"\x00")
+        return f"{self.prefix}:{{ind:{full.hex()}}}:h"
+
+    def individuals(self, pseudonyms: NDArray[np.bytes_]) -> list[bytes]:
+        """:meth:`individual` of every element of an ``(n,) S16`` array, as bytes, vectorised."""
+        arr = np.ascontiguousarray(pseudonyms, dtype=PSEUDONYM_DTYPE)
+        n = arr.shape[0]
+        raw = arr.view(np.uint8).reshape(n, PSEUDONYM_DTYPE.itemsize)
+        head = np.frombuffer(self._ind_head, dtype=np.uint8)
+        tail = np.frombuffer(self._ind_tail, dtype=np.uint8)
+        hex_width = 2 * PSEUDONYM_DTYPE.itemsize
+        width = head.size + hex_width + tail.size
+        out = np.empty((n, width), dtype=np.uint8)
+        out[:, : head.size] = head
+        digits = out[:, head.size : head.size + hex_width]
+        digits[:, 0::2] = _HEX_DIGITS[raw >> 4]
+        digits[:, 1::2] = _HEX_DIGITS[raw & 0x0F]
+        out[:, head.size + hex_width :] = tail
+        keys: list[bytes] = out.view(f"S{width}").reshape(n).tolist()
+        return keys
+
+    @property
+    def match(self) -> str:
+        """``SCAN`` pattern matching every key of this namespace (tests, administration).
+
+        Also matches keys of a namespace ``{prefix}:...`` nested under this one.
+        """
+        escaped = "".join(f"\\{c}" if c in _GLOB_SPECIAL else c for c in self.prefix)
+        return f"{escaped}:*"
