@@ -167,3 +167,17 @@ def redis_prefix(redis_url: str) -> Iterator[str]:
             client.unlink(*keys[start : start + 10_000])
     finally:
         client.close()
+
+
+# -- the shared real data sets ---------------------------------------------------------------
+
+DATA_ENV = "SR_TEST_DATA"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """``../shared/data`` beside the repository (or ``$SR_TEST_DATA``); fails when missing."""
+    path = Path(os.environ.get(DATA_ENV) or Path(__file__).resolve().parents[2] / "shared" / "data")
+    if not (path / "adult.csv").is_file():
+        pytest.fail(f"the shared data sets are not at {path}: set {DATA_ENV} to their directory")
+    return path
