@@ -15,8 +15,14 @@ import pytest
 from stream_release.audit import audit_directory
 from stream_release.cli import main
 
-T1 = "id,sex,zipcode,disease\no1,M,65001,flu\no2,M,65002,chlamydia\no3,F,65014,flu\no4,F,65015,fever\n"
-T2 = "id,sex,zipcode,disease\no1,M,65001,chlamydia\no2,M,65002,flu\no3,F,65014,fever\no5,F,65010,flu\n"
+T1 = (
+    "id,sex,zipcode,disease\n"
+    "o1,M,65001,flu\no2,M,65002,chlamydia\no3,F,65014,flu\no4,F,65015,fever\n"
+)
+T2 = (
+    "id,sex,zipcode,disease\n"
+    "o1,M,65001,chlamydia\no2,M,65002,flu\no3,F,65014,fever\no5,F,65010,flu\n"
+)
 
 
 def _setup(tmp_path: Path, privacy: str) -> list[str]:
