@@ -13,13 +13,14 @@ A group G is *valid* iff ``|G| >= min_size`` and, for every protected value t pr
 
 Algorithm (three passes, each QID-local):
 
-1. ``mondrian_leaves``: top-down median splits on the widest normalised attribute, taken only
+1. ``mondrian_leaves``: top-down median splits on the widest normalised attribute, relaxed by
+   moving the excess rows of an over-represented value across the cut (``_balance``), taken only
    when both halves are valid as whole groups under ``base`` (a set can be cut into valid groups
    only if it is valid as one group: the per-value counts add up). Leaves are QID boxes; their
    rows are laid out in k-d order in ``perm``.
-2. ``bucketize``: inside each leaf, Anatomy-style (Xiao & Tao 2006): start a group at the head of
-   the largest remaining protected bucket and add heads of the largest compatible buckets (a new
-   value each for protected ones) until the group is valid. A group that cannot be completed
+2. ``bucketize``: inside each leaf, Anatomy-style (Xiao & Tao 2006): sweep the leaf in k-d
+   order; a group starts at the next protected row and adds the compatible row (a new value for
+   protected ones) that grows its QID box least, critical values first, until it is valid. A group that cannot be completed
    goes to the leftovers; unprotected rows left over form groups of ``min_size``.
 3. ``insert_leftovers``: leftovers are bucketized together, then each row still left is inserted
    into the nearest group (in k-d order) that stays valid with it; a row that fits nowhere is
@@ -54,10 +55,79 @@ def _half_valid(perm, lo, hi, sens, protected, base, min_size, cnt):
 
 
 @njit(cache=True)
+def _allowed(n, base):
+    """Largest count of one protected value a group of ``n`` rows may hold."""
+    return int(np.floor(n / (base * (1.0 - RTOL))))
+
+
+@njit(cache=True)
+def _balance(perm, lo, mid, hi, qid, a, sens, protected, base, cnt_l, cnt_r):
+    """Relaxed cut: move the excess rows of over-represented protected values across ``mid``.
+
+    After a median cut on attribute ``a`` one half may hold more of a value than any valid
+    grouping of it allows (``n_s > n / base``). Rows of that value nearest the cut (largest
+    code on the left, smallest on the right) are moved to the other half until both halves are
+    within their allowance or no move helps. Returns the new ``mid``; the caller re-checks.
+    """
+    for i in range(lo, hi):
+        v = sens[perm[i]]
+        if protected[v]:
+            if i < mid:
+                cnt_l[v] += 1
+            else:
+                cnt_r[v] += 1
+    for _ in range(8):
+        moved = False
+        # left -> right
+        cap = _allowed(mid - lo, base)
+        i = mid - 1
+        while i >= lo:
+            v = sens[perm[i]]
+            if protected[v] and cnt_l[v] > cap:
+                r = perm[i]
+                perm[i] = perm[mid - 1]
+                perm[mid - 1] = r
+                mid -= 1
+                cnt_l[v] -= 1
+                cnt_r[v] += 1
+                cap = _allowed(mid - lo, base)
+                moved = True
+            i -= 1
+            if i >= mid:
+                i = mid - 1
+        # right -> left
+        cap = _allowed(hi - mid, base)
+        j = mid
+        while j < hi:
+            v = sens[perm[j]]
+            if protected[v] and cnt_r[v] > cap:
+                r = perm[j]
+                perm[j] = perm[mid]
+                perm[mid] = r
+                mid += 1
+                cnt_r[v] -= 1
+                cnt_l[v] += 1
+                cap = _allowed(hi - mid, base)
+                moved = True
+            j += 1
+            if j < mid:
+                j = mid
+        if not moved:
+            break
+    for i in range(lo, hi):
+        v = sens[perm[i]]
+        cnt_l[v] = 0
+        cnt_r[v] = 0
+    return mid
+
+
+@njit(cache=True)
 def mondrian_leaves(qid, sens, protected, base, min_size, norm, perm):
     """Split ``perm`` (rows to group, reordered in place) into leaves; returns (L+1,) bounds."""
     n_rows, d = qid.shape
     cnt = np.zeros(protected.shape[0], np.int64)
+    cnt_l = np.zeros(protected.shape[0], np.int64)
+    cnt_r = np.zeros(protected.shape[0], np.int64)
     stack_lo = np.empty(64 + 2 * n_rows // max(min_size, 1) + 64, np.int64)
     stack_hi = np.empty_like(stack_lo)
     bounds = np.empty(perm.shape[0] + 1, np.int64)
@@ -127,9 +197,14 @@ def mondrian_leaves(qid, sens, protected, base, min_size, norm, perm):
                         ri += 1
                 for i in range(ri):
                     perm[li + i] = tmp[i]
-                mid = lo + n_left
-                if _half_valid(perm, lo, mid, sens, protected, base, min_size, cnt) and _half_valid(
-                    perm, mid, hi, sens, protected, base, min_size, cnt
+                mid = _balance(
+                    perm, lo, lo + n_left, hi, qid, a, sens, protected, base, cnt_l, cnt_r
+                )
+                if (
+                    mid > lo
+                    and mid < hi
+                    and _half_valid(perm, lo, mid, sens, protected, base, min_size, cnt)
+                    and _half_valid(perm, mid, hi, sens, protected, base, min_size, cnt)
                 ):
                     stack_lo[top] = mid
                     stack_hi[top] = hi
@@ -204,8 +279,27 @@ def _compatible(row, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, ca
 
 
 @njit(cache=True)
+def _growth(row, qid, norm, lo, hi):
+    """Normalised growth of the group's QID box if ``row`` joins it."""
+    g = 0.0
+    for a in range(qid.shape[1]):
+        c = qid[row, a]
+        if c < lo[a]:
+            g += (lo[a] - c) * norm[a]
+        elif c > hi[a]:
+            g += (c - hi[a]) * norm[a]
+    return g
+
+
+CANDIDATES_PER_BUCKET = 8
+"""Untaken rows per value a group considers when it picks its next member (nearest first)."""
+
+
+@njit(cache=True)
 def bucketize(
     seg,
+    qid,
+    norm,
     sens,
     protected,
     base,
@@ -224,20 +318,27 @@ def bucketize(
 ):
     """Form groups from the rows ``seg`` (in k-d order); returns (next_gid, n_left).
 
+    A group starts at the first untaken protected row (a sweep in k-d order) and grows by the
+    compatible candidate that enlarges its QID box least, under one rule from Anatomy (Xiao &
+    Tao 2006) that keeps the rest feasible: a protected value whose remaining count exceeds a
+    1/m share of the rows left after this group (``c_s m > N - m``, m = ceil(ratio); a
+    *critical* value) is taken first.
     Rows of failed groups and unprotected rows that cannot reach ``min_size`` are appended to
     ``leftover``. ``cnt``/``req``/``touched`` are zeroed scratch arrays of size V.
     """
     k = seg.shape[0]
     if k == 0:
         return next_gid, n_left
+    d = qid.shape[1]
     vals = np.empty(k, np.int64)
     for i in range(k):
         vals[i] = sens[seg[i]]
     order = np.argsort(vals, kind="mergesort")
-    # buckets: contiguous runs of equal value in seg[order], k-d order kept inside
+    # buckets: runs of equal value in order[], k-d order kept inside; bucket_of[pos]
     b_start = np.empty(k, np.int64)
     b_end = np.empty(k, np.int64)
     b_val = np.empty(k, np.int64)
+    bucket_of = np.empty(k, np.int64)
     nb = 0
     for i in range(k):
         v = vals[order[i]]
@@ -245,68 +346,99 @@ def bucketize(
             b_start[nb] = i
             b_val[nb] = v
             nb += 1
-            b_end[nb - 1] = i + 1
-        else:
-            b_end[nb - 1] = i + 1
+        b_end[nb - 1] = i + 1
+        bucket_of[order[i]] = nb - 1
     b_ptr = b_start[:nb].copy()
+    b_rem = b_end[:nb] - b_start[:nb]
+    taken = np.zeros(k, np.bool_)
+    remaining = k
+    m = int(np.ceil(max(base, float(min_size))))
     members = np.empty(int(cap) + 2, np.int64)
+    lo = np.empty(d, np.int64)
+    hi = np.empty(d, np.int64)
+    sweep = 0
     while True:
-        # start at the head of the largest remaining protected bucket
-        best = -1
-        for b in range(nb):
-            if protected[b_val[b]] and b_ptr[b] < b_end[b]:
-                if best < 0:
-                    best = b
-                else:
-                    rb = b_end[b] - b_ptr[b]
-                    rbest = b_end[best] - b_ptr[best]
-                    if rb > rbest or (rb == rbest and order[b_ptr[b]] < order[b_ptr[best]]):
-                        best = b
-        if best < 0:
+        while sweep < k and (taken[sweep] or not protected[vals[sweep]]):
+            sweep += 1
+        if sweep >= k:
             break
+        pos = sweep
+        row = seg[pos]
         size = 0
         n_touched = 0
-        row = seg[order[b_ptr[best]]]
-        b_ptr[best] += 1
-        members[size] = row
+        members[size] = pos
         size += 1
+        taken[pos] = True
+        b_rem[bucket_of[pos]] -= 1
+        remaining -= 1
+        for a in range(d):
+            lo[a] = qid[row, a]
+            hi[a] = qid[row, a]
         n_touched = _add(
             row, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, touched, n_touched
         )
         while not _valid(size, min_size, protected, cnt, req, touched, n_touched) and size < cap:
-            best = -1
+            rows_after = remaining - max(m - size, 0)  # untaken rows once this group is done
+            best_pos = -1
+            best_critical = False
+            best_growth = 0.0
+            best_rem = 0
             for b in range(nb):
-                if b_ptr[b] >= b_end[b]:
+                if b_rem[b] == 0:
                     continue
-                cand = seg[order[b_ptr[b]]]
-                if not _compatible(
-                    cand, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, cap
-                ):
+                v = b_val[b]
+                critical = protected[v] and cnt[v] == 0 and b_rem[b] * m > rows_after
+                if best_critical and not critical:
                     continue
-                if best < 0:
-                    best = b
-                else:
-                    rb = b_end[b] - b_ptr[b]
-                    rbest = b_end[best] - b_ptr[best]
-                    if rb > rbest or (rb == rbest and order[b_ptr[b]] < order[b_ptr[best]]):
-                        best = b
-            if best < 0:
+                while b_ptr[b] < b_end[b] and taken[order[b_ptr[b]]]:
+                    b_ptr[b] += 1
+                seen = 0
+                i = b_ptr[b]
+                while i < b_end[b] and seen < CANDIDATES_PER_BUCKET:
+                    p = order[i]
+                    i += 1
+                    if taken[p]:
+                        continue
+                    seen += 1
+                    cand = seg[p]
+                    if not _compatible(
+                        cand, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, cap
+                    ):
+                        break  # same value, same group state: the bucket's other rows fail too
+                    grow = _growth(cand, qid, norm, lo, hi)
+                    better = best_pos < 0 or (critical and not best_critical)
+                    if not better and critical == best_critical:
+                        better = grow < best_growth or (grow == best_growth and b_rem[b] > best_rem)
+                    if better:
+                        best_pos = p
+                        best_critical = critical
+                        best_growth = grow
+                        best_rem = b_rem[b]
+            if best_pos < 0:
                 break
-            row = seg[order[b_ptr[best]]]
-            b_ptr[best] += 1
-            members[size] = row
+            row = seg[best_pos]
+            members[size] = best_pos
             size += 1
+            taken[best_pos] = True
+            b_rem[bucket_of[best_pos]] -= 1
+            remaining -= 1
+            for a in range(d):
+                c = qid[row, a]
+                if c < lo[a]:
+                    lo[a] = c
+                elif c > hi[a]:
+                    hi[a] = c
             n_touched = _add(
                 row, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, touched, n_touched
             )
         if _valid(size, min_size, protected, cnt, req, touched, n_touched):
             for i in range(size):
-                group[members[i]] = next_gid
+                group[seg[members[i]]] = next_gid
             next_gid += 1
         else:
             for i in range(size):
-                group[members[i]] = -2  # marked: sent to the leftovers
-                leftover[n_left] = members[i]
+                group[seg[members[i]]] = -2  # marked: sent to the leftovers
+                leftover[n_left] = seg[members[i]]
                 n_left += 1
         _reset(cnt, req, touched, n_touched)
     # unprotected rows still waiting: chunks of min_size in k-d order; a short tail goes to the
@@ -477,6 +609,8 @@ def group_rows(
     for leaf in range(bounds.shape[0] - 1):
         next_gid, n_left = bucketize(
             perm[bounds[leaf] : bounds[leaf + 1]],
+            qid,
+            norm,
             sens,
             protected,
             base,
@@ -507,6 +641,8 @@ def group_rows(
         n_left = 0
         next_gid, n_left = bucketize(
             rows,
+            qid,
+            norm,
             sens,
             protected,
             base,
