@@ -20,8 +20,9 @@ Algorithm (three passes, each QID-local):
    rows are laid out in k-d order in ``perm``.
 2. ``bucketize``: inside each leaf, Anatomy-style (Xiao & Tao 2006): sweep the leaf in k-d
    order; a group starts at the next protected row and adds the compatible row (a new value for
-   protected ones) that grows its QID box least, critical values first, until it is valid. A group that cannot be completed
-   goes to the leftovers; unprotected rows left over form groups of ``min_size``.
+   protected ones) that grows its QID box least, critical values first, until it is valid. A
+   group that cannot be completed goes to the leftovers; unprotected rows left over form
+   groups of ``min_size``.
 3. ``insert_leftovers``: leftovers are bucketized together, then each row still left is inserted
    into the nearest group (in k-d order) that stays valid with it; a row that fits nowhere is
    suppressed (``-1``).
