@@ -56,6 +56,54 @@ def _half_valid(perm, lo, hi, sens, protected, base, min_size, cnt):
 
 
 @njit(cache=True)
+def _extent(a, lo, hi, height, span_lo, span_hi):
+    """Codes covered by the published value of code range ``[lo, hi]``, minus one.
+
+    Numeric and set attributes (``height[a] == 0``) publish the range itself; a hierarchy
+    attribute publishes the lowest common ancestor, whose leaves form the code range
+    ``span_lo[a, h, c] .. span_hi[a, h, c]`` at its level ``h`` (depth-first leaf order).
+    """
+    if height[a] == 0:
+        return hi - lo
+    for h in range(height[a]):
+        if span_lo[a, h, lo] == span_lo[a, h, hi]:
+            return span_hi[a, h, lo] - span_lo[a, h, lo]
+    return span_hi[a, height[a] - 1, lo] - span_lo[a, height[a] - 1, lo]
+
+
+@njit(cache=True)
+def _hierarchy_cut(a, lo, hi, vals, height, span_lo, span_hi):
+    """Threshold at a child boundary of the range's lowest common ancestor, nearest the median.
+
+    ``vals`` are the node's sorted codes on attribute ``a``; returns -1 if no boundary splits
+    them. Cutting there gives both halves a lower common ancestor (a smaller NCP).
+    """
+    size = vals.shape[0]
+    level = height[a] - 1
+    for h in range(height[a]):
+        if span_lo[a, h, lo] == span_lo[a, h, hi]:
+            level = h
+            break
+    if level == 0:
+        return -1
+    best = -1
+    best_gap = size
+    c = lo
+    while c < hi:
+        end = span_hi[a, level - 1, c]  # last leaf of c's child node
+        if end >= hi:
+            break
+        n_left = np.searchsorted(vals, end, side="right")
+        if 0 < n_left < size:
+            gap = abs(2 * n_left - size)
+            if gap < best_gap:
+                best_gap = gap
+                best = end
+        c = end + 1
+    return best
+
+
+@njit(cache=True)
 def _allowed(n, base):
     """Largest count of one protected value a group of ``n`` rows may hold."""
     return int(np.floor(n / (base * (1.0 - RTOL))))
@@ -123,7 +171,7 @@ def _balance(perm, lo, mid, hi, qid, a, sens, protected, base, cnt_l, cnt_r):
 
 
 @njit(cache=True)
-def mondrian_leaves(qid, sens, protected, base, min_size, norm, perm):
+def mondrian_leaves(qid, sens, protected, base, min_size, norm, height, span_lo, span_hi, perm):
     """Split ``perm`` (rows to group, reordered in place) into leaves; returns (L+1,) bounds."""
     n_rows, d = qid.shape
     cnt = np.zeros(protected.shape[0], np.int64)
@@ -161,7 +209,7 @@ def mondrian_leaves(qid, sens, protected, base, min_size, norm, perm):
                     elif c > hi_code[a]:
                         hi_code[a] = c
             for a in range(d):
-                width[a] = (hi_code[a] - lo_code[a]) * norm[a]
+                width[a] = _extent(a, lo_code[a], hi_code[a], height, span_lo, span_hi) * norm[a]
             order = np.argsort(-width)
             for oi in range(d):
                 a = order[oi]
@@ -171,18 +219,16 @@ def mondrian_leaves(qid, sens, protected, base, min_size, norm, perm):
                 for i in range(size):
                     vals[i] = qid[perm[lo + i], a]
                 vals.sort()
-                median = vals[(size - 1) // 2]
-                n_left = 0
-                for i in range(size):
-                    if vals[i] <= median:
-                        n_left += 1
-                threshold = median
-                if n_left == size:  # everything <= median: cut below it instead
-                    threshold = median - 1
-                    n_left = 0
-                    for i in range(size):
-                        if vals[i] <= threshold:
-                            n_left += 1
+                threshold = -1
+                if height[a] > 0:
+                    threshold = _hierarchy_cut(
+                        a, lo_code[a], hi_code[a], vals, height, span_lo, span_hi
+                    )
+                if threshold < 0:
+                    threshold = vals[(size - 1) // 2]
+                    if threshold >= vals[size - 1]:  # everything <= median: cut below it
+                        threshold = threshold - 1
+                n_left = np.searchsorted(vals, threshold, side="right")
                 if n_left == 0 or n_left == size:
                     continue
                 # stable partition of perm[lo:hi] by code <= threshold
@@ -280,15 +326,21 @@ def _compatible(row, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, ca
 
 
 @njit(cache=True)
-def _growth(row, qid, norm, lo, hi):
-    """Normalised growth of the group's QID box if ``row`` joins it."""
+def _growth(row, qid, norm, height, span_lo, span_hi, lo, hi):
+    """Growth of the group's NCP (sum over attributes) if ``row`` joins it."""
     g = 0.0
     for a in range(qid.shape[1]):
         c = qid[row, a]
         if c < lo[a]:
-            g += (lo[a] - c) * norm[a]
+            g += (
+                _extent(a, c, hi[a], height, span_lo, span_hi)
+                - _extent(a, lo[a], hi[a], height, span_lo, span_hi)
+            ) * norm[a]
         elif c > hi[a]:
-            g += (c - hi[a]) * norm[a]
+            g += (
+                _extent(a, lo[a], c, height, span_lo, span_hi)
+                - _extent(a, lo[a], hi[a], height, span_lo, span_hi)
+            ) * norm[a]
     return g
 
 
@@ -301,6 +353,9 @@ def bucketize(
     seg,
     qid,
     norm,
+    height,
+    span_lo,
+    span_hi,
     sens,
     protected,
     base,
@@ -406,7 +461,7 @@ def bucketize(
                         cand, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, cap
                     ):
                         break  # same value, same group state: the bucket's other rows fail too
-                    grow = _growth(cand, qid, norm, lo, hi)
+                    grow = _growth(cand, qid, norm, height, span_lo, span_hi, lo, hi)
                     better = best_pos < 0 or (critical and not best_critical)
                     if not better and critical == best_critical:
                         better = grow < best_growth or (grow == best_growth and b_rem[b] > best_rem)
@@ -590,7 +645,21 @@ def insert_leftovers(
 
 @njit(cache=True)
 def group_rows(
-    qid, sens, protected, base, min_size, cap, norm, ex_ptr, ex_val, ex_req, perm, window
+    qid,
+    sens,
+    protected,
+    base,
+    min_size,
+    cap,
+    norm,
+    height,
+    span_lo,
+    span_hi,
+    ex_ptr,
+    ex_val,
+    ex_req,
+    perm,
+    window,
 ):
     """All three passes. ``perm`` (m,) int64: the rows to group (reordered in place).
 
@@ -600,7 +669,9 @@ def group_rows(
     n = qid.shape[0]
     V = protected.shape[0]
     group = np.full(n, -1, np.int64)
-    bounds = mondrian_leaves(qid, sens, protected, base, min_size, norm, perm)
+    bounds = mondrian_leaves(
+        qid, sens, protected, base, min_size, norm, height, span_lo, span_hi, perm
+    )
     cnt = np.zeros(V, np.int64)
     req = np.zeros(V, np.float64)
     touched = np.empty(V, np.int64)
@@ -612,6 +683,9 @@ def group_rows(
             perm[bounds[leaf] : bounds[leaf + 1]],
             qid,
             norm,
+            height,
+            span_lo,
+            span_hi,
             sens,
             protected,
             base,
@@ -644,6 +718,9 @@ def group_rows(
             rows,
             qid,
             norm,
+            height,
+            span_lo,
+            span_hi,
             sens,
             protected,
             base,

@@ -72,6 +72,7 @@ def form_groups(
     """
     sizes = np.array([a.size for a in table.attributes], dtype=np.float64)
     norm = np.where(sizes > 1, 1.0 / np.maximum(sizes - 1, 1), 0.0)
+    height, span_lo, span_hi = hierarchy_spans(table)
     cap = math.ceil(max(requirements.base, min_group_size) * max_group_factor)
     perm = np.flatnonzero(eligible).astype(np.int64)
     group, _ = group_rows(
@@ -82,6 +83,9 @@ def form_groups(
         int(min_group_size),
         int(cap),
         norm,
+        height,
+        span_lo,
+        span_hi,
         requirements.ptr,
         requirements.value,
         requirements.ratio,
@@ -89,3 +93,38 @@ def form_groups(
         int(insertion_window),
     )
     return group
+
+
+def hierarchy_spans(
+    table: EncodedTable,
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """Leaf ranges of every hierarchy node, for the kernels' NCP arithmetic.
+
+    Returns ``height`` (d,) int64, the number of levels of attribute j's hierarchy (0 for a
+    numeric or set attribute), and ``span_lo``, ``span_hi`` (d, H, C) int64: the first and last
+    leaf code under code c's ancestor at level h (leaves are in depth-first order, so the leaves
+    under a node are contiguous).
+    """
+    d = len(table.attributes)
+    hierarchies = [a for a in table.attributes if a.kind == "hierarchy" and a.levels is not None]
+    h_max = max((a.levels.shape[1] for a in hierarchies if a.levels is not None), default=1)
+    c_max = max((a.size for a in hierarchies), default=1)
+    height = np.zeros(d, dtype=np.int64)
+    span_lo = np.zeros((d, h_max, c_max), dtype=np.int64)
+    span_hi = np.zeros((d, h_max, c_max), dtype=np.int64)
+    for j, attribute in enumerate(table.attributes):
+        if attribute.kind != "hierarchy" or attribute.levels is None:
+            continue
+        levels = attribute.levels
+        height[j] = levels.shape[1]
+        codes = np.arange(attribute.size)
+        for h in range(levels.shape[1]):
+            ids = levels[:, h]
+            first = np.ones(ids.shape[0], dtype=bool)
+            first[1:] = ids[1:] != ids[:-1]
+            starts = codes[first]
+            run = np.cumsum(first) - 1
+            ends = np.append(starts[1:] - 1, attribute.size - 1)
+            span_lo[j, h, : attribute.size] = starts[run]
+            span_hi[j, h, : attribute.size] = ends[run]
+    return height, span_lo, span_hi
