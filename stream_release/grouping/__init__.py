@@ -1,0 +1,1 @@
+"""Grouping algorithms over int-encoded snapshots: encoding, generalization, bucketization."""

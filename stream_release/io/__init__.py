@@ -1,0 +1,1 @@
+"""Reading snapshots: CSV files and in-memory columns, validated against the schema."""
