@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 from stream_release.errors import GuaranteeUnsatisfiable
 from stream_release.grouping.partition import Requirements, form_groups
 from stream_release.history.types import HistoryRows
+from stream_release.history.update import merge_linkages
 from stream_release.privacy.breach import (
     BREACH_ATOL,
     RATIO_RTOL,
@@ -307,53 +308,17 @@ def _merge_history(
     row's group, with factor ``log1p(-n(G,s)/|G|)`` (Lemma 4); every member is linked to every
     value of its group, whatever its own value.
     """
-    p = published.shape[0]
-    n_values_global = int(value_of_local.max()) + 1 if value_of_local.size else 1
-    n_values_global = max(n_values_global, int(history.value.max()) + 1 if history.n_entries else 0)
-    # old entries of the published rows, re-indexed to 0..p-1
-    counts_old = np.diff(history.indptr)[published]
-    starts = history.indptr[published]
-    idx_old = _ranges(starts, counts_old)
-    owner_old = np.repeat(np.arange(p, dtype=np.int64), counts_old)
-    # new linkages
-    g = group[published]
-    n_pairs = np.diff(contents.pair_ptr)[g]
-    idx_new = _ranges(contents.pair_ptr[g], n_pairs)
-    owner_new = np.repeat(np.arange(p, dtype=np.int64), n_pairs)
-    value_new = value_of_local[contents.pair_value[idx_new]]
-    factor = np.log1p(-contents.pair_count[idx_new] / contents.size[contents.pair_group[idx_new]])
-    owner = np.concatenate([owner_old, owner_new])
-    value = np.concatenate([history.value[idx_old].astype(np.int64), value_new])
-    log_p = np.concatenate([history.log_p[idx_old], factor])
-    links = np.concatenate(
-        [history.links[idx_old].astype(np.int64), np.ones(idx_new.shape[0], np.int64)]
+    global_value = value_of_local[contents.pair_value]
+    order = np.lexsort((global_value, contents.pair_group))  # by group, then global id
+    factor = np.log1p(-contents.pair_count / contents.size[contents.pair_group])
+    return merge_linkages(
+        history,
+        published,
+        group[published],
+        contents.pair_ptr,
+        global_value[order],
+        factor[order],
     )
-    key = owner * n_values_global + value
-    order = np.argsort(key, kind="stable")
-    key = key[order]
-    first = np.ones(key.shape[0], dtype=np.bool_)
-    first[1:] = key[1:] != key[:-1]
-    starts_u = np.flatnonzero(first)
-    merged_owner = owner[order][starts_u]
-    indptr = np.zeros(p + 1, dtype=np.int64)
-    np.cumsum(np.bincount(merged_owner, minlength=p), out=indptr[1:])
-    return HistoryRows(
-        indptr,
-        value[order][starts_u].astype(np.int32),
-        np.add.reduceat(log_p[order], starts_u) if starts_u.size else np.zeros(0),
-        np.add.reduceat(links[order], starts_u).astype(np.int32)
-        if starts_u.size
-        else np.zeros(0, np.int32),
-    )
-
-
-def _ranges(starts: NDArray[np.int64], counts: NDArray[np.int64]) -> NDArray[np.int64]:
-    """Concatenation of ``arange(s, s + c)`` for each (s, c), vectorised."""
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
-    return np.arange(total, dtype=np.int64) + offsets
 
 
 def _individual_breach(

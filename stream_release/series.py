@@ -9,9 +9,7 @@ the next run finalises (the store's sequence says the release happened).
 
 from __future__ import annotations
 
-import json
 import time
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +24,8 @@ from stream_release.history.types import HistoryStore
 from stream_release.io.release_files import (
     ReleasePaths,
     discard_staged,
+    encode_lines,
+    encode_record,
     finalize_release,
     is_staged,
     published_sequences,
@@ -105,8 +105,9 @@ class Publisher:
             source=source,
         )
         paths = ReleasePaths(self.out_dir, sequence)
-        stage_release(paths, lines, manifest, table.ids, plan.group)
-        record = zlib.compress(json.dumps({"groups": lines, "manifest": manifest}).encode("utf-8"))
+        groups = encode_lines(lines)
+        stage_release(paths, groups, manifest, table.ids, plan.group)
+        record = encode_record(groups, manifest)
         self.store.commit(sequence, pseudonyms[plan.published], plan.history, plan.values, record)
         finalize_release(paths)
         return manifest

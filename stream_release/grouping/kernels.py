@@ -499,6 +499,8 @@ def bucketize(
                         best_rem = b_rem[bb]
                     if grow == 0.0:
                         break  # inside the box: no other row of this value does better
+                if best_pos >= 0 and best_growth == 0.0 and not any_critical:
+                    break  # nothing beats a row inside the box
             if best_pos < 0:
                 break
             row = seg[best_pos]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,19 +68,35 @@ def group_lines(
         yield line
 
 
+def encode_lines(lines: list[dict[str, Any]]) -> bytes:
+    """The bytes of ``release-NNNN.jsonl``: one JSON object per line, UTF-8."""
+    encoder = json.JSONEncoder(separators=(", ", ": "), ensure_ascii=False)
+    return "".join(encoder.encode(line) + "\n" for line in lines).encode("utf-8")
+
+
+def encode_record(groups: bytes, manifest: dict[str, Any]) -> bytes:
+    """The release record kept with the history: zlib of the manifest line then the groups."""
+    head = json.dumps(manifest, ensure_ascii=False).encode("utf-8") + b"\n"
+    return zlib.compress(head + groups, 1)
+
+
+def decode_record(record: bytes) -> tuple[dict[str, Any], bytes]:
+    """Inverse of :func:`encode_record`: the manifest and the groups' JSONL bytes."""
+    head, _, groups = zlib.decompress(record).partition(b"\n")
+    return json.loads(head), groups
+
+
 def stage_release(
     paths: ReleasePaths,
-    lines: list[dict[str, Any]],
+    groups: bytes,
     manifest: dict[str, Any],
     ids: np.ndarray,
     group: np.ndarray,
 ) -> None:
     """Write the three files under temporary names (fsynced)."""
     paths.directory.mkdir(parents=True, exist_ok=True)
-    with _tmp(paths.groups).open("w", encoding="utf-8") as fh:
-        for line in lines:
-            fh.write(json.dumps(line, separators=(", ", ": "), ensure_ascii=False))
-            fh.write("\n")
+    with _tmp(paths.groups).open("wb") as fh:
+        fh.write(groups)
         _sync(fh)
     with _tmp(paths.assignments).open("w", encoding="utf-8", newline="") as fh:
         writer = csv.writer(fh)
