@@ -12,12 +12,13 @@ point of the comparison and are reported, not refused.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
-from stream_release.errors import GuaranteeUnsatisfiable
+from stream_release.errors import GuaranteeUnsatisfiable, PrivacyLeakWarning
 from stream_release.grouping.partition import Requirements, form_groups
 from stream_release.history.types import HistoryRows
 from stream_release.history.update import merge_linkages
@@ -26,6 +27,7 @@ from stream_release.privacy.breach import (
     RATIO_RTOL,
     breach_from_log_product,
     constant_ratio_target,
+    log_survival_factor,
 )
 from stream_release.privacy.strategy import Strategy
 from stream_release.table import EncodedTable
@@ -143,6 +145,13 @@ def plan_release(
         if the parameters are infeasible for the data (names the value and the largest
         feasible setting), or if any published individual would breach ``1/l``.
     """
+    if not strategy.uses_history:
+        warnings.warn(
+            "strategy 'localized' bounds each release alone (ratio l, no history): it does not "
+            "meet the global guarantee, and the audit will show breaches above 1/l",
+            PrivacyLeakWarning,
+            stacklevel=2,
+        )
     n_values = len(table.sensitive_values)
     values, value_of_local, local_of_global = _extend_dictionary(
         history_values, table.sensitive_values
@@ -276,25 +285,40 @@ def _check_feasible(
 
 
 def _largest_feasible(strategy: Strategy, r_max: float) -> str:
+    """The largest settings whose base ratio this release's value frequencies allow.
+
+    Values are rounded *down* (4 significant digits) so the suggestion is itself feasible. It
+    holds for this release; later releases' frequencies and histories may need less.
+    """
     if r_max <= 1.0:
         return "none (the value is the only one left: drop it from protected or suppress it)"
-    ell_max = r_max
+    options = []
     if strategy.name == "constant-ratio":
         k = strategy.k_prime or 1
-        ell_for_k = 1.0 / -math.expm1(k * math.log1p(-1.0 / r_max))
         k_max = 0
-        while constant_ratio_target(strategy.ell, k_max + 1) <= r_max and k_max < 10_000:
+        while k_max < 10_000 and constant_ratio_target(strategy.ell, k_max + 1) <= r_max:
             k_max += 1
-        options = [f"l = {ell_for_k:.4g} at k_prime = {k}"]
         if k_max >= 1:
-            options.insert(0, f"k_prime = {k_max} at l = {strategy.ell:g}")
-        return " or ".join(options)
-    if strategy.name == "geometric":
-        alpha_max = r_max / strategy.ell
-        if alpha_max > 1.0:
-            return f"alpha = {alpha_max:.4g} at l = {strategy.ell:g}"
-        return f"l = {r_max / (strategy.alpha or 2.0):.4g} at alpha = {strategy.alpha:g}"
-    return f"l = {ell_max:.4g}"
+            options.append(f"k_prime = {k_max} at l = {strategy.ell:g}")
+        ell_for_k = 1.0 / -math.expm1(k * math.log1p(-1.0 / r_max))
+        if _floor4(ell_for_k) > 1.0:
+            options.append(f"l = {_floor4(ell_for_k):g} at k_prime = {k}")
+    elif strategy.name == "geometric":
+        if _floor4(r_max / strategy.ell) > 1.0:
+            options.append(f"alpha = {_floor4(r_max / strategy.ell):g} at l = {strategy.ell:g}")
+        if _floor4(r_max / (strategy.alpha or 2.0)) > 1.0:
+            options.append(
+                f"l = {_floor4(r_max / (strategy.alpha or 2.0)):g} at alpha = {strategy.alpha:g}"
+            )
+    elif _floor4(r_max) > 1.0:
+        options.append(f"l = {_floor4(r_max):g}")
+    return " or ".join(options) or "none: protect fewer values"
+
+
+def _floor4(x: float) -> float:
+    """``x`` rounded down to 4 significant digits."""
+    scale = 10.0 ** (3 - math.floor(math.log10(abs(x))))
+    return math.floor(x * scale) / scale
 
 
 def _merge_history(
@@ -310,7 +334,7 @@ def _merge_history(
     """
     global_value = value_of_local[contents.pair_value]
     order = np.lexsort((global_value, contents.pair_group))  # by group, then global id
-    factor = np.log1p(-contents.pair_count / contents.size[contents.pair_group])
+    factor = log_survival_factor(contents.size[contents.pair_group], contents.pair_count)
     return merge_linkages(
         history,
         published,

@@ -14,6 +14,7 @@ import pytest
 
 from stream_release.audit import audit_directory
 from stream_release.cli import main
+from stream_release.errors import PrivacyLeakWarning
 
 T1 = (
     "id,sex,zipcode,disease\n"
@@ -43,7 +44,8 @@ def _setup(tmp_path: Path, privacy: str) -> list[str]:
 
 
 def test_localized_guarantee_breaches_as_in_example_2(tmp_path: Path) -> None:
-    assert main(["anonymize", *_setup(tmp_path, 'strategy = "localized"')]) == 0
+    with pytest.warns(PrivacyLeakWarning):
+        assert main(["anonymize", *_setup(tmp_path, 'strategy = "localized"')]) == 0
     first = [json.loads(x) for x in (tmp_path / "out/release-0001.jsonl").read_text().splitlines()]
     # Figure 2: two groups of two, split by sex, each 2-diverse
     assert sorted(g["size"] for g in first) == [2, 2]
@@ -77,3 +79,25 @@ def test_protecting_every_value_of_figure_1_is_infeasible(
     assert len(err.splitlines()) == 1
     assert "'flu'" in err and "largest feasible setting" in err
     assert not list((tmp_path / "out").glob("*-0001.*"))  # nothing half-written
+
+
+def test_groups_of_a_single_unprotected_value_update_the_history(tmp_path: Path) -> None:
+    # only chlamydia protected: the other rows may form groups holding one value (p = 1 for an
+    # unprotected value, log P = -inf) and the release must go through without a warning
+    (tmp_path / "t.csv").write_text(
+        "id,sex,zipcode,disease\n"
+        + "".join(f"o{i},M,{65000 + i},flu\n" for i in range(6))
+        + "c1,F,65100,chlamydia\nc2,F,65101,fever\nc3,F,65102,fever\nc4,F,65103,cold\n"
+    )
+    (tmp_path / "c.toml").write_text(
+        '[schema]\nid = "id"\nsensitive = "disease"\nqid = ["sex", "zipcode"]\n'
+        '[privacy]\nl = 2\nk_prime = 2\nprotected = ["chlamydia"]\n[output]\nqueries = 20\n'
+    )
+    out = tmp_path / "out"
+    args = ["anonymize", "--config", str(tmp_path / "c.toml"), "--out", str(out)]
+    assert main([*args, str(tmp_path / "t.csv")]) == 0
+    assert main([*args, str(tmp_path / "t.csv")]) == 0  # the same people again
+    groups = [json.loads(x) for x in (out / "release-0001.jsonl").read_text().splitlines()]
+    assert any(g["sensitive"] == {"flu": g["size"]} for g in groups)
+    report = audit_directory(out)
+    assert report.ok, report.table()
