@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from stream_release.config import GroupingSettings
 from stream_release.errors import GuaranteeUnsatisfiable, PrivacyLeakWarning
 from stream_release.grouping.partition import Requirements, form_groups
 from stream_release.history.types import HistoryRows
@@ -126,7 +127,7 @@ def plan_release(
     *,
     protected: tuple[str, ...] | list[str] = (),
     min_group_size: int = 1,
-    max_group_factor: float = 4.0,
+    grouping: GroupingSettings | None = None,
 ) -> ReleasePlan:
     """Group ``table`` under ``strategy`` given the history of its rows.
 
@@ -145,6 +146,7 @@ def plan_release(
         if the parameters are infeasible for the data (names the value and the largest
         feasible setting), or if any published individual would breach ``1/l``.
     """
+    grouping = grouping if grouping is not None else GroupingSettings()
     if not strategy.uses_history:
         warnings.warn(
             "strategy 'localized' bounds each release alone (ratio l, no history): it does not "
@@ -169,7 +171,8 @@ def plan_release(
         requirements,
         min_group_size=min_group_size,
         eligible=eligible,
-        max_group_factor=max_group_factor,
+        max_group_factor=grouping.max_group_factor,
+        insertion_window=grouping.insertion_window,
     )
     contents = GroupContents.of(group, table.sensitive, n_values)
     published = np.flatnonzero(group >= 0)

@@ -92,7 +92,7 @@ class Publisher:
             privacy.make_strategy(),
             protected=privacy.protected,
             min_group_size=privacy.min_group_size,
-            max_group_factor=self.settings.grouping.max_group_factor,
+            grouping=self.settings.grouping,
         )
         elapsed = time.perf_counter() - started
         lines, manifest = render_release(

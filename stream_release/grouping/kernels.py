@@ -347,6 +347,36 @@ def _compatible(row, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, ca
 
 
 @njit(cache=True)
+def _need(size, protected, cnt, req, touched, n_touched):
+    """Rows the group needs: ``max(size, max_t n(G,t) R(G,t))`` over its protected values."""
+    need = float(size)
+    for i in range(n_touched):
+        t = touched[i]
+        if cnt[t] > 0 and protected[t] and cnt[t] * req[t] > need:
+            need = cnt[t] * req[t]
+    return need
+
+
+@njit(cache=True)
+def _extra_rows(row, need, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req):
+    """How many more rows the group would need if ``row`` joined it (its history can raise the
+    ratio a present value requires, and its own value adds one to a count)."""
+    after = need
+    v = sens[row]
+    if protected[v]:
+        r = max(req[v], base)
+        for e in range(ex_ptr[row], ex_ptr[row + 1]):
+            if ex_val[e] == v and ex_req[e] > r:
+                r = ex_req[e]
+        after = max(after, (cnt[v] + 1) * r)
+    for e in range(ex_ptr[row], ex_ptr[row + 1]):
+        t = ex_val[e]
+        if cnt[t] > 0:
+            after = max(after, cnt[t] * max(req[t], ex_req[e]))
+    return int(np.ceil(after * (1.0 - RTOL))) - int(np.ceil(need * (1.0 - RTOL)))
+
+
+@njit(cache=True)
 def _growth(row, qid, norm, height, span_lo, span_hi, lo, hi, extent):
     """Growth of the group's NCP (sum over attributes) if ``row`` joins it.
 
@@ -462,7 +492,9 @@ def bucketize(
                 if b_rem[bb] > 0 and protected[v] and cnt[v] == 0 and b_rem[bb] * m > rows_after:
                     any_critical = True
                     break
+            need = _need(size + 1, protected, cnt, req, touched, n_touched)
             best_pos = -1
+            best_extra = 0
             best_growth = 0.0
             best_rem = 0
             for bb in range(nb):
@@ -488,18 +520,23 @@ def bucketize(
                         cand, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, cap
                     ):
                         continue  # this row's own history forbids it; its bucket-mates may fit
+                    extra = _extra_rows(
+                        cand, need, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req
+                    )
                     grow = _growth(cand, qid, norm, height, span_lo, span_hi, lo, hi, extent)
                     if (
                         best_pos < 0
-                        or grow < best_growth
-                        or (grow == best_growth and b_rem[bb] > best_rem)
+                        or extra < best_extra
+                        or (extra == best_extra and grow < best_growth)
+                        or (extra == best_extra and grow == best_growth and b_rem[bb] > best_rem)
                     ):
                         best_pos = p
+                        best_extra = extra
                         best_growth = grow
                         best_rem = b_rem[bb]
-                    if grow == 0.0:
-                        break  # inside the box: no other row of this value does better
-                if best_pos >= 0 and best_growth == 0.0 and not any_critical:
+                    if grow == 0.0 and extra == 0:
+                        break  # inside the box, no larger group needed: nothing does better
+                if best_pos >= 0 and best_growth == 0.0 and best_extra == 0 and not any_critical:
                     break  # nothing beats a row inside the box
             if best_pos < 0:
                 break

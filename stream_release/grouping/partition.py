@@ -51,8 +51,8 @@ def form_groups(
     *,
     min_group_size: int,
     eligible: NDArray[np.bool_],
-    max_group_factor: float = 4.0,
-    insertion_window: int = 32,
+    max_group_factor: float,
+    insertion_window: int,
 ) -> NDArray[np.int64]:
     """Group the ``eligible`` rows of ``table`` so that every group is valid.
 

@@ -9,8 +9,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stream_release.config import GroupingSettings
 from stream_release.grouping.partition import Requirements, form_groups
 from stream_release.table import Attribute, EncodedTable
+
+
+def _form(
+    table: EncodedTable, protected: np.ndarray, req: Requirements, **kwargs: object
+) -> np.ndarray:
+    """form_groups with the configuration's grouping defaults unless overridden."""
+    defaults = GroupingSettings()
+    options = {
+        "max_group_factor": defaults.max_group_factor,
+        "insertion_window": defaults.insertion_window,
+        **kwargs,
+    }
+    return form_groups(table, protected, req, **options)  # type: ignore[arg-type]
 
 
 def make_table(qid: np.ndarray, sensitive: np.ndarray, n_values: int | None = None) -> EncodedTable:
@@ -68,9 +82,7 @@ def test_uniform_ratio_makes_small_valid_groups() -> None:
     base = min(base, 4.85)
     protected = np.ones(14, dtype=bool)
     req = Requirements.uniform(base, table.n_rows)
-    group = form_groups(
-        table, protected, req, min_group_size=1, eligible=np.ones(table.n_rows, bool)
-    )
+    group = _form(table, protected, req, min_group_size=1, eligible=np.ones(table.n_rows, bool))
     assert group_requirement_violations(table, group, protected, req, 1) == []
     sizes = np.bincount(group[group >= 0])
     assert sizes.mean() <= 1.3 * math.ceil(base)
@@ -80,7 +92,7 @@ def test_uniform_ratio_makes_small_valid_groups() -> None:
 def test_group_ids_are_dense_and_every_group_nonempty() -> None:
     table = adult_like(500, 8, seed=2)
     req = Requirements.uniform(3.0, table.n_rows)
-    group = form_groups(table, np.ones(8, bool), req, min_group_size=1, eligible=np.ones(500, bool))
+    group = _form(table, np.ones(8, bool), req, min_group_size=1, eligible=np.ones(500, bool))
     ids = np.unique(group[group >= 0])
     assert np.array_equal(ids, np.arange(ids.size))
 
@@ -90,7 +102,7 @@ def test_unprotected_values_do_not_constrain() -> None:
     table = adult_like(400, 4, seed=3)
     protected = np.array([True, False, False, False])
     req = Requirements.uniform(4.0, table.n_rows)
-    group = form_groups(table, protected, req, min_group_size=2, eligible=np.ones(400, bool))
+    group = _form(table, protected, req, min_group_size=2, eligible=np.ones(400, bool))
     assert group_requirement_violations(table, group, protected, req, 2) == []
     sizes = np.bincount(group[group >= 0])
     assert sizes.min() >= 2
@@ -112,7 +124,7 @@ def test_history_requirement_raises_group_size_for_that_value() -> None:
         np.array([10.0, np.inf]),
     )
     protected = np.ones(12, bool)
-    group = form_groups(table, protected, req, min_group_size=1, eligible=np.ones(60, bool))
+    group = _form(table, protected, req, min_group_size=1, eligible=np.ones(60, bool))
     assert group_requirement_violations(table, group, protected, req, 1) == []
     g0 = np.flatnonzero(group == group[0])
     if 3 in table.sensitive[g0]:
@@ -125,7 +137,7 @@ def test_ineligible_rows_are_suppressed() -> None:
     table = adult_like(200, 6, seed=4)
     eligible = np.ones(200, bool)
     eligible[:7] = False
-    group = form_groups(
+    group = _form(
         table, np.ones(6, bool), Requirements.uniform(3.0, 200), min_group_size=1, eligible=eligible
     )
     assert np.all(group[:7] == -1)
@@ -136,7 +148,7 @@ def test_groups_are_qid_local() -> None:
     sensitive = np.tile(np.arange(5), 40)
     qid = np.where(np.arange(200) < 100, 0, 1000)[:, None] + (np.arange(200) % 7)[:, None]
     table = make_table(qid, sensitive)
-    group = form_groups(
+    group = _form(
         table,
         np.ones(5, bool),
         Requirements.uniform(5.0, 200),
@@ -173,7 +185,7 @@ def test_every_group_is_valid_on_random_inputs(
         req = Requirements(base, ptr, values, ratios)
     else:
         req = Requirements.uniform(base, n)
-    group = form_groups(table, protected, req, min_group_size=min_size, eligible=np.ones(n, bool))
+    group = _form(table, protected, req, min_group_size=min_size, eligible=np.ones(n, bool))
     assert group_requirement_violations(table, group, protected, req, min_size) == []
 
 
@@ -181,7 +193,7 @@ def test_every_group_is_valid_on_random_inputs(
 def test_max_group_factor_caps_group_size(factor: float) -> None:
     table = adult_like(600, 10, seed=5)
     req = Requirements.uniform(3.0, 600)
-    group = form_groups(
+    group = _form(
         table,
         np.ones(10, bool),
         req,
