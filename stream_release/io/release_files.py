@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 
 TMP_SUFFIX = ".tmp"
 
@@ -69,9 +70,8 @@ def group_lines(
 
 
 def encode_lines(lines: list[dict[str, Any]]) -> bytes:
-    """The bytes of ``release-NNNN.jsonl``: one JSON object per line, UTF-8."""
-    encoder = json.JSONEncoder(separators=(", ", ": "), ensure_ascii=False)
-    return "".join(encoder.encode(line) + "\n" for line in lines).encode("utf-8")
+    """The bytes of ``release-NNNN.jsonl``: one compact JSON object per line, UTF-8 (orjson)."""
+    return b"".join(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE) for line in lines)
 
 
 def encode_record(groups: bytes, manifest: dict[str, Any]) -> bytes:
