@@ -169,3 +169,17 @@ def test_redis_history_gives_the_same_releases_as_the_file_history(
     keys = b" ".join(client.scan_iter(match=f"{redis_prefix}:*"))
     assert keys
     assert not any(i.encode() in keys for i in ids)
+
+
+def test_minimal_strategy_runs_into_theorem_2s_dead_end(shared_data: Path, tmp_path: Path) -> None:
+    # planning at Theorem 1's minimum keeps every bound but pushes breaches towards 1/l, after
+    # which carried-over individuals need ever larger groups and start being suppressed
+    config = write_config(tmp_path, shared_data, strategy="minimal")
+    snaps = adult_series(shared_data, tmp_path, 20, rounds=4)
+    out = tmp_path / "out"
+    assert main(["anonymize", "--config", str(config), "--out", str(out), *map(str, snaps)]) == 0
+    manifests = [json.loads((out / f"manifest-{k:04d}.json").read_text()) for k in range(1, 5)]
+    breach = [m["breach"]["max"] for m in manifests]
+    assert breach == sorted(breach) and 0.48 < breach[-1] <= 0.5 + 1e-9
+    assert manifests[0]["suppressed"] == 0 and manifests[-1]["suppressed"] > 0
+    assert audit_directory(out).ok
