@@ -40,6 +40,7 @@ import platform
 import statistics
 import sys
 import tempfile
+import textwrap
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -498,21 +499,22 @@ def plot_family(ds: Dataset, family: str, runs: list[Run], path: Path) -> Path:
     missing = [
         r.config.label for r in runs if r.config.family == family and r.infeasible is not None
     ]
-    note = f"infeasible (not plotted): {', '.join(missing)}" if missing else ""
+    note = textwrap.wrap(f"infeasible (not plotted): {', '.join(missing)}", 170) if missing else []
     fig.suptitle(f"{ds.title}: {family} strategy vs. the localized baseline", fontsize=12)
     handles, labels = axes.flat[0].get_legend_handles_labels()
+    legend_y = 0.005 + 0.018 * len(note)
     fig.legend(
         handles,
         labels,
         loc="lower center",
-        bbox_to_anchor=(0.5, 0.03 if note else 0.005),
+        bbox_to_anchor=(0.5, legend_y),
         ncol=min(4, max(1, len(labels))),
         fontsize=8,
     )
     if note:
-        fig.text(0.5, 0.008, note, ha="center", fontsize=7)
+        fig.text(0.5, 0.005, "\n".join(note), ha="center", va="bottom", fontsize=7)
     rows = math.ceil(len(labels) / 4)
-    fig.tight_layout(rect=(0, 0.06 + 0.03 * rows, 1, 0.97))
+    fig.tight_layout(rect=(0, legend_y + 0.035 + 0.03 * rows, 1, 0.97))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

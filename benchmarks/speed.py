@@ -198,7 +198,7 @@ def plan_adult(table: EncodedTable, settings: Settings) -> Any:
         privacy.make_strategy(),
         protected=privacy.protected,
         min_group_size=privacy.min_group_size,
-        max_group_factor=settings.grouping.max_group_factor,
+        grouping=settings.grouping,
     )
 
 
