@@ -37,25 +37,6 @@ RTOL = 1e-9  # = privacy.breach.RATIO_RTOL (kept literal: numba compiles module 
 
 
 @njit(cache=True)
-def _half_valid(perm, lo, hi, sens, protected, base, min_size, cnt):
-    n = hi - lo
-    if n < min_size:
-        return False
-    ok = True
-    for i in range(lo, hi):
-        v = sens[perm[i]]
-        if protected[v]:
-            cnt[v] += 1
-    for i in range(lo, hi):
-        v = sens[perm[i]]
-        if cnt[v] > 0:
-            if n < cnt[v] * base * (1.0 - RTOL):
-                ok = False
-            cnt[v] = 0
-    return ok
-
-
-@njit(cache=True)
 def _extent(a, lo, hi, height, span_lo, span_hi):
     """Codes covered by the published value of code range ``[lo, hi]``, minus one.
 
@@ -134,13 +115,14 @@ def _allowed(n, base):
 
 
 @njit(cache=True)
-def _balance(perm, lo, mid, hi, qid, a, sens, protected, base, cnt_l, cnt_r):
+def _balance(perm, lo, mid, hi, qid, a, sens, protected, base, min_size, cnt_l, cnt_r):
     """Relaxed cut: move the excess rows of over-represented protected values across ``mid``.
 
     After a median cut on attribute ``a`` one half may hold more of a value than any valid
     grouping of it allows (``n_s > n / base``). Rows of that value nearest the cut (largest
     code on the left, smallest on the right) are moved to the other half until both halves are
-    within their allowance or no move helps. Returns the new ``mid``; the caller re-checks.
+    within their allowance or no move helps. Returns the new ``mid`` and whether both halves
+    are valid as whole groups (at least ``min_size`` rows, every protected count allowed).
     """
     for i in range(lo, hi):
         v = sens[perm[i]]
@@ -187,18 +169,23 @@ def _balance(perm, lo, mid, hi, qid, a, sens, protected, base, cnt_l, cnt_r):
                 j = mid
         if not moved:
             break
+    n_l = mid - lo
+    n_r = hi - mid
+    ok = n_l >= max(min_size, 1) and n_r >= max(min_size, 1)
     for i in range(lo, hi):
         v = sens[perm[i]]
+        if ok and protected[v]:
+            if n_l < cnt_l[v] * base * (1.0 - RTOL) or n_r < cnt_r[v] * base * (1.0 - RTOL):
+                ok = False
         cnt_l[v] = 0
         cnt_r[v] = 0
-    return mid
+    return mid, ok
 
 
 @njit(cache=True)
 def mondrian_leaves(qid, sens, protected, base, min_size, norm, height, span_lo, span_hi, perm):
     """Split ``perm`` (rows to group, reordered in place) into leaves; returns (L+1,) bounds."""
     n_rows, d = qid.shape
-    cnt = np.zeros(protected.shape[0], np.int64)
     cnt_l = np.zeros(protected.shape[0], np.int64)
     cnt_r = np.zeros(protected.shape[0], np.int64)
     stack_lo = np.empty(64 + 2 * n_rows // max(min_size, 1) + 64, np.int64)
@@ -265,15 +252,10 @@ def mondrian_leaves(qid, sens, protected, base, min_size, norm, height, span_lo,
                         ri += 1
                 for i in range(ri):
                     perm[li + i] = tmp[i]
-                mid = _balance(
-                    perm, lo, lo + n_left, hi, qid, a, sens, protected, base, cnt_l, cnt_r
+                mid, ok = _balance(
+                    perm, lo, lo + n_left, hi, qid, a, sens, protected, base, min_size, cnt_l, cnt_r
                 )
-                if (
-                    mid > lo
-                    and mid < hi
-                    and _half_valid(perm, lo, mid, sens, protected, base, min_size, cnt)
-                    and _half_valid(perm, mid, hi, sens, protected, base, min_size, cnt)
-                ):
+                if ok:
                     stack_lo[top] = mid
                     stack_hi[top] = hi
                     stack_lo[top + 1] = lo
@@ -455,6 +437,7 @@ def bucketize(
     b_ptr = b_start[:nb].copy()
     b_rem = b_end[:nb] - b_start[:nb]
     taken = np.zeros(k, np.bool_)
+    has_history = ex_val.shape[0] > 0
     remaining = k
     m = int(np.ceil(max(base, float(min_size))))
     members = np.empty(int(cap) + 2, np.int64)
@@ -516,13 +499,15 @@ def bucketize(
                         continue
                     seen += 1
                     cand = seg[p]
-                    if not _compatible(
-                        cand, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, cap
-                    ):
-                        continue  # this row's own history forbids it; its bucket-mates may fit
-                    extra = _extra_rows(
-                        cand, need, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req
-                    )
+                    extra = 0
+                    if has_history:  # without any history every distinct value fits at no cost
+                        if not _compatible(
+                            cand, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, cap
+                        ):
+                            continue  # this row's own history forbids it; bucket-mates may fit
+                        extra = _extra_rows(
+                            cand, need, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req
+                        )
                     grow = _growth(cand, qid, norm, height, span_lo, span_hi, lo, hi, extent)
                     if (
                         best_pos < 0
