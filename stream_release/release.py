@@ -358,7 +358,8 @@ def _individual_breach(
         return out
     relevant = protected_global[history.value]
     prob = np.where(relevant, breach_from_log_product(history.log_p), 0.0)
-    np.maximum.at(out, history.owner(), prob)
+    filled = np.diff(history.indptr) > 0  # entries are grouped by individual (CSR)
+    out[filled] = np.maximum.reduceat(prob, history.indptr[:-1][filled])
     return out
 
 
