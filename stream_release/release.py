@@ -336,15 +336,12 @@ def _merge_history(
     value of its group, whatever its own value.
     """
     global_value = value_of_local[contents.pair_value]
-    order = np.lexsort((global_value, contents.pair_group))  # by group, then global id
     factor = log_survival_factor(contents.size[contents.pair_group], contents.pair_count)
+    if np.any(np.diff(value_of_local) < 0):  # pairs are by local code: re-sort by global id
+        order = np.argsort(contents.pair_group * (int(global_value.max()) + 1) + global_value)
+        global_value, factor = global_value[order], factor[order]
     return merge_linkages(
-        history,
-        published,
-        group[published],
-        contents.pair_ptr,
-        global_value[order],
-        factor[order],
+        history, published, group[published], contents.pair_ptr, global_value, factor
     )
 
 
