@@ -174,9 +174,12 @@ def _balance(perm, lo, mid, hi, qid, a, sens, protected, base, min_size, cnt_l, 
     ok = n_l >= max(min_size, 1) and n_r >= max(min_size, 1)
     for i in range(lo, hi):
         v = sens[perm[i]]
-        if ok and protected[v]:
-            if n_l < cnt_l[v] * base * (1.0 - RTOL) or n_r < cnt_r[v] * base * (1.0 - RTOL):
-                ok = False
+        if (
+            ok
+            and protected[v]
+            and (n_l < cnt_l[v] * base * (1.0 - RTOL) or n_r < cnt_r[v] * base * (1.0 - RTOL))
+        ):
+            ok = False
         cnt_l[v] = 0
         cnt_r[v] = 0
     return mid, ok

@@ -63,8 +63,7 @@ def brute_force(
     worlds = Counter(_or(masks) for masks in itertools.product(*per_group))
     total = sum(worlds.values())
     linked = {
-        pair: Fraction(sum(c for m, c in worlds.items() if m & b), total)
-        for pair, b in bit.items()
+        pair: Fraction(sum(c for m, c in worlds.items() if m & b), total) for pair, b in bit.items()
     }
     return linked, total
 
@@ -162,9 +161,7 @@ def random_series(rng: np.random.Generator) -> list[Release]:
         cut = len(present) if n_groups == 1 else int(rng.integers(len(present) - 5, 6))
         cut = min(max(cut, 1), len(present) - (n_groups - 1))
         parts = [present[:cut], present[cut:]] if n_groups == 2 else [present]
-        series.append(
-            [[(o, str(rng.choice(alphabet))) for o in part] for part in parts if part]
-        )
+        series.append([[(o, str(rng.choice(alphabet))) for o in part] for part in parts if part])
     return series
 
 

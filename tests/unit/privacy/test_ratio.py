@@ -243,9 +243,7 @@ def test_theorem_1_bound_holds_iff_ratio_meets_minimum(
     n, n_s = split(pairs)
     n_k, n_k_s = group
     bound = 1 / Fraction(ell)
-    p_exact = 1 - math.prod(
-        (Fraction(a - b, a) for a, b in [*pairs, group]), start=Fraction(1)
-    )
+    p_exact = 1 - math.prod((Fraction(a - b, a) for a, b in [*pairs, group]), start=Fraction(1))
     # Exclude only the documented tolerance band (BREACH_ATOL / RATIO_RTOL); exact equality
     # (Corollary 2) stays in and must count as safe on both sides.
     assume(not (0 < abs(p_exact - bound) <= 10 * BREACH_ATOL))
