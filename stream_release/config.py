@@ -11,7 +11,15 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from stream_release.errors import ConfigError, InvalidParameter
@@ -96,8 +104,35 @@ class HistorySettings(_Section):
     """Namespace of every Redis key."""
 
 
+class TopicSettings(_Section):
+    """Kafka topic names (CONTRACT §5)."""
+
+    records: str = "sr.records"
+    control: str = "sr.control"
+    releases: str = "sr.releases"
+    manifests: str = "sr.manifests"
+    rejected: str = "sr.rejected"
+
+
 class KafkaSettings(_Section):
+    """The Kafka client settings; security settings pass through to aiokafka / faust."""
+
     bootstrap: str = "127.0.0.1:9092"
+    client_id: str = "stream-release"
+    group_id: str = "stream-release"
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_cafile: Path | None = None
+    ssl_certfile: Path | None = None
+    ssl_keyfile: Path | None = None
+    idempotent: bool = True
+    """Idempotent producer (exactly-once writes per partition). Some Kafka-protocol brokers
+    (e.g. the Tansu broker of the local tests and the demo) do not support it: set false."""
+    max_message_bytes: int = Field(default=1_048_576, ge=1024)
+    """Larger messages are rejected (sr.rejected) without being parsed."""
+    topics: TopicSettings = Field(default_factory=TopicSettings)
 
 
 class RedisSettings(_Section):
