@@ -1,0 +1,184 @@
+"""Wire models of the streaming service (CONTRACT §5), validated at the edge.
+
+Every message on a topic is one of these pydantic models; their JSON Schemas are exported to
+``deploy/schemas/`` (:func:`export_schemas`, checked by the tests). Decoding never raises on
+bad input: :func:`decode_record` and :func:`decode_seal` return a :class:`Rejection` naming
+the field, the value and the fix, which the worker publishes to ``sr.rejected``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from stream_release.config import SchemaSettings
+
+QidValue = str | int | float
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class SnapshotRecord(_Message):
+    """One row of a snapshot (topic ``sr.records``, key = the individual id)."""
+
+    release: str = Field(min_length=1, description="the producer's release label")
+    id: str = Field(min_length=1, description="the individual's identifier")
+    qid: dict[str, QidValue] = Field(description="every configured QID, by name")
+    sensitive: str = Field(min_length=1, description="the sensitive value")
+
+
+class Seal(_Message):
+    """The end of a snapshot (topic ``sr.control``, key = the release label)."""
+
+    release: str = Field(min_length=1)
+    records: int = Field(ge=0, description="distinct ids the snapshot holds")
+
+
+class GroupLine(_Message):
+    """One published group (topic ``sr.releases``; a line of ``release-NNNN.jsonl``)."""
+
+    release: str
+    sequence: int = Field(ge=1)
+    group: int = Field(ge=0)
+    size: int = Field(ge=1)
+    qid: dict[str, Any] | None = Field(default=None, description="generalized QIDs")
+    members: list[dict[str, QidValue]] | None = Field(
+        default=None, description="anatomy format: the members' exact QIDs"
+    )
+    sensitive: dict[str, int]
+
+
+class BreachSummary(_Message):
+    bound: float
+    max: float
+    p50: float
+    p99: float
+
+
+class Manifest(BaseModel):
+    """A release's manifest (topic ``sr.manifests``, after all its groups)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    release: str
+    sequence: int = Field(ge=1)
+    records_in: int = Field(ge=0)
+    published: int = Field(ge=0)
+    suppressed: int = Field(ge=0)
+    groups: int = Field(ge=0)
+    l: float = Field(gt=1)  # noqa: E741 - the paper's symbol
+    strategy: dict[str, Any]
+    breach: BreachSummary
+    utility: dict[str, Any]
+    elapsed_s: float = Field(ge=0)
+
+
+class Rejected(_Message):
+    """A message the service refused (topic ``sr.rejected``)."""
+
+    error: str
+    topic: str
+    partition: int
+    offset: int
+    raw: str = Field(description="the message value as received (UTF-8, replaced if invalid)")
+
+
+class Rejection(_Message):
+    """Why a message was refused; becomes a :class:`Rejected` with its coordinates."""
+
+    error: str
+
+
+MODELS: dict[str, type[BaseModel]] = {
+    "record": SnapshotRecord,
+    "seal": Seal,
+    "group": GroupLine,
+    "manifest": Manifest,
+    "rejected": Rejected,
+}
+
+
+def decode_record(
+    raw: bytes, schema: SchemaSettings, *, max_bytes: int
+) -> SnapshotRecord | Rejection:
+    """Parse and check one ``sr.records`` value against the configured schema."""
+    data = _json(raw, max_bytes)
+    if isinstance(data, Rejection):
+        return data
+    try:
+        record = SnapshotRecord.model_validate(data)
+    except ValidationError as exc:
+        return Rejection(error=_explain(exc, "record"))
+    missing = [q for q in schema.qid if q not in record.qid]
+    if missing:
+        return Rejection(
+            error=f"record: qid.{missing[0]} is missing; every record needs qid {list(schema.qid)}"
+        )
+    extra = sorted(set(record.qid) - set(schema.qid))
+    if extra:
+        return Rejection(
+            error=f"record: qid.{extra[0]} is not a configured QID; configured: {list(schema.qid)}"
+        )
+    return record
+
+
+def decode_seal(raw: bytes, *, max_bytes: int) -> Seal | Rejection:
+    """Parse and check one ``sr.control`` value."""
+    data = _json(raw, max_bytes)
+    if isinstance(data, Rejection):
+        return data
+    try:
+        return Seal.model_validate(data)
+    except ValidationError as exc:
+        return Rejection(error=_explain(exc, "seal"))
+
+
+def _json(raw: bytes, max_bytes: int) -> Any:
+    if len(raw) > max_bytes:
+        return Rejection(
+            error=f"message of {len(raw)} bytes exceeds kafka.max_message_bytes = {max_bytes}"
+        )
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return Rejection(error=f"not JSON: {exc}")
+
+
+def _explain(exc: ValidationError, what: str) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(message)"
+    given = first.get("input")
+    shown = "" if isinstance(given, dict) else f" = {given!r}"
+    if first["type"] == "missing":
+        return f"{what}: field {where} is missing"
+    if first["type"] == "extra_forbidden":
+        return f"{what}: field {where} is not part of the message; remove it"
+    return f"{what}: {where}{shown}: {first['msg']}"
+
+
+def json_schemas() -> dict[str, dict[str, Any]]:
+    """The JSON Schema of every wire model, by file stem."""
+    return {name: model.model_json_schema() for name, model in MODELS.items()}
+
+
+def export_schemas(directory: Path) -> list[Path]:
+    """Write ``<name>.schema.json`` for every wire model into ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, schema in json_schemas().items():
+        path = directory / f"{name}.schema.json"
+        path.write_text(json.dumps(schema, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+if __name__ == "__main__":
+    import sys
+
+    for written in export_schemas(Path(sys.argv[1] if len(sys.argv) > 1 else "deploy/schemas")):
+        print(written)

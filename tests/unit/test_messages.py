@@ -1,0 +1,109 @@
+"""Wire models: bad input becomes a named rejection; exported schemas match the models."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from stream_release.cli import main
+from stream_release.config import SchemaSettings
+from stream_release.stream.messages import (
+    GroupLine,
+    Manifest,
+    Rejection,
+    Seal,
+    SnapshotRecord,
+    decode_record,
+    decode_seal,
+    json_schemas,
+)
+
+SCHEMA = SchemaSettings(id="id", sensitive="disease", qid=("sex", "age"))
+LIMIT = 1024
+GOOD = {"release": "2026-10", "id": "p-17", "qid": {"sex": "M", "age": 34}, "sensitive": "flu"}
+
+
+def _record(**changes: object) -> bytes:
+    return json.dumps({**GOOD, **changes}).encode()
+
+
+def test_a_valid_record_and_seal_decode() -> None:
+    record = decode_record(_record(), SCHEMA, max_bytes=LIMIT)
+    assert isinstance(record, SnapshotRecord) and record.qid == {"sex": "M", "age": 34}
+    seal = decode_seal(b'{"release": "2026-10", "records": 5234}', max_bytes=LIMIT)
+    assert seal == Seal(release="2026-10", records=5234)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (b"\xff\xfe not json", "not JSON"),
+        (b'{"release": "r", "id": "p"', "not JSON"),
+        (_record(sensitive=None), "sensitive"),
+        (json.dumps({k: v for k, v in GOOD.items() if k != "id"}).encode(), "field id is missing"),
+        (_record(id=17), "id = 17"),
+        (_record(id=""), "id"),
+        (_record(extra="x"), "field extra is not part of the message"),
+        (_record(qid={"sex": "M"}), "qid.age is missing"),
+        (_record(qid={"sex": "M", "age": 3, "zip": "1"}), "qid.zip is not a configured QID"),
+        (_record(qid={"sex": "M", "age": [3]}), "qid.age"),
+        (json.dumps({**GOOD, "sensitive": "x" * 2000}).encode(), "exceeds kafka.max_message_bytes"),
+    ],
+)
+def test_bad_records_are_rejected_with_a_reason(raw: bytes, expected: str) -> None:
+    result = decode_record(raw, SCHEMA, max_bytes=LIMIT)
+    assert isinstance(result, Rejection)
+    assert expected in result.error
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (b'{"release": "r", "records": "5"}', "records"),
+        (b'{"release": "r", "records": -1}', "records"),
+        (b'{"release": "r", "records": true}', "records"),
+        (b'{"records": 5}', "field release is missing"),
+        (b"[]", "seal"),
+    ],
+)
+def test_bad_seals_are_rejected_with_a_reason(raw: bytes, expected: str) -> None:
+    result = decode_seal(raw, max_bytes=LIMIT)
+    assert isinstance(result, Rejection)
+    assert expected in result.error
+
+
+def test_exported_schemas_are_up_to_date() -> None:
+    directory = Path(__file__).resolve().parents[2] / "deploy" / "schemas"
+    for name, schema in json_schemas().items():
+        path = directory / f"{name}.schema.json"
+        assert path.is_file(), f"run: python -m stream_release.stream.messages {directory}"
+        assert json.loads(path.read_text()) == schema, f"{path.name} is stale: re-export it"
+
+
+def test_published_releases_match_the_wire_models(tmp_path: Path) -> None:
+    (tmp_path / "t.csv").write_text(
+        "id,sex,age,disease\n"
+        + "".join(f"p{i},{'MF'[i % 2]},{20 + i},{'abcde'[i % 5]}\n" for i in range(20))
+    )
+    (tmp_path / "c.toml").write_text(
+        '[schema]\nid = "id"\nsensitive = "disease"\nqid = ["sex", "age"]\n'
+        "[privacy]\nl = 2\nk_prime = 2\n[output]\nqueries = 20\n"
+    )
+    assert (
+        main(
+            [
+                "anonymize",
+                "--config",
+                str(tmp_path / "c.toml"),
+                "--out",
+                str(tmp_path / "o"),
+                str(tmp_path / "t.csv"),
+            ]
+        )
+        == 0
+    )
+    Manifest.model_validate_json((tmp_path / "o" / "manifest-0001.json").read_text())
+    for line in (tmp_path / "o" / "release-0001.jsonl").read_text().splitlines():
+        GroupLine.model_validate_json(line)
