@@ -12,6 +12,17 @@ Key schema, for the namespace ``prefix`` (``history.prefix``, default ``sr``)::
                                              f8 log_p, u4 links, little-endian), ascending by
                                              value id; absent = no history
 
+The streaming service adds (``<hex label>`` = the UTF-8 release label in hex, so any label is
+a safe key part)::
+
+    {prefix}:labels                  HASH    release label -> sequence, set in the commit
+                                             transaction: a label present here is cut
+    {prefix}:published               STRING  last sequence whose groups and manifest were sent
+    {prefix}:stage:<hex label>:rows  HASH    raw 16-byte pseudonym -> staged row (JSON array of
+                                             the QID values then the sensitive value)
+    {prefix}:stage:<hex label>:seal  STRING  the sealed number of distinct ids
+    {prefix}:stage:open              SET     labels (UTF-8) with staged rows or a seal
+
 ``<hex pseudonym>`` is the 32 lowercase hex digits of the 16-byte keyed hash of the id
 (:mod:`stream_release.history.pseudonym`): no key contains an id. The braces are a Redis
 Cluster hash tag (STYLE.md §2 naming): every key of one individual maps to the same slot, so a
@@ -45,6 +56,8 @@ class RedisKeys:
     * :attr:`values` -- ``{prefix}:values``
     * :meth:`record` -- ``{prefix}:release:{seq:08d}``
     * :meth:`individual` / :meth:`individuals` -- ``{prefix}:{ind:<hex>}:h``
+    * :attr:`labels`, :attr:`published`, :attr:`open_labels`, :meth:`stage_rows`,
+      :meth:`stage_seal` -- the streaming service's staging and publication state
     * :attr:`match` -- a ``SCAN MATCH`` pattern for every key of the namespace
 
     Parameters
@@ -121,6 +134,29 @@ class RedisKeys:
         out[:, head.size + hex_width :] = tail
         keys: list[bytes] = out.view(f"S{width}").reshape(n).tolist()
         return keys
+
+    @property
+    def labels(self) -> str:
+        """``{prefix}:labels``: release label -> committed sequence (a HASH)."""
+        return f"{self.prefix}:labels"
+
+    @property
+    def published(self) -> str:
+        """``{prefix}:published``: the last sequence sent to Kafka."""
+        return f"{self.prefix}:published"
+
+    @property
+    def open_labels(self) -> str:
+        """``{prefix}:stage:open``: labels being staged (a SET)."""
+        return f"{self.prefix}:stage:open"
+
+    def stage_rows(self, label: str) -> str:
+        """``{prefix}:stage:<hex label>:rows``: the staged rows of one release (a HASH)."""
+        return f"{self.prefix}:stage:{label.encode().hex()}:rows"
+
+    def stage_seal(self, label: str) -> str:
+        """``{prefix}:stage:<hex label>:seal``: the sealed record count of one release."""
+        return f"{self.prefix}:stage:{label.encode().hex()}:seal"
 
     @property
     def match(self) -> str:

@@ -191,8 +191,13 @@ class RedisHistoryStore:
         history: HistoryRows,
         values: tuple[str, ...],
         record: bytes,
+        *,
+        label: str | None = None,
     ) -> None:
         """Atomically store release ``sequence`` (see the module docstring for how).
+
+        With ``label`` (the streaming service), the same transaction maps the release label to
+        ``sequence`` and deletes its staged rows and seal, so a release is cut exactly once.
 
         Raises
         ------
@@ -220,7 +225,7 @@ class RedisHistoryStore:
         ]
         for attempt in range(1, WATCH_ATTEMPTS + 1):
             try:
-                self._try_commit(c.sequence, c.values, c.record, mset_args, emptied)
+                self._try_commit(c.sequence, c.values, c.record, mset_args, emptied, label)
             except WatchError:
                 continue
             except RedisError as exc:
@@ -242,6 +247,7 @@ class RedisHistoryStore:
         record: bytes,
         mset_args: list[bytes],
         emptied: list[bytes],
+        label: str | None = None,
     ) -> None:
         """One WATCH / check / MULTI / EXEC round; WatchError if a watched key changed."""
         seq_key, values_key = self._keys.sequence, self._keys.values
@@ -271,6 +277,10 @@ class RedisHistoryStore:
                 pipe.rpush(values_key, *values[len(stored) :])
             pipe.set(self._keys.record(sequence), record)
             pipe.set(seq_key, sequence)
+            if label is not None:
+                pipe.hset(self._keys.labels, label, sequence)
+                pipe.delete(self._keys.stage_rows(label), self._keys.stage_seal(label))
+                pipe.srem(self._keys.open_labels, label)
             pipe.execute()
 
     # -- plumbing ----------------------------------------------------------------------------

@@ -1,0 +1,43 @@
+-- Stage a batch of snapshot rows of one release, idempotently.
+--
+-- KEYS[1]  {prefix}:labels                  HASH  label -> committed sequence
+-- KEYS[2]  {prefix}:stage:<hex label>:rows  HASH  pseudonym -> row
+-- KEYS[3]  {prefix}:stage:open              SET   labels being staged
+-- KEYS[4]  {prefix}:stage:<hex label>:seal  STRING  sealed record count, if sealed
+-- ARGV[1]  the release label
+-- ARGV[2k], ARGV[2k+1]  (k = 1..n) a pseudonym and its row
+--
+-- Returns one code per row:
+--   0  staged (new)
+--   1  the same row was already staged (a re-delivery): nothing changes
+--   2  a different row is staged for this pseudonym: a duplicate id in the snapshot
+--   3  the release is already cut (its label is committed): the row is late
+--   4  the release already holds as many ids as its seal announced: a new id is refused, so
+--      the staged rows of a complete release never change before it is cut
+local out = {}
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+  for i = 2, #ARGV, 2 do out[#out + 1] = 3 end
+  return out
+end
+local sealed = tonumber(redis.call('GET', KEYS[4]) or '-1')
+local staged = redis.call('HLEN', KEYS[2])
+local added = false
+for i = 2, #ARGV, 2 do
+  local current = redis.call('HGET', KEYS[2], ARGV[i])
+  if not current then
+    if sealed >= 0 and staged >= sealed then
+      out[#out + 1] = 4
+    else
+      redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+      staged = staged + 1
+      out[#out + 1] = 0
+      added = true
+    end
+  elseif current == ARGV[i + 1] then
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 2
+  end
+end
+if added then redis.call('SADD', KEYS[3], ARGV[1]) end
+return out

@@ -1,0 +1,204 @@
+"""Staging of snapshot rows in Redis until their release can be cut (CONTRACT §5).
+
+Rows arrive one by one (``sr.records``) and seals separately (``sr.control``). Both are
+staged by Lua scripts (``history/lua/stage_rows.lua``, ``stage_seal.lua``), idempotently: a
+re-delivered row or seal changes nothing, a second row for the same id with other content is a
+duplicate id, a row or seal for a release already cut is late. A release is *ready* when its
+seal has arrived and exactly the sealed number of distinct ids is staged; from then on no new
+id can be staged for it (code 4), so the rows the cut reads are the rows the commit deletes
+(the commit transaction maps the label to its sequence and clears the staging,
+:meth:`RedisHistoryStore.commit` with ``label``).
+
+Individuals are staged under their pseudonym (the keyed hash of the id): no raw id reaches
+Redis. A row is stored as the JSON array of its QID values (schema order, as strings) and its
+sensitive value, so the same record always stages the same bytes.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from typing import TypeVar
+
+import numpy as np
+import redis
+from numpy.typing import NDArray
+from redis.exceptions import RedisError
+
+from stream_release.config import SchemaSettings
+from stream_release.errors import HistoryStoreError
+from stream_release.history.keys import RedisKeys
+from stream_release.history.types import PSEUDONYM_DTYPE
+from stream_release.io.snapshot import RawSnapshot, snapshot_from_columns
+from stream_release.stream.messages import SnapshotRecord
+
+_T = TypeVar("_T")
+
+BATCH = 2000
+"""Rows per script call."""
+
+
+class StageOutcome(enum.IntEnum):
+    """What staging did with one row (the codes of ``stage_rows.lua``)."""
+
+    STAGED = 0
+    REDELIVERED = 1
+    DUPLICATE_ID = 2
+    LATE = 3
+    OVER_SEAL = 4
+
+
+class SealOutcome(enum.IntEnum):
+    """What staging did with one seal (the codes of ``stage_seal.lua``)."""
+
+    SEALED = 0
+    REDELIVERED = 1
+    CONFLICT = 2
+    ALREADY_CUT = 3
+
+
+@dataclass(frozen=True)
+class ReleaseStatus:
+    """Where one release label stands."""
+
+    label: str
+    staged: int
+    sealed: int | None
+    committed: int | None
+
+    @property
+    def ready(self) -> bool:
+        """Sealed, every sealed id staged, not yet cut."""
+        return self.committed is None and self.sealed is not None and self.staged == self.sealed
+
+
+def row_payload(record: SnapshotRecord, schema: SchemaSettings) -> bytes:
+    """The canonical staged form of a record: JSON ``[qid values..., sensitive]`` as strings."""
+    values = [str(record.qid[name]) for name in schema.qid] + [record.sensitive]
+    return json.dumps(values, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+class RedisStaging:
+    """Staging and publication state of the streaming service, in Redis.
+
+    Parameters
+    ----------
+    client : a ``redis.Redis`` with ``decode_responses=False``
+    keys : the namespace's key names (shared with the history store)
+    schema : the snapshot schema (QID order of the staged rows)
+    """
+
+    def __init__(self, client: redis.Redis, keys: RedisKeys, schema: SchemaSettings) -> None:
+        self._client = client
+        self._keys = keys
+        self._schema = schema
+        lua = resources.files("stream_release.history").joinpath("lua")
+        self._stage_rows = client.register_script(lua.joinpath("stage_rows.lua").read_text())
+        self._stage_seal = client.register_script(lua.joinpath("stage_seal.lua").read_text())
+        self._mark = client.register_script(lua.joinpath("mark_published.lua").read_text())
+
+    def stage(self, label: str, pseudonyms: list[bytes], rows: list[bytes]) -> list[StageOutcome]:
+        """Stage rows of release ``label``; one outcome per row, in order."""
+        if len(pseudonyms) != len(rows):
+            raise ValueError(f"{len(pseudonyms)} pseudonyms but {len(rows)} rows")
+        keys = [
+            self._keys.labels,
+            self._keys.stage_rows(label),
+            self._keys.open_labels,
+            self._keys.stage_seal(label),
+        ]
+        out: list[StageOutcome] = []
+        for start in range(0, len(rows), BATCH):
+            args: list[bytes | str] = [label]
+            for p, r in zip(
+                pseudonyms[start : start + BATCH], rows[start : start + BATCH], strict=True
+            ):
+                args += [p, r]
+            codes = self._call("stage rows", lambda a=args: self._stage_rows(keys=keys, args=a))
+            out.extend(StageOutcome(int(c)) for c in codes)
+        return out
+
+    def seal(self, label: str, records: int) -> SealOutcome:
+        """Record the seal of release ``label`` (``records`` distinct ids)."""
+        keys = [self._keys.labels, self._keys.stage_seal(label), self._keys.open_labels]
+        code = self._call(
+            "stage a seal", lambda: self._stage_seal(keys=keys, args=[label, records])
+        )
+        return SealOutcome(int(code))
+
+    def status(self, label: str) -> ReleaseStatus:
+        """Staged and sealed counts and the committed sequence of ``label``."""
+        with self._client.pipeline(transaction=False) as pipe:
+            pipe.hlen(self._keys.stage_rows(label))
+            pipe.get(self._keys.stage_seal(label))
+            pipe.hget(self._keys.labels, label)
+            staged, sealed, committed = self._call("read a release status", pipe.execute)
+        return ReleaseStatus(
+            label,
+            int(staged),
+            None if sealed is None else int(sealed),
+            None if committed is None else int(committed),
+        )
+
+    def open_labels(self) -> list[str]:
+        """Labels with staged rows or a seal and not yet cut, sorted."""
+        raw = self._call(
+            "list open releases", lambda: self._client.smembers(self._keys.open_labels)
+        )
+        return sorted(x.decode("utf-8") for x in raw)
+
+    def ready(self) -> list[ReleaseStatus]:
+        """The releases that can be cut now."""
+        return [s for s in (self.status(label) for label in self.open_labels()) if s.ready]
+
+    def load(self, label: str) -> tuple[NDArray[np.bytes_], RawSnapshot]:
+        """The staged rows of ``label``: pseudonyms (n,) S16 and a snapshot whose ids are the
+        pseudonyms in hex (sorted, so the cut does not depend on arrival order)."""
+        raw = self._call(
+            "read staged rows", lambda: self._client.hgetall(self._keys.stage_rows(label))
+        )
+        items = sorted(raw.items())
+        pseudonyms = np.array([k for k, _ in items], dtype=PSEUDONYM_DTYPE)
+        rows = [json.loads(v) for _, v in items]
+        qid = {
+            name: np.array([r[j] for r in rows], dtype=object)
+            for j, name in enumerate(self._schema.qid)
+        }
+        snapshot = snapshot_from_columns(
+            np.array([k.hex() for k, _ in items], dtype=object),
+            qid,
+            np.array([r[-1] for r in rows], dtype=object),
+            source=f"release {label!r} (staged)",
+        )
+        return pseudonyms, snapshot
+
+    def committed(self, label: str) -> int | None:
+        """The sequence release ``label`` was committed as, if it was."""
+        raw = self._call("read a label", lambda: self._client.hget(self._keys.labels, label))
+        return None if raw is None else int(raw)
+
+    def published(self) -> int:
+        """The last sequence whose groups and manifest were sent (0 if none)."""
+        raw = self._call(
+            "read the published sequence", lambda: self._client.get(self._keys.published)
+        )
+        return 0 if raw is None else int(raw)
+
+    def mark_published(self, sequence: int) -> int:
+        """Record that release ``sequence`` was sent; never moves backwards. Returns the
+        published sequence after the call."""
+        keys = [self._keys.published]
+        return int(
+            self._call("mark a release published", lambda: self._mark(keys=keys, args=[sequence]))
+        )
+
+    def _call(self, operation: str, fn: Callable[[], _T]) -> _T:
+        try:
+            return fn()
+        except RedisError as exc:
+            raise HistoryStoreError(
+                f"Redis: could not {operation} (prefix {self._keys.prefix!r}): {exc}"
+            ) from exc
