@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
+
 from stream_release.config import Settings
 from stream_release.errors import HistoryStoreError
 from stream_release.grouping.encoding import encode, load_hierarchies
@@ -77,12 +80,30 @@ class Publisher:
             )
 
     def publish(
-        self, table: EncodedTable, *, label: str, source: dict[str, Any] | None = None
+        self,
+        table: EncodedTable,
+        *,
+        label: str,
+        source: dict[str, Any] | None = None,
+        pseudonyms: NDArray[np.bytes_] | None = None,
+        cut_label: bool = False,
     ) -> dict[str, Any]:
-        """Publish ``table`` as the next release; returns its manifest."""
+        """Publish ``table`` as the next release; returns its manifest.
+
+        ``pseudonyms`` (n,) S16: the rows' pseudonyms when the caller has them already (the
+        streaming service stages rows under their pseudonym and ``table.ids`` are their hex);
+        by default they are computed from ``table.ids``. ``cut_label``: commit the label with
+        the release and clear its staging in the same transaction (the service; Redis only).
+        """
         started = time.perf_counter()
         sequence = self.store.last_sequence() + 1
-        pseudonyms = self.pseudonymizer.pseudonyms(table.ids)
+        if pseudonyms is None:
+            pseudonyms = self.pseudonymizer.pseudonyms(table.ids)
+        order = np.argsort(pseudonyms, kind="stable")
+        if np.any(order != np.arange(order.shape[0])):
+            # rows in pseudonym order: the release does not depend on the input's row order,
+            # so the service (which stages rows by pseudonym) and offline runs agree
+            table, pseudonyms = table.take(order), pseudonyms[order]
         history = self.store.load(pseudonyms)
         privacy = self.settings.privacy
         plan = plan_release(
@@ -108,7 +129,11 @@ class Publisher:
         groups = encode_lines(lines)
         stage_release(paths, groups, manifest, table.ids, plan.group)
         record = encode_record(groups, manifest)
-        self.store.commit(sequence, pseudonyms[plan.published], plan.history, plan.values, record)
+        published = pseudonyms[plan.published]
+        if cut_label:
+            self.store.commit(sequence, published, plan.history, plan.values, record, label=label)
+        else:
+            self.store.commit(sequence, published, plan.history, plan.values, record)
         finalize_release(paths)
         return manifest
 

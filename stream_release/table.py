@@ -65,3 +65,13 @@ class EncodedTable:
     @property
     def qid_names(self) -> tuple[str, ...]:
         return tuple(a.name for a in self.attributes)
+
+    def take(self, rows: NDArray[np.integer]) -> EncodedTable:
+        """The table restricted to / reordered by ``rows`` (same encoding)."""
+        return EncodedTable(
+            self.ids[rows],
+            self.qid[rows],
+            self.sensitive[rows],
+            self.sensitive_values,
+            self.attributes,
+        )

@@ -151,8 +151,12 @@ class FileHistoryStore:
         history: HistoryRows,
         values: tuple[str, ...],
         record: bytes,
+        *,
+        label: str | None = None,
     ) -> None:
         """Atomically store release ``sequence`` (see the module docstring for how).
+
+        ``label`` is refused: staging for the streaming service lives in Redis only.
 
         Raises
         ------
@@ -164,6 +168,11 @@ class FileHistoryStore:
         TypeError, ValueError
             Malformed arguments (see :func:`~stream_release.history._validate.check_commit`).
         """
+        if label is not None:
+            raise ValueError(
+                f"label = {label!r}: the file history store has no staging; the streaming "
+                "service needs a redis:// history"
+            )
         c = check_commit(sequence, pseudonyms, history, values, record)
         try:
             self._dir.mkdir(parents=True, exist_ok=True)

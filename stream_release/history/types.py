@@ -85,10 +85,15 @@ class HistoryStore(Protocol):
         history: HistoryRows,
         values: tuple[str, ...],
         record: bytes,
+        *,
+        label: str | None = None,
     ) -> None:
         """Atomically replace the history of ``pseudonyms`` by ``history``, extend the value
         dictionary to ``values`` (the current one must be a prefix), store ``record`` as
         release ``sequence`` and make ``sequence`` the last one.
+
+        ``label`` (the streaming service's release label, Redis only) is mapped to ``sequence``
+        and its staged rows and seal are deleted in the same transaction.
 
         Raises :class:`~stream_release.errors.SequenceConflict` (and changes nothing) unless
         ``sequence == last_sequence() + 1``, or the dictionary is not a prefix of ``values``.

@@ -1,0 +1,200 @@
+"""The release service's core, independent of the Kafka client (CONTRACT §5).
+
+The worker feeds it the messages it consumes and sends what it returns:
+
+1. :meth:`ReleaseService.accept_records` / :meth:`accept_seal`: decode, validate (schema,
+   hierarchy leaves, numeric QIDs), pseudonymise and stage; every refused message comes back
+   as a :class:`Rejected` for ``sr.rejected``. Offsets may be committed once this returns:
+   staging is durable in Redis.
+2. :meth:`cut_ready`: every ready release is planned and its history, release record, label
+   and sequence are committed in one Redis transaction; the archive gets the files of
+   CONTRACT §4 (the private assignments hold pseudonyms in hex, never raw ids).
+3. :meth:`pending` / :meth:`outgoing` / :meth:`mark_published`: the groups and the manifest of
+   each committed but unsent release, read back from its committed record, so a release sent
+   again after a crash has the same content and the same ``sequence`` (consumers dedupe by it).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import redis
+
+from stream_release.config import Settings
+from stream_release.grouping.encoding import Hierarchy, encode, load_hierarchies
+from stream_release.history.keys import RedisKeys
+from stream_release.history.pseudonym import Pseudonymizer, load_key
+from stream_release.history.redis_store import RedisHistoryStore
+from stream_release.io.release_files import decode_record
+from stream_release.series import Publisher
+from stream_release.stream.messages import (
+    Rejected,
+    Rejection,
+    SnapshotRecord,
+    decode_seal,
+)
+from stream_release.stream.messages import (
+    decode_record as decode_snapshot_record,
+)
+from stream_release.stream.staging import RedisStaging, SealOutcome, StageOutcome, row_payload
+
+STAGE_ERRORS = {
+    StageOutcome.DUPLICATE_ID: (
+        "duplicate id: release {label!r} already holds another row for this id"
+    ),
+    StageOutcome.LATE: "late: release {label!r} is already published",
+    StageOutcome.OVER_SEAL: (
+        "release {label!r} already holds the number of ids its seal announced"
+    ),
+}
+SEAL_ERRORS = {
+    SealOutcome.CONFLICT: "seal conflict: release {label!r} was sealed with another record count",
+}
+
+
+@dataclass(frozen=True)
+class Incoming:
+    """A consumed message and its coordinates."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """A message to produce."""
+
+    topic: str
+    key: bytes
+    value: bytes
+
+
+class RecordValidator:
+    """Checks a record's QID values against the configuration before it is staged."""
+
+    def __init__(self, settings: Settings, hierarchies: dict[str, Hierarchy]) -> None:
+        self._leaves = {name: set(h.leaves) for name, h in hierarchies.items()}
+        self._numeric = tuple(settings.schema.numeric or ())
+
+    def problem(self, record: SnapshotRecord) -> str | None:
+        for name, leaves in self._leaves.items():
+            value = str(record.qid[name])
+            if value not in leaves:
+                return (
+                    f"record: qid.{name} = {value!r} is not a leaf of its hierarchy; add it to "
+                    "the hierarchy or fix the value"
+                )
+        for name in self._numeric:
+            try:
+                float(record.qid[name])
+            except ValueError:
+                return f"record: qid.{name} = {record.qid[name]!r} is not a number"
+        return None
+
+
+class ReleaseService:
+    """Staging, cutting, committing and re-sending releases for one configuration."""
+
+    def __init__(
+        self, settings: Settings, client: redis.Redis, archive: Path | None = None
+    ) -> None:
+        self.settings = settings
+        self.keys = RedisKeys(settings.history.prefix)
+        self.store = RedisHistoryStore(client, settings.history.prefix)
+        self.staging = RedisStaging(client, self.keys, settings.schema)
+        self.pseudonymizer = Pseudonymizer(load_key(settings.history, default_dir=None))
+        self.hierarchies = load_hierarchies(settings.schema)
+        self.validator = RecordValidator(settings, self.hierarchies)
+        self.publisher = Publisher(
+            settings, archive or settings.service.archive, self.store, self.pseudonymizer
+        )
+        self.publisher.recover()
+
+    # -- 1. staging ----------------------------------------------------------------------------
+
+    def accept_records(self, messages: list[Incoming]) -> list[Rejected]:
+        """Stage a batch of ``sr.records`` messages; returns the rejected ones."""
+        rejected: list[Rejected] = []
+        by_label: dict[str, list[tuple[Incoming, SnapshotRecord]]] = defaultdict(list)
+        limit = self.settings.kafka.max_message_bytes
+        for message in messages:
+            record = decode_snapshot_record(message.value, self.settings.schema, max_bytes=limit)
+            if isinstance(record, Rejection):
+                rejected.append(_rejected(message, record.error))
+                continue
+            problem = self.validator.problem(record)
+            if problem is not None:
+                rejected.append(_rejected(message, problem))
+                continue
+            by_label[record.release].append((message, record))
+        for label, items in by_label.items():
+            pseudonyms = self.pseudonymizer.pseudonyms([r.id for _, r in items]).tolist()
+            rows = [row_payload(r, self.settings.schema) for _, r in items]
+            outcomes = self.staging.stage(label, pseudonyms, rows)
+            for (message, _), outcome in zip(items, outcomes, strict=True):
+                if outcome in STAGE_ERRORS:
+                    rejected.append(_rejected(message, STAGE_ERRORS[outcome].format(label=label)))
+        return rejected
+
+    def accept_seal(self, message: Incoming) -> Rejected | None:
+        """Record an ``sr.control`` seal; returns it rejected if it is bad or conflicting."""
+        seal = decode_seal(message.value, max_bytes=self.settings.kafka.max_message_bytes)
+        if isinstance(seal, Rejection):
+            return _rejected(message, seal.error)
+        outcome = self.staging.seal(seal.release, seal.records)
+        if outcome in SEAL_ERRORS:
+            return _rejected(message, SEAL_ERRORS[outcome].format(label=seal.release))
+        return None
+
+    # -- 2. cut and commit ---------------------------------------------------------------------
+
+    def cut_ready(self) -> list[dict[str, Any]]:
+        """Plan and commit every ready release (seal order is not assumed: label order)."""
+        manifests = []
+        for status in self.staging.ready():
+            pseudonyms, raw = self.staging.load(status.label)
+            table = encode(raw, self.settings.schema, self.hierarchies)
+            manifests.append(
+                self.publisher.publish(
+                    table, label=status.label, pseudonyms=pseudonyms, cut_label=True
+                )
+            )
+        return manifests
+
+    # -- 3. publication ------------------------------------------------------------------------
+
+    def pending(self) -> list[int]:
+        """Committed sequences not yet marked published, ascending."""
+        return list(range(self.staging.published() + 1, self.store.last_sequence() + 1))
+
+    def outgoing(self, sequence: int) -> list[Outgoing]:
+        """The group messages then the manifest of release ``sequence``, from its record."""
+        record = self.store.record(sequence)
+        if record is None:
+            raise LookupError(f"release {sequence} has no committed record")
+        manifest, groups = decode_record(record)
+        key = str(manifest["release"]).encode("utf-8")
+        topics = self.settings.kafka.topics
+        out = [Outgoing(topics.releases, key, line) for line in groups.splitlines() if line]
+        out.append(Outgoing(topics.manifests, key, orjson.dumps(manifest)))
+        return out
+
+    def mark_published(self, sequence: int) -> int:
+        return self.staging.mark_published(sequence)
+
+
+def _rejected(message: Incoming, error: str) -> Rejected:
+    return Rejected(
+        error=error,
+        topic=message.topic,
+        partition=message.partition,
+        offset=message.offset,
+        raw=message.value.decode("utf-8", errors="replace"),
+    )
