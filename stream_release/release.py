@@ -366,3 +366,35 @@ def _check_sizes(contents: GroupContents, min_group_size: int) -> None:
             f"internal check failed: a group of {int(contents.size.min())} rows is below "
             f"min_group_size = {min_group_size}; nothing was released"
         )
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's disk cache) every kernel a release uses, on a tiny table.
+
+    The first compilation takes tens of seconds; later processes load the cache in about a
+    second. Services call this at start so that no release pays for it.
+    """
+    from stream_release.history.types import HistoryRows as _Rows
+    from stream_release.metrics import utility_report
+    from stream_release.privacy.strategy import make_strategy
+    from stream_release.table import Attribute
+
+    n = 12
+    table = EncodedTable(
+        ids=np.array([f"w{i}" for i in range(n)], dtype=object),
+        qid=np.stack([np.arange(n) % 4, np.arange(n) % 3], axis=1).astype(np.int32),
+        sensitive=(np.arange(n) % 4).astype(np.int32),
+        sensitive_values=("a", "b", "c", "d"),
+        attributes=(
+            Attribute("x", "numeric", np.arange(4, dtype=np.float64)),
+            Attribute("y", "set", np.array(["p", "q", "r"], dtype=object)),
+        ),
+    )
+    plan = plan_release(
+        table, _Rows.empty(n), (), make_strategy("constant-ratio", ell=2, k_prime=1)
+    )
+    again = plan_release(
+        table, plan.history, plan.values, make_strategy("geometric", ell=2, alpha=2)
+    )
+    for fmt in ("generalized", "anatomy"):
+        utility_report(table, again.group, format=fmt, queries=10, rng=np.random.default_rng(0))
