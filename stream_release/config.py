@@ -131,8 +131,41 @@ class KafkaSettings(_Section):
     """Idempotent producer (exactly-once writes per partition). Some Kafka-protocol brokers
     (e.g. the Tansu broker of the local tests and the demo) do not support it: set false."""
     max_message_bytes: int = Field(default=1_048_576, ge=1024)
-    """Larger messages are rejected (sr.rejected) without being parsed."""
+    """Larger messages are rejected (sr.rejected) without being parsed; also the producer's
+    largest request."""
+    request_timeout_ms: int = Field(default=5000, ge=100)
+    """Time a connection attempt or a request may take before it fails. Short, so that an
+    unreachable broker is reported in seconds; raise it for slow or distant clusters."""
+    replication_factor: int = Field(default=1, ge=1)
+    """Replication factor of the topics this package creates when they are missing (single-
+    broker default; a production cluster wants 3). Existing topics are left as they are."""
     topics: TopicSettings = Field(default_factory=TopicSettings)
+
+    @model_validator(mode="after")
+    def _check_security(self) -> KafkaSettings:
+        sasl = self.security_protocol.startswith("SASL_")
+        ssl = self.security_protocol.endswith("SSL")
+        if sasl and (self.sasl_username is None or self.sasl_password is None):
+            raise ValueError(
+                f"security_protocol {self.security_protocol!r} needs sasl_username and "
+                "sasl_password (SR_KAFKA_SASL_USERNAME, SR_KAFKA_SASL_PASSWORD)"
+            )
+        given = [
+            name
+            for name in ("sasl_mechanism", "sasl_username", "sasl_password")
+            if not sasl and getattr(self, name) is not None
+        ] + [
+            name
+            for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile")
+            if not ssl and getattr(self, name) is not None
+        ]
+        if given:
+            raise ValueError(
+                f"{', '.join(given)} set but security_protocol is {self.security_protocol!r}, "
+                "which does not use them; set security_protocol (SASL_SSL, SASL_PLAINTEXT or "
+                "SSL) or remove them"
+            )
+        return self
 
 
 class RedisSettings(_Section):
@@ -232,4 +265,13 @@ def _resolve_paths(settings: Settings, base: Path) -> Settings:
     if history.key_file is not None:
         history = history.model_copy(update={"key_file": resolve(history.key_file)})
     service = settings.service.model_copy(update={"archive": resolve(settings.service.archive)})
-    return settings.model_copy(update={"schema_": schema, "history": history, "service": service})
+    kafka = settings.kafka.model_copy(
+        update={
+            name: resolve(getattr(settings.kafka, name))
+            for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile")
+            if getattr(settings.kafka, name) is not None
+        }
+    )
+    return settings.model_copy(
+        update={"schema_": schema, "history": history, "service": service, "kafka": kafka}
+    )

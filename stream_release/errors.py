@@ -9,6 +9,7 @@
     ├── GuaranteeUnsatisfiable    no grouping meets the bound; the release is refused
     ├── HistoryStoreError         the history store failed (wraps redis / OS errors)
     │   └── SequenceConflict      a commit for a sequence that is not the next one
+    ├── KafkaError                the Kafka cluster failed or refused (wraps aiokafka / OS errors)
     └── AuditFailure              the release files do not pass the audit
     PrivacyLeakWarning(RuntimeWarning)
 
@@ -44,6 +45,10 @@ class HistoryStoreError(StreamReleaseError):
 
 class SequenceConflict(HistoryStoreError):
     """A commit named a sequence number that is not the store's next one."""
+
+
+class KafkaError(StreamReleaseError):
+    """Talking to Kafka failed (unreachable, refused, timed out); names the bootstrap address."""
 
 
 class AuditFailure(StreamReleaseError):

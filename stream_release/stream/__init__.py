@@ -1,1 +1,8 @@
-"""The streaming service: wire models, Kafka I/O and the worker (CONTRACT §5)."""
+"""The streaming side of stream_release (CONTRACT.md §5).
+
+* :mod:`stream_release.stream.kafka`: aiokafka client options built from
+  :class:`~stream_release.config.KafkaSettings` (security included) and topic creation; every
+  client error surfaces as :class:`~stream_release.errors.KafkaError`.
+* :mod:`stream_release.stream.publish`: ``stream-release publish``, one snapshot sent as its
+  records (topic ``records``) and then its seal (topic ``control``).
+"""

