@@ -9,8 +9,7 @@
     ├── GuaranteeUnsatisfiable    no grouping meets the bound; the release is refused
     ├── HistoryStoreError         the history store failed (wraps redis / OS errors)
     │   └── SequenceConflict      a commit for a sequence that is not the next one
-    ├── KafkaError                the Kafka cluster failed or refused (wraps aiokafka / OS errors)
-    └── AuditFailure              the release files do not pass the audit
+    └── KafkaError                the Kafka cluster failed or refused (wraps aiokafka / OS errors)
     PrivacyLeakWarning(RuntimeWarning)
 
 Every message names the field, the value and the fix.
@@ -49,10 +48,6 @@ class SequenceConflict(HistoryStoreError):
 
 class KafkaError(StreamReleaseError):
     """Talking to Kafka failed (unreachable, refused, timed out); names the bootstrap address."""
-
-
-class AuditFailure(StreamReleaseError):
-    """The release files fail the audit (a breach or a content mismatch)."""
 
 
 class PrivacyLeakWarning(RuntimeWarning):

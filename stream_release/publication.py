@@ -10,23 +10,15 @@ from typing import Any
 import numpy as np
 
 from stream_release.config import Settings
-from stream_release.grouping.generalize import anatomy_members, generalize_groups
+from stream_release.grouping.generalize import (
+    anatomy_members,
+    generalize_groups,
+    sensitive_counts,
+)
 from stream_release.io.release_files import group_lines
 from stream_release.metrics import utility_report
 from stream_release.release import ReleasePlan
 from stream_release.table import EncodedTable
-
-
-def sensitive_multisets(table: EncodedTable, plan: ReleasePlan) -> list[dict[str, int]]:
-    """Per group, ``{value: count}`` (CONTRACT §4 ``sensitive``), values in sorted order."""
-    c = plan.contents
-    names = table.sensitive_values
-    values = c.pair_value.tolist()
-    counts = c.pair_count.tolist()
-    ptr = c.pair_ptr.tolist()
-    return [
-        {names[values[i]]: counts[i] for i in range(ptr[g], ptr[g + 1])} for g in range(c.n_groups)
-    ]
 
 
 def render_release(
@@ -41,7 +33,7 @@ def render_release(
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The group lines and the manifest of one release (CONTRACT §4)."""
     fmt = settings.output.format
-    sensitive = sensitive_multisets(table, plan)
+    sensitive = sensitive_counts(table, plan.group)
     if fmt == "anatomy":
         lines = list(
             group_lines(

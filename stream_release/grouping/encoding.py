@@ -237,10 +237,10 @@ def encode(
             )
         if name in schema.hierarchies:
             attribute, codes = _encode_hierarchy(raw, name, column, hierarchies[name])
-        elif schema.numeric is not None and name in schema.numeric:
-            attribute, codes = _encode_numeric(raw, name, column, strict=True)
-        elif schema.numeric is None and _all_numbers(column.values):
-            attribute, codes = _encode_numeric(raw, name, column, strict=False)
+        elif (schema.numeric is not None and name in schema.numeric) or (
+            schema.numeric is None and _all_numbers(column.values)
+        ):
+            attribute, codes = _encode_numeric(raw, name, column)
         else:
             attribute, codes = _encode_set(name, column)
         attributes.append(attribute)
@@ -296,11 +296,11 @@ def _all_numbers(values: tuple[str, ...]) -> bool:
 
 
 def _encode_numeric(
-    raw: RawSnapshot, name: str, column: Factorized, *, strict: bool
+    raw: RawSnapshot, name: str, column: Factorized
 ) -> tuple[Attribute, NDArray[np.int32]]:
     numbers = [_parse_number(v) for v in column.values]
     bad = [i for i, x in enumerate(numbers) if x is None]
-    if bad:  # only reachable with strict=True: detection checked every value
+    if bad:  # only reachable for a declared numeric QID: detection checked every value
         first = min(bad, key=lambda i: int(column.first[i]))
         raise SchemaError(
             f"snapshot {raw.source!r}: attribute {name!r} is listed in schema.numeric but value "

@@ -17,7 +17,6 @@ its next group holding that value must meet. Sources, all [WFLWX10] (see ``breac
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -29,7 +28,6 @@ from stream_release.privacy.breach import (
 )
 from stream_release.privacy.validation import check_alpha, check_ell, check_k_prime
 
-StrategyName = Literal["constant-ratio", "geometric", "minimal", "localized"]
 STRATEGY_NAMES: tuple[str, ...] = ("constant-ratio", "geometric", "minimal", "localized")
 
 MINIMAL_MARGIN = 1e-6
