@@ -734,9 +734,10 @@ def group_rows(
     leftover = np.empty(perm.shape[0], np.int64)
     n_left = 0
     next_gid = 0
-    for leaf in range(bounds.shape[0] - 1):
-        next_gid, n_left = bucketize(
-            perm[bounds[leaf] : bounds[leaf + 1]],
+
+    def run(seg, next_gid, n_left):  # one argument list for both passes
+        return bucketize(
+            seg,
             qid,
             norm,
             height,
@@ -758,6 +759,9 @@ def group_rows(
             leftover,
             n_left,
         )
+
+    for leaf in range(bounds.shape[0] - 1):
+        next_gid, n_left = run(perm[bounds[leaf] : bounds[leaf + 1]], next_gid, n_left)
     pos = np.full(n, -1, np.int64)
     for i in range(perm.shape[0]):
         pos[perm[i]] = i
@@ -770,29 +774,7 @@ def group_rows(
             keys[i] = pos[rows[i]]
         rows = rows[np.argsort(keys)]
         n_left = 0
-        next_gid, n_left = bucketize(
-            rows,
-            qid,
-            norm,
-            height,
-            span_lo,
-            span_hi,
-            sens,
-            protected,
-            base,
-            min_size,
-            cap,
-            ex_ptr,
-            ex_val,
-            ex_req,
-            group,
-            next_gid,
-            cnt,
-            req,
-            touched,
-            leftover,
-            n_left,
-        )
+        next_gid, n_left = run(rows, next_gid, n_left)
         rest = leftover[:n_left].copy()
         for i in range(n_left):
             group[rest[i]] = -1
