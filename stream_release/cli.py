@@ -70,6 +70,11 @@ def _parser() -> argparse.ArgumentParser:
     publish.add_argument("snapshot", type=Path, help="the snapshot CSV")
     publish.set_defaults(run=_publish)
 
+    worker = sub.add_parser("worker", help="run the streaming service (CONTRACT §5)")
+    worker.add_argument("--config", type=Path, required=True)
+    worker.add_argument("--loglevel", default="info", choices=["debug", "info", "warning", "error"])
+    worker.set_defaults(run=_worker)
+
     demo = sub.add_parser("demo", help="publish the bundled Adult data as a series and audit it")
     demo.add_argument("--releases", type=int, default=5)
     demo.add_argument("--out", type=Path, default=None, help="keep the release files here")
@@ -155,6 +160,35 @@ def _publish(args: argparse.Namespace) -> int:
         f"release {args.release}: {sent} records sent to {topics.records}, "
         f"seal to {topics.control}, in {time.perf_counter() - start:.2f} s"
     )
+    return 0
+
+
+def _worker(args: argparse.Namespace) -> int:
+    import asyncio
+
+    import faust
+    import redis
+
+    from stream_release.config import load_settings
+    from stream_release.release import warm_up
+    from stream_release.stream.app import create_app
+    from stream_release.stream.kafka import ensure_topics
+    from stream_release.stream.service import ReleaseService
+
+    settings = load_settings(args.config)
+    topics = settings.kafka.topics
+    service = ReleaseService(settings, redis.Redis.from_url(settings.redis.url))
+    warm_up()
+    # one partition each, before the app subscribes (a broker may auto-create them otherwise)
+    asyncio.run(
+        ensure_topics(
+            settings.kafka,
+            [topics.records, topics.control, topics.releases, topics.manifests, topics.rejected],
+        )
+    )
+    app = create_app(settings, service)
+    # the worker stops cleanly on SIGINT and SIGTERM, then exits (SystemExit)
+    faust.Worker(app, loglevel=args.loglevel).execute_from_commandline()
     return 0
 
 

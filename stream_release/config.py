@@ -173,8 +173,39 @@ class RedisSettings(_Section):
 
 
 class ServiceSettings(_Section):
+    """The streaming worker (``stream-release worker``, CONTRACT §5)."""
+
     archive: Path = Path("archive")
     metrics_port: int = 9464
+    batch_records: int = Field(default=1000, ge=1)
+    """Records staged in Redis per batch: the worker takes up to this many ``sr.records``
+    messages (or seals) at once, stages them in one round of Redis calls, then lets their
+    offsets be committed."""
+    batch_window_s: float = Field(default=0.5, gt=0)
+    """Longest wait (seconds) for a batch to fill before the messages already received are
+    staged; bounds the delay a lone message (e.g. a seal) adds to its release."""
+    retry_interval_s: float = Field(default=5.0, gt=0)
+    """Period (seconds) of the background check that cuts ready releases and re-sends committed
+    but unsent ones (after a failed send), besides the check after each batch; also the pause
+    before staging a batch again after Redis failed."""
+    session_timeout_s: float = Field(default=30.0, gt=0)
+    """Consumer-group session timeout (seconds): a worker silent this long is considered dead
+    and its partitions reassigned. Some brokers (Tansu) hold a group's first join for about
+    half of it, so tests use a few seconds."""
+    heartbeat_interval_s: float = Field(default=3.0, gt=0)
+    """Consumer-group heartbeat period (seconds); below ``session_timeout_s`` (a third or
+    less is usual)."""
+    rebalance_timeout_s: float = Field(default=60.0, gt=0)
+    """Longest time (seconds) a rebalance waits for the group's members to rejoin."""
+
+    @model_validator(mode="after")
+    def _check_timeouts(self) -> ServiceSettings:
+        if self.heartbeat_interval_s >= self.session_timeout_s:
+            raise ValueError(
+                f"service.heartbeat_interval_s = {self.heartbeat_interval_s} must be below "
+                f"service.session_timeout_s = {self.session_timeout_s}"
+            )
+        return self
 
 
 class Settings(BaseSettings):

@@ -1,0 +1,220 @@
+"""The Faust application of the streaming service (CONTRACT §5): the only app, its two agents.
+
+:func:`create_app` builds it from :class:`~stream_release.config.Settings` around a
+:class:`~stream_release.stream.service.ReleaseService`, which does all the work; the agents
+only hand it batches of messages:
+
+- ``topics.records``: batches of up to ``service.batch_records`` messages (or what arrived
+  within ``service.batch_window_s``) are staged in Redis; each refused message goes to
+  ``topics.rejected`` (its :class:`~stream_release.stream.messages.Rejected` JSON, keyed as
+  received); then every ready release is published.
+- ``topics.control``: the same for seals.
+
+Publication (:meth:`ServiceRunner.publish`) cuts and commits every ready release in a thread,
+then sends each committed but unsent release, its groups then its manifest, waits until the
+broker has acknowledged all of them and only then marks it published. It also runs when the
+worker starts (a release committed before a crash is sent again, same content and sequence)
+and every ``service.retry_interval_s`` (a send that failed is retried).
+
+Offsets: ``Stream.take_events`` acknowledges a batch's events only after the agent's loop body
+has returned, i.e. after the batch is staged in Redis and its rejections are acknowledged by
+the broker, and Faust commits only acknowledged offsets. A batch whose staging fails (Redis
+down) is retried until it succeeds, never skipped, so its offsets are never committed ahead.
+``stream_processing_timeout`` only logs a warning; it acknowledges nothing.
+
+Every call into the service holds one lock, so staging and the cut never interleave. Logs name
+releases by sequence and counts only, never an id, a key or a value.
+
+Notes
+-----
+Faust's aiokafka producer enables idempotence only for transactions (``processing_guarantee =
+"exactly_once"``), which this app does not use, so ``kafka.idempotent`` has no effect on it;
+writes are acknowledged by all in-sync replicas (``producer_acks = -1``). A release sent twice
+(after a crash or a failed send) carries the same ``sequence``: consumers dedupe by it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import faust
+from faust.types import EventT
+
+from stream_release.config import KafkaSettings, Settings
+from stream_release.stream.kafka import client_options
+from stream_release.stream.messages import Rejected
+from stream_release.stream.service import Incoming, Outgoing, ReleaseService
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class ServiceRunner:
+    """The asynchronous side of :class:`ReleaseService`: one lock, threads, the producer."""
+
+    def __init__(self, app: faust.App, service: ReleaseService, settings: Settings) -> None:
+        self.app = app
+        self.service = service
+        self.settings = settings
+        self.lock = asyncio.Lock()
+
+    async def stage_records(self, events: Sequence[EventT]) -> None:
+        """Stage a batch of ``topics.records`` events, send its rejections, then publish."""
+        messages = [_incoming(event) for event in events]
+        rejected = await self._until_done(
+            "stage records", lambda: self._locked(self.service.accept_records, messages)
+        )
+        await self._until_done("send the rejections", lambda: self._reject(messages, rejected))
+        await self.publish()
+
+    async def stage_seals(self, events: Sequence[EventT]) -> None:
+        """Record a batch of ``topics.control`` seals, send their rejections, then publish."""
+        messages = [_incoming(event) for event in events]
+
+        def accept(batch: list[Incoming]) -> list[Rejected | None]:
+            return [self.service.accept_seal(message) for message in batch]
+
+        rejected = await self._until_done("stage seals", lambda: self._locked(accept, messages))
+        await self._until_done("send the rejections", lambda: self._reject(messages, rejected))
+        await self.publish()
+
+    async def publish(self) -> None:
+        """Cut every ready release, then send every committed but unsent one, in sequence.
+
+        A failure (an infeasible release, Redis or the broker down) is logged and left for
+        the next call: nothing is marked published unless all its messages were acknowledged.
+        """
+        async with self.lock:
+            try:
+                for manifest in await asyncio.to_thread(self.service.cut_ready):
+                    log.info(
+                        "release %d committed: %d published, %d suppressed, %d groups",
+                        manifest["sequence"],
+                        manifest["published"],
+                        manifest["suppressed"],
+                        manifest["groups"],
+                    )
+                for sequence in await asyncio.to_thread(self.service.pending):
+                    outgoing = await asyncio.to_thread(self.service.outgoing, sequence)
+                    await self._send(outgoing)
+                    await asyncio.to_thread(self.service.mark_published, sequence)
+                    log.info("release %d sent: %d messages", sequence, len(outgoing))
+            except Exception as exc:
+                log.error("publication failed, will retry: %s", _describe(exc))
+
+    async def _reject(
+        self, messages: Sequence[Incoming], rejected: Sequence[Rejected | None]
+    ) -> None:
+        topic = self.settings.kafka.topics.rejected
+        keys = {(m.partition, m.offset): m.key for m in messages}
+        out = [
+            Outgoing(topic, keys[(r.partition, r.offset)], r.model_dump_json().encode("utf-8"))
+            for r in rejected
+            if r is not None
+        ]
+        if out:
+            await self._send(out)
+            log.info("%d messages rejected", len(out))
+
+    async def _send(self, messages: Sequence[Outgoing]) -> None:
+        """Send ``messages`` in order and wait until the broker acknowledged every one."""
+        producer = self.app.producer
+        deliveries = [
+            await producer.send(m.topic, m.key, m.value, None, None, None) for m in messages
+        ]
+        await asyncio.gather(*deliveries)
+
+    async def _locked(self, call: Callable[[list[Incoming]], T], messages: list[Incoming]) -> T:
+        """``call(messages)`` in a thread, holding the lock."""
+        async with self.lock:
+            return await asyncio.to_thread(call, messages)
+
+    async def _until_done(self, action: str, attempt: Callable[[], Awaitable[T]]) -> T:
+        """``await attempt()``, again every ``service.retry_interval_s`` until it succeeds: a
+        batch is never skipped, so its offsets are never committed before it is staged and its
+        rejections are sent."""
+        while True:
+            try:
+                return await attempt()
+            except Exception as exc:
+                log.error("cannot %s, retrying: %s", action, _describe(exc))
+            await asyncio.sleep(self.settings.service.retry_interval_s)
+
+
+def create_app(settings: Settings, service: ReleaseService) -> faust.App:
+    """The worker's Faust app: the agents of ``topics.records`` and ``topics.control`` and the
+    publication at start and every ``service.retry_interval_s``."""
+    kafka, conf = settings.kafka, settings.service
+    app = faust.App(
+        kafka.group_id,
+        broker=[f"kafka://{server.strip()}" for server in kafka.bootstrap.split(",")],
+        broker_client_id=kafka.client_id,
+        broker_credentials=_credentials(kafka),
+        broker_session_timeout=conf.session_timeout_s,
+        broker_heartbeat_interval=conf.heartbeat_interval_s,
+        broker_rebalance_timeout=conf.rebalance_timeout_s,
+        consumer_auto_offset_reset="earliest",
+        producer_acks=-1,
+        producer_max_request_size=kafka.max_message_bytes,
+        key_serializer="raw",
+        value_serializer="raw",
+        store="memory://",
+        topic_disable_leader=True,
+        topic_allow_declare=False,
+        web_enabled=False,
+    )
+    runner = ServiceRunner(app, service, settings)
+    records = app.topic(kafka.topics.records, key_serializer="raw", value_serializer="raw")
+    control = app.topic(kafka.topics.control, key_serializer="raw", value_serializer="raw")
+
+    @app.agent(records, name="stage-records")
+    async def stage_records(stream: faust.StreamT[bytes]) -> None:
+        async for events in stream.take_events(conf.batch_records, within=conf.batch_window_s):
+            await runner.stage_records(events)
+
+    @app.agent(control, name="stage-seals")
+    async def stage_seals(stream: faust.StreamT[bytes]) -> None:
+        async for events in stream.take_events(conf.batch_records, within=conf.batch_window_s):
+            await runner.stage_seals(events)
+
+    @app.task
+    async def publish_at_start() -> None:
+        await runner.publish()
+
+    @app.timer(interval=conf.retry_interval_s)
+    async def publish_periodically() -> None:
+        await runner.publish()
+
+    return app
+
+
+def _credentials(kafka: KafkaSettings) -> Any:
+    """Faust credentials for the security settings (``None`` for ``PLAINTEXT``)."""
+    ssl_context = client_options(kafka).get("ssl_context")
+    if kafka.security_protocol.startswith("SASL_"):
+        password = kafka.sasl_password
+        return faust.SASLCredentials(
+            username=kafka.sasl_username,
+            password=None if password is None else password.get_secret_value(),
+            ssl_context=ssl_context,
+            mechanism=kafka.sasl_mechanism or "PLAIN",
+        )
+    if ssl_context is not None:
+        return faust.SSLCredentials(ssl_context)
+    return None
+
+
+def _incoming(event: EventT) -> Incoming:
+    message = event.message
+    return Incoming(
+        message.topic, message.partition, message.offset, message.key, message.value or b""
+    )
+
+
+def _describe(exc: BaseException) -> str:
+    """The exception's type and message (our messages and Redis/Kafka errors carry no ids)."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

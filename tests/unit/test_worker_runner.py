@@ -1,0 +1,177 @@
+"""The worker's agents' logic (:class:`ServiceRunner`) with a stub service and producer.
+
+A batch whose staging fails is staged again, never skipped (its offsets must not be committed
+before); rejections go to ``topics.rejected`` keyed as received; a release is marked published
+only when every one of its messages was acknowledged, and a failed send is retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+import faust
+import pytest
+import redis
+
+from stream_release.config import Settings
+from stream_release.stream.app import ServiceRunner, create_app
+from stream_release.stream.messages import Rejected
+from stream_release.stream.service import Incoming, Outgoing
+
+SETTINGS = Settings(schema={"qid": ["age"]}, service={"retry_interval_s": 0.001})
+TOPICS = SETTINGS.kafka.topics
+
+
+class StubProducer:
+    """Records what is sent; deliveries to a topic in ``failing`` fail."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bytes | None, bytes]] = []
+        self.failing: set[str] = set()
+
+    async def send(
+        self, topic: str, key: bytes | None, value: bytes, *_: Any
+    ) -> asyncio.Future[None]:
+        self.sent.append((topic, key, value))
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if topic in self.failing:
+            future.set_exception(OSError("broker down"))
+        else:
+            future.set_result(None)
+        return future
+
+
+class StubService:
+    def __init__(self) -> None:
+        self.failures = 1
+        self.staged: list[list[Incoming]] = []
+        self.committed = 0
+        self.published = 0
+
+    def accept_records(self, messages: list[Incoming]) -> list[Rejected]:
+        if self.failures:
+            self.failures -= 1
+            raise redis.ConnectionError("redis down")
+        self.staged.append(messages)
+        return [_rejected(m, "not JSON") for m in messages if m.value == b"bad"]
+
+    def accept_seal(self, message: Incoming) -> Rejected | None:
+        return _rejected(message, "seal conflict") if message.value == b"bad" else None
+
+    def cut_ready(self) -> list[dict[str, Any]]:
+        return []
+
+    def pending(self) -> list[int]:
+        return list(range(self.published + 1, self.committed + 1))
+
+    def outgoing(self, sequence: int) -> list[Outgoing]:
+        key = f"r{sequence}".encode()
+        return [
+            Outgoing(TOPICS.releases, key, b"g1"),
+            Outgoing(TOPICS.releases, key, b"g2"),
+            Outgoing(TOPICS.manifests, key, b"m"),
+        ]
+
+    def mark_published(self, sequence: int) -> int:
+        self.published = sequence
+        return sequence
+
+
+def _rejected(message: Incoming, error: str) -> Rejected:
+    return Rejected(
+        error=error,
+        topic=message.topic,
+        partition=message.partition,
+        offset=message.offset,
+        raw=message.value.decode(),
+    )
+
+
+def _event(offset: int, key: bytes | None, value: bytes) -> Any:
+    message = SimpleNamespace(
+        topic=TOPICS.records, partition=0, offset=offset, key=key, value=value
+    )
+    return SimpleNamespace(message=message)
+
+
+@pytest.fixture
+def runner() -> tuple[ServiceRunner, StubService, StubProducer]:
+    service, producer = StubService(), StubProducer()
+    app = SimpleNamespace(producer=producer)
+    return ServiceRunner(app, service, SETTINGS), service, producer  # type: ignore[arg-type]
+
+
+def test_a_failed_batch_is_staged_again_and_rejections_keep_their_key(runner) -> None:  # type: ignore[no-untyped-def]
+    runner, service, producer = runner
+    events = [_event(7, b"p-1", b"{}"), _event(8, b"k", b"bad"), _event(9, None, b"bad")]
+    asyncio.run(runner.stage_records(events))
+    assert service.failures == 0 and len(service.staged) == 1
+    assert [m.offset for m in service.staged[0]] == [7, 8, 9]
+    assert [(t, k) for t, k, _ in producer.sent] == [
+        (TOPICS.rejected, b"k"),
+        (TOPICS.rejected, None),
+    ]
+    first = Rejected.model_validate_json(producer.sent[0][2])
+    assert (first.error, first.offset, first.raw) == ("not JSON", 8, "bad")
+
+
+def test_seals_are_rejected_with_their_coordinates(runner) -> None:  # type: ignore[no-untyped-def]
+    runner, _, producer = runner
+    asyncio.run(runner.stage_seals([_event(3, b"r1", b"{}"), _event(4, b"r1", b"bad")]))
+    [(topic, key, value)] = producer.sent
+    assert (topic, key) == (TOPICS.rejected, b"r1")
+    assert Rejected.model_validate_json(value).offset == 4
+
+
+def test_a_release_is_marked_published_only_once_acknowledged(runner) -> None:  # type: ignore[no-untyped-def]
+    runner, service, producer = runner
+    service.committed = 2
+    producer.failing = {TOPICS.manifests}
+    asyncio.run(runner.publish())
+    assert service.published == 0  # the manifest of release 1 failed: nothing marked, no more
+    assert [v for _, _, v in producer.sent] == [b"g1", b"g2", b"m"]
+    producer.failing = set()
+    asyncio.run(runner.publish())  # the retry sends release 1 again, then release 2
+    assert service.published == 2
+    assert [(k, v) for _, k, v in producer.sent[3:]] == [
+        (b"r1", b"g1"),
+        (b"r1", b"g2"),
+        (b"r1", b"m"),
+        (b"r2", b"g1"),
+        (b"r2", b"g2"),
+        (b"r2", b"m"),
+    ]
+
+
+def test_the_app_takes_its_settings_from_the_configuration() -> None:
+    settings = Settings(
+        schema={"qid": ["age"]},
+        kafka={
+            "bootstrap": "k1:9093,k2:9093",
+            "group_id": "g",
+            "security_protocol": "SASL_SSL",
+            "sasl_mechanism": "SCRAM-SHA-512",
+            "sasl_username": "u",
+            "sasl_password": "secret-password",
+        },
+        service={"session_timeout_s": 4, "heartbeat_interval_s": 1, "rebalance_timeout_s": 5},
+    )
+    app = create_app(settings, StubService())  # type: ignore[arg-type]
+    conf = app.conf
+    assert conf.id == "g" and [u.host for u in conf.broker] == ["k1", "k2"]
+    assert (conf.broker_session_timeout, conf.broker_heartbeat_interval) == (4.0, 1.0)
+    assert conf.broker_rebalance_timeout == 5.0 and conf.producer_acks == -1
+    credentials = conf.broker_credentials
+    assert isinstance(credentials, faust.SASLCredentials)
+    assert credentials.protocol.value == "SASL_SSL"
+    assert credentials.mechanism.value == "SCRAM-SHA-512"
+    assert credentials.password == "secret-password"
+    assert "secret-password" not in repr(credentials)
+    assert set(app.agents) == {"stage-records", "stage-seals"}
+
+
+def test_a_heartbeat_not_below_the_session_timeout_is_refused() -> None:
+    with pytest.raises(ValueError, match="heartbeat_interval_s"):
+        Settings(schema={"qid": ["age"]}, service={"session_timeout_s": 1})
