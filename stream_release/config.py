@@ -176,7 +176,11 @@ class ServiceSettings(_Section):
     """The streaming worker (``stream-release worker``, CONTRACT §5)."""
 
     archive: Path = Path("archive")
-    metrics_port: int = 9464
+    metrics_port: int = Field(default=9464, ge=0, le=65535)
+    """Port of the worker's HTTP endpoint: ``/metrics`` (Prometheus) and ``/health`` (JSON);
+    0 disables it."""
+    metrics_host: str = "0.0.0.0"
+    """Address the endpoint listens on (all interfaces, for a scraper in another container)."""
     batch_records: int = Field(default=1000, ge=1)
     """Records staged in Redis per batch: the worker takes up to this many ``sr.records``
     messages (or seals) at once, stages them in one round of Redis calls, then lets their

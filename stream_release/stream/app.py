@@ -25,6 +25,11 @@ down) is retried until it succeeds, never skipped, so its offsets are never comm
 Every call into the service holds one lock, so staging and the cut never interleave. Logs name
 releases by sequence and counts only, never an id, a key or a value.
 
+Observability (:mod:`~stream_release.stream.observability`): the runner counts staged and
+rejected messages, times staging, cuts and sends and sets the release gauges from each
+manifest; with ``service.metrics_port`` set (not 0) the app serves ``/metrics`` and
+``/health`` on it, refreshing consumer lag and waiting seals at each scrape.
+
 Notes
 -----
 Faust's aiokafka producer enables idempotence only for transactions (``processing_guarantee =
@@ -37,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -46,28 +52,42 @@ from faust.types import EventT
 from stream_release.config import KafkaSettings, Settings
 from stream_release.stream.kafka import client_options
 from stream_release.stream.messages import Rejected
+from stream_release.stream.observability import HttpEndpoint, Metrics, health_payload
 from stream_release.stream.service import Incoming, Outgoing, ReleaseService
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+PROBE_TIMEOUT_S = 2.0
+"""Longest wait for Redis when answering ``/health`` or refreshing ``/metrics``."""
+
 
 class ServiceRunner:
     """The asynchronous side of :class:`ReleaseService`: one lock, threads, the producer."""
 
-    def __init__(self, app: faust.App, service: ReleaseService, settings: Settings) -> None:
+    def __init__(
+        self,
+        app: faust.App,
+        service: ReleaseService,
+        settings: Settings,
+        metrics: Metrics | None = None,
+    ) -> None:
         self.app = app
         self.service = service
         self.settings = settings
+        self.metrics = metrics if metrics is not None else Metrics()
         self.lock = asyncio.Lock()
+        self.publication_ok = True
+        """Whether the last publication attempt succeeded (``/health``)."""
 
     async def stage_records(self, events: Sequence[EventT]) -> None:
         """Stage a batch of ``topics.records`` events, send its rejections, then publish."""
         messages = [_incoming(event) for event in events]
-        rejected = await self._until_done(
+        rejected, seconds = await self._until_done(
             "stage records", lambda: self._locked(self.service.accept_records, messages)
         )
         await self._until_done("send the rejections", lambda: self._reject(messages, rejected))
+        self.metrics.observe_batch(len(messages), rejected, seconds)
         await self.publish()
 
     async def stage_seals(self, events: Sequence[EventT]) -> None:
@@ -77,8 +97,11 @@ class ServiceRunner:
         def accept(batch: list[Incoming]) -> list[Rejected | None]:
             return [self.service.accept_seal(message) for message in batch]
 
-        rejected = await self._until_done("stage seals", lambda: self._locked(accept, messages))
+        rejected, seconds = await self._until_done(
+            "stage seals", lambda: self._locked(accept, messages)
+        )
         await self._until_done("send the rejections", lambda: self._reject(messages, rejected))
+        self.metrics.observe_batch(0, rejected, seconds)
         await self.publish()
 
     async def publish(self) -> None:
@@ -89,7 +112,10 @@ class ServiceRunner:
         """
         async with self.lock:
             try:
-                for manifest in await asyncio.to_thread(self.service.cut_ready):
+                started = time.perf_counter()
+                manifests = await asyncio.to_thread(self.service.cut_ready)
+                self.metrics.observe_cut(manifests, time.perf_counter() - started)
+                for manifest in manifests:
                     log.info(
                         "release %d committed: %d published, %d suppressed, %d groups",
                         manifest["sequence"],
@@ -98,12 +124,40 @@ class ServiceRunner:
                         manifest["groups"],
                     )
                 for sequence in await asyncio.to_thread(self.service.pending):
+                    started = time.perf_counter()
                     outgoing = await asyncio.to_thread(self.service.outgoing, sequence)
                     await self._send(outgoing)
                     await asyncio.to_thread(self.service.mark_published, sequence)
+                    self.metrics.observe_publish(sequence, time.perf_counter() - started)
                     log.info("release %d sent: %d messages", sequence, len(outgoing))
+                self.publication_ok = True
             except Exception as exc:
+                self.publication_ok = False
                 log.error("publication failed, will retry: %s", _describe(exc))
+
+    async def refresh_metrics(self) -> None:
+        """The scrape-time metrics: consumer lag (Faust's monitor) and waiting seals (Redis)."""
+        monitor = self.app.monitor
+        self.metrics.observe_lag(monitor.tp_committed_offsets, monitor.tp_end_offsets)
+        waiting = await asyncio.wait_for(asyncio.to_thread(self.service.waiting), PROBE_TIMEOUT_S)
+        self.metrics.observe_waiting(waiting)
+
+    async def health(self) -> tuple[int, dict[str, Any]]:
+        """``/health``: Redis answers PING, the last publication succeeded, the published
+        sequence (:func:`~stream_release.stream.observability.health_payload`)."""
+
+        def probe() -> tuple[bool, int | None]:
+            if not self.service.redis_answers():
+                return False, None
+            return True, self.service.published()
+
+        try:
+            redis_ok, published = await asyncio.wait_for(asyncio.to_thread(probe), PROBE_TIMEOUT_S)
+        except Exception:
+            redis_ok, published = False, None
+        return health_payload(
+            redis_ok=redis_ok, published=published, publication_ok=self.publication_ok
+        )
 
     async def _reject(
         self, messages: Sequence[Incoming], rejected: Sequence[Rejected | None]
@@ -127,10 +181,14 @@ class ServiceRunner:
         ]
         await asyncio.gather(*deliveries)
 
-    async def _locked(self, call: Callable[[list[Incoming]], T], messages: list[Incoming]) -> T:
-        """``call(messages)`` in a thread, holding the lock."""
+    async def _locked(
+        self, call: Callable[[list[Incoming]], T], messages: list[Incoming]
+    ) -> tuple[T, float]:
+        """``call(messages)`` in a thread, holding the lock; with the seconds the call took."""
         async with self.lock:
-            return await asyncio.to_thread(call, messages)
+            started = time.perf_counter()
+            result = await asyncio.to_thread(call, messages)
+            return result, time.perf_counter() - started
 
     async def _until_done(self, action: str, attempt: Callable[[], Awaitable[T]]) -> T:
         """``await attempt()``, again every ``service.retry_interval_s`` until it succeeds: a
@@ -144,9 +202,13 @@ class ServiceRunner:
             await asyncio.sleep(self.settings.service.retry_interval_s)
 
 
-def create_app(settings: Settings, service: ReleaseService) -> faust.App:
-    """The worker's Faust app: the agents of ``topics.records`` and ``topics.control`` and the
-    publication at start and every ``service.retry_interval_s``."""
+def create_app(
+    settings: Settings, service: ReleaseService, metrics: Metrics | None = None
+) -> faust.App:
+    """The worker's Faust app: the agents of ``topics.records`` and ``topics.control``, the
+    publication at start and every ``service.retry_interval_s``, and ``/metrics`` and
+    ``/health`` on ``service.metrics_port`` unless it is 0 (``metrics``: a new
+    :class:`Metrics` by default)."""
     kafka, conf = settings.kafka, settings.service
     app = faust.App(
         kafka.group_id,
@@ -166,7 +228,7 @@ def create_app(settings: Settings, service: ReleaseService) -> faust.App:
         topic_allow_declare=False,
         web_enabled=False,
     )
-    runner = ServiceRunner(app, service, settings)
+    runner = ServiceRunner(app, service, settings, metrics)
     records = app.topic(kafka.topics.records, key_serializer="raw", value_serializer="raw")
     control = app.topic(kafka.topics.control, key_serializer="raw", value_serializer="raw")
 
@@ -187,6 +249,13 @@ def create_app(settings: Settings, service: ReleaseService) -> faust.App:
     @app.timer(interval=conf.retry_interval_s)
     async def publish_periodically() -> None:
         await runner.publish()
+
+    if conf.metrics_port:
+        endpoint = HttpEndpoint(runner.metrics, runner.refresh_metrics, runner.health)
+
+        @app.task
+        async def serve_metrics() -> None:
+            await endpoint.serve(conf.metrics_host, conf.metrics_port)
 
     return app
 

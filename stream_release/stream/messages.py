@@ -3,20 +3,44 @@
 Every message on a topic is one of these pydantic models; their JSON Schemas are exported to
 ``deploy/schemas/`` (:func:`export_schemas`, checked by the tests). Decoding never raises on
 bad input: :func:`decode_record` and :func:`decode_seal` return a :class:`Rejection` naming
-the field, the value and the fix, which the worker publishes to ``sr.rejected``.
+the field, the value and the fix, which the worker publishes to ``sr.rejected``, and a stable
+:class:`RejectReason` code, which the worker counts (``sr_records_rejected_total{reason}``) but
+does not send: the wire message of CONTRACT §5 is unchanged.
 """
 
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from stream_release.config import SchemaSettings
 
 QidValue = str | int | float
+
+
+class RejectReason(StrEnum):
+    """Why a message was refused, as a short stable code (a metric label; never an id)."""
+
+    NOT_JSON = "not_json"
+    """The value is not UTF-8 JSON."""
+    OVERSIZE = "oversize"
+    """The value exceeds ``kafka.max_message_bytes``."""
+    INVALID_FIELD = "invalid_field"
+    """A field is missing, extra or of the wrong type, or a numeric QID is not a number."""
+    HIERARCHY = "hierarchy"
+    """A QID value is not a leaf of its hierarchy."""
+    DUPLICATE_ID = "duplicate_id"
+    """The release already holds another row for this id."""
+    LATE = "late"
+    """The release is already published."""
+    OVER_SEAL = "over_seal"
+    """The release already holds the number of ids its seal announced."""
+    SEAL_CONFLICT = "seal_conflict"
+    """The release was sealed with another record count."""
 
 
 class _Message(BaseModel):
@@ -86,12 +110,26 @@ class Rejected(_Message):
     partition: int
     offset: int
     raw: str = Field(description="the message value as received (UTF-8, replaced if invalid)")
+    _reason: RejectReason = PrivateAttr(default=RejectReason.INVALID_FIELD)
+
+    @classmethod
+    def because(cls, reason: RejectReason, **fields: Any) -> Rejected:
+        """A :class:`Rejected` of ``fields`` whose :attr:`reason` is ``reason``."""
+        rejected = cls(**fields)
+        rejected._reason = reason
+        return rejected
+
+    @property
+    def reason(self) -> RejectReason:
+        """The code of :attr:`error` (not serialised: the worker's metrics label)."""
+        return self._reason
 
 
 class Rejection(_Message):
     """Why a message was refused; becomes a :class:`Rejected` with its coordinates."""
 
     error: str
+    reason: RejectReason
 
 
 MODELS: dict[str, type[BaseModel]] = {
@@ -113,16 +151,18 @@ def decode_record(
     try:
         record = SnapshotRecord.model_validate(data)
     except ValidationError as exc:
-        return Rejection(error=_explain(exc, "record"))
+        return Rejection(error=_explain(exc, "record"), reason=RejectReason.INVALID_FIELD)
     missing = [q for q in schema.qid if q not in record.qid]
     if missing:
         return Rejection(
-            error=f"record: qid.{missing[0]} is missing; every record needs qid {list(schema.qid)}"
+            error=f"record: qid.{missing[0]} is missing; every record needs qid {list(schema.qid)}",
+            reason=RejectReason.INVALID_FIELD,
         )
     extra = sorted(set(record.qid) - set(schema.qid))
     if extra:
         return Rejection(
-            error=f"record: qid.{extra[0]} is not a configured QID; configured: {list(schema.qid)}"
+            error=f"record: qid.{extra[0]} is not a configured QID; configured: {list(schema.qid)}",
+            reason=RejectReason.INVALID_FIELD,
         )
     return record
 
@@ -135,18 +175,19 @@ def decode_seal(raw: bytes, *, max_bytes: int) -> Seal | Rejection:
     try:
         return Seal.model_validate(data)
     except ValidationError as exc:
-        return Rejection(error=_explain(exc, "seal"))
+        return Rejection(error=_explain(exc, "seal"), reason=RejectReason.INVALID_FIELD)
 
 
 def _json(raw: bytes, max_bytes: int) -> Any:
     if len(raw) > max_bytes:
         return Rejection(
-            error=f"message of {len(raw)} bytes exceeds kafka.max_message_bytes = {max_bytes}"
+            error=f"message of {len(raw)} bytes exceeds kafka.max_message_bytes = {max_bytes}",
+            reason=RejectReason.OVERSIZE,
         )
     try:
         return json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return Rejection(error=f"not JSON: {exc}")
+        return Rejection(error=f"not JSON: {exc}", reason=RejectReason.NOT_JSON)
 
 
 def _explain(exc: ValidationError, what: str) -> str:

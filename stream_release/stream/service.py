@@ -12,6 +12,8 @@ The worker feeds it the messages it consumes and sends what it returns:
 3. :meth:`pending` / :meth:`outgoing` / :meth:`mark_published`: the groups and the manifest of
    each committed but unsent release, read back from its committed record, so a release sent
    again after a crash has the same content and the same ``sequence`` (consumers dedupe by it).
+4. :meth:`published` / :meth:`waiting` / :meth:`redis_answers`: what the health endpoint and
+   the metrics report (:mod:`stream_release.stream.observability`).
 """
 
 from __future__ import annotations
@@ -34,26 +36,40 @@ from stream_release.series import Publisher
 from stream_release.stream.messages import (
     Rejected,
     Rejection,
+    RejectReason,
     SnapshotRecord,
     decode_seal,
 )
 from stream_release.stream.messages import (
     decode_record as decode_snapshot_record,
 )
-from stream_release.stream.staging import RedisStaging, SealOutcome, StageOutcome, row_payload
+from stream_release.stream.staging import (
+    RedisStaging,
+    ReleaseStatus,
+    SealOutcome,
+    StageOutcome,
+    row_payload,
+)
 
 STAGE_ERRORS = {
     StageOutcome.DUPLICATE_ID: (
-        "duplicate id: release {label!r} already holds another row for this id"
+        RejectReason.DUPLICATE_ID,
+        "duplicate id: release {label!r} already holds another row for this id",
     ),
-    StageOutcome.LATE: "late: release {label!r} is already published",
+    StageOutcome.LATE: (RejectReason.LATE, "late: release {label!r} is already published"),
     StageOutcome.OVER_SEAL: (
-        "release {label!r} already holds the number of ids its seal announced"
+        RejectReason.OVER_SEAL,
+        "release {label!r} already holds the number of ids its seal announced",
     ),
 }
+"""The staging outcomes that refuse a row: their reason code and error message."""
 SEAL_ERRORS = {
-    SealOutcome.CONFLICT: "seal conflict: release {label!r} was sealed with another record count",
+    SealOutcome.CONFLICT: (
+        RejectReason.SEAL_CONFLICT,
+        "seal conflict: release {label!r} was sealed with another record count",
+    ),
 }
+"""The staging outcomes that refuse a seal: their reason code and error message."""
 
 
 @dataclass(frozen=True)
@@ -83,19 +99,26 @@ class RecordValidator:
         self._leaves = {name: set(h.leaves) for name, h in hierarchies.items()}
         self._numeric = tuple(settings.schema.numeric or ())
 
-    def problem(self, record: SnapshotRecord) -> str | None:
+    def problem(self, record: SnapshotRecord) -> Rejection | None:
+        """Why ``record`` cannot be staged (``None`` if it can)."""
         for name, leaves in self._leaves.items():
             value = str(record.qid[name])
             if value not in leaves:
-                return (
-                    f"record: qid.{name} = {value!r} is not a leaf of its hierarchy; add it to "
-                    "the hierarchy or fix the value"
+                return Rejection(
+                    error=(
+                        f"record: qid.{name} = {value!r} is not a leaf of its hierarchy; add it "
+                        "to the hierarchy or fix the value"
+                    ),
+                    reason=RejectReason.HIERARCHY,
                 )
         for name in self._numeric:
             try:
                 float(record.qid[name])
             except ValueError:
-                return f"record: qid.{name} = {record.qid[name]!r} is not a number"
+                return Rejection(
+                    error=f"record: qid.{name} = {record.qid[name]!r} is not a number",
+                    reason=RejectReason.INVALID_FIELD,
+                )
         return None
 
 
@@ -106,6 +129,7 @@ class ReleaseService:
         self, settings: Settings, client: redis.Redis, archive: Path | None = None
     ) -> None:
         self.settings = settings
+        self.client = client
         self.keys = RedisKeys(settings.history.prefix)
         self.store = RedisHistoryStore(client, settings.history.prefix)
         self.staging = RedisStaging(client, self.keys, settings.schema)
@@ -127,7 +151,7 @@ class ReleaseService:
         for message in messages:
             record = decode_snapshot_record(message.value, self.settings.schema, max_bytes=limit)
             if isinstance(record, Rejection):
-                rejected.append(_rejected(message, record.error))
+                rejected.append(_rejected(message, record))
                 continue
             problem = self.validator.problem(record)
             if problem is not None:
@@ -140,17 +164,21 @@ class ReleaseService:
             outcomes = self.staging.stage(label, pseudonyms, rows)
             for (message, _), outcome in zip(items, outcomes, strict=True):
                 if outcome in STAGE_ERRORS:
-                    rejected.append(_rejected(message, STAGE_ERRORS[outcome].format(label=label)))
+                    reason, error = STAGE_ERRORS[outcome]
+                    refusal = Rejection(error=error.format(label=label), reason=reason)
+                    rejected.append(_rejected(message, refusal))
         return rejected
 
     def accept_seal(self, message: Incoming) -> Rejected | None:
         """Record an ``sr.control`` seal; returns it rejected if it is bad or conflicting."""
         seal = decode_seal(message.value, max_bytes=self.settings.kafka.max_message_bytes)
         if isinstance(seal, Rejection):
-            return _rejected(message, seal.error)
+            return _rejected(message, seal)
         outcome = self.staging.seal(seal.release, seal.records)
         if outcome in SEAL_ERRORS:
-            return _rejected(message, SEAL_ERRORS[outcome].format(label=seal.release))
+            reason, error = SEAL_ERRORS[outcome]
+            refusal = Rejection(error=error.format(label=seal.release), reason=reason)
+            return _rejected(message, refusal)
         return None
 
     # -- 2. cut and commit ---------------------------------------------------------------------
@@ -189,10 +217,32 @@ class ReleaseService:
     def mark_published(self, sequence: int) -> int:
         return self.staging.mark_published(sequence)
 
+    # -- 4. health -----------------------------------------------------------------------------
 
-def _rejected(message: Incoming, error: str) -> Rejected:
-    return Rejected(
-        error=error,
+    def published(self) -> int:
+        """The last sequence marked published (0 if none)."""
+        return self.staging.published()
+
+    def waiting(self) -> list[ReleaseStatus]:
+        """The sealed releases still missing records (not ready, not cut), by label."""
+        return [
+            status
+            for status in (self.staging.status(label) for label in self.staging.open_labels())
+            if status.sealed is not None and status.committed is None and not status.ready
+        ]
+
+    def redis_answers(self) -> bool:
+        """Whether Redis answers PING."""
+        try:
+            return bool(self.client.ping())
+        except redis.RedisError:
+            return False
+
+
+def _rejected(message: Incoming, refusal: Rejection) -> Rejected:
+    return Rejected.because(
+        refusal.reason,
+        error=refusal.error,
         topic=message.topic,
         partition=message.partition,
         offset=message.offset,

@@ -44,6 +44,7 @@ WORKER_ENV = {
     "SR_SERVICE_REBALANCE_TIMEOUT_S": "2",
     "SR_SERVICE_BATCH_WINDOW_S": "0.2",
     "SR_SERVICE_RETRY_INTERVAL_S": "1",
+    "SR_SERVICE_METRICS_PORT": "0",  # no HTTP endpoint (test_worker_metrics.py sets a port)
 }
 WORKER_COMMAND = [sys.executable, "-m", "stream_release.cli", "worker", "--config"]
 ID_PATTERN = re.compile(r"\bp-\d+")

@@ -1,0 +1,256 @@
+"""Prometheus metrics and the health endpoint of the streaming worker (CONTRACT §5).
+
+:class:`Metrics` holds every metric on its own ``CollectorRegistry`` (not the process-global
+one, so several apps or tests never collide). :class:`~stream_release.stream.app.ServiceRunner`
+feeds it from the outcomes of staging, cutting and sending; :class:`HttpEndpoint` serves it on
+``service.metrics_host:service.metrics_port`` (``metrics_port = 0``: no endpoint):
+
+- ``GET /metrics``: the Prometheus text exposition (``choose_encoder`` honours ``Accept``);
+- ``GET /health``: JSON :func:`health_payload`, HTTP 200 when ``ok``, 503 when ``degraded``.
+
+================================  =====================================================
+metric                            meaning
+================================  =====================================================
+``sr_records_staged_total``       records accepted by staging (a redelivered one again)
+``sr_records_rejected_total``     messages sent to ``sr.rejected``, by ``reason``
+                                  (:class:`~stream_release.stream.messages.RejectReason`)
+``sr_releases_published_total``   releases whose messages the broker acknowledged
+``sr_release_sequence``           the last sequence sent
+``sr_release_breach_max``         breach probability, max over individuals (last cut)
+``sr_release_breach_bound``       the bound it must stay below (last cut)
+``sr_release_suppressed_rows``    rows suppressed (last cut)
+``sr_release_avg_group_size``     published rows / groups (last cut)
+``sr_release_max_group_size``     largest group (last cut)
+``sr_stage_seconds``              staging one batch of records or seals
+``sr_group_seconds``              planning one release (history load and grouping: the
+                                  manifest's ``elapsed_s``)
+``sr_commit_seconds``             the rest of a cut: reading the staged rows, rendering,
+                                  archive files and the Redis commit transaction
+``sr_publish_seconds``            sending one release until acknowledged and marked
+``sr_consumer_lag``               per ``topic`` and ``partition``: end offset minus
+                                  committed offset (see Notes)
+``sr_seal_incomplete``            per sealed ``release`` label: records still missing
+================================  =====================================================
+
+Notes
+-----
+No metric carries an id, a key of ``sr.records`` or a QID or sensitive value: labels are reason
+codes, topic names, partitions and release labels (the producer's snapshot names).
+
+``sr_consumer_lag`` comes from Faust's monitor, refreshed at each scrape: the end offset is
+the high watermark of the last Fetch response that returned records (not ListOffsets, which
+the local Tansu broker answers short of the log end), the committed offset the last commit of
+this worker. It is therefore a lower bound while records are waiting unfetched, and absent for
+a partition this worker has not committed yet.
+
+``sr_commit_seconds``: when one call cuts several releases, each is given the mean.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import choose_encoder
+
+from stream_release.stream.messages import Rejected, RejectReason
+from stream_release.stream.staging import ReleaseStatus
+
+log = logging.getLogger(__name__)
+
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+"""Histogram buckets (seconds) of every duration: from one small batch to a large cut."""
+
+
+class Metrics:
+    """Every metric of the worker, on ``registry`` (a new one by default)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.records_staged = Counter(
+            "sr_records_staged", "Records accepted by staging.", registry=r
+        )
+        self.records_rejected = Counter(
+            "sr_records_rejected",
+            "Messages (records and seals) sent to the rejected topic, by reason code.",
+            ["reason"],
+            registry=r,
+        )
+        for reason in RejectReason:  # every series exists from the start (rate() needs it)
+            self.records_rejected.labels(reason=reason.value)
+        self.releases_published = Counter(
+            "sr_releases_published", "Releases sent and acknowledged by the broker.", registry=r
+        )
+        self.release_sequence = Gauge(
+            "sr_release_sequence", "Sequence of the last release sent.", registry=r
+        )
+        self.breach_max = Gauge(
+            "sr_release_breach_max", "Breach probability, max over individuals.", registry=r
+        )
+        self.breach_bound = Gauge(
+            "sr_release_breach_bound", "Breach bound of the last release (1/l).", registry=r
+        )
+        self.suppressed_rows = Gauge(
+            "sr_release_suppressed_rows", "Rows suppressed in the last release.", registry=r
+        )
+        self.avg_group_size = Gauge(
+            "sr_release_avg_group_size", "Published rows per group, last release.", registry=r
+        )
+        self.max_group_size = Gauge(
+            "sr_release_max_group_size", "Largest group of the last release.", registry=r
+        )
+        self.stage_seconds = _histogram("sr_stage_seconds", "Staging one batch.", r)
+        self.group_seconds = _histogram("sr_group_seconds", "Planning one release.", r)
+        self.commit_seconds = _histogram(
+            "sr_commit_seconds", "Rendering, archiving and committing one release.", r
+        )
+        self.publish_seconds = _histogram(
+            "sr_publish_seconds", "Sending one release until acknowledged.", r
+        )
+        self.consumer_lag = Gauge(
+            "sr_consumer_lag",
+            "End offset minus committed offset of a consumed partition.",
+            ["topic", "partition"],
+            registry=r,
+        )
+        self.seal_incomplete = Gauge(
+            "sr_seal_incomplete",
+            "Records a sealed release still waits for.",
+            ["release"],
+            registry=r,
+        )
+
+    # -- outcomes ------------------------------------------------------------------------------
+
+    def observe_batch(
+        self, records: int, rejected: Sequence[Rejected | None], seconds: float
+    ) -> None:
+        """A staged batch: ``records`` of its messages are records (0 for seals)."""
+        refused = [r for r in rejected if r is not None]
+        for r in refused:
+            self.records_rejected.labels(reason=r.reason.value).inc()
+        if records:
+            self.records_staged.inc(max(records - len(refused), 0))
+        self.stage_seconds.observe(seconds)
+
+    def observe_cut(self, manifests: Sequence[Mapping[str, Any]], seconds: float) -> None:
+        """Releases committed by one cut that took ``seconds``; gauges from the last one."""
+        if not manifests:
+            return
+        planning = [float(m.get("elapsed_s", 0.0)) for m in manifests]
+        rest = max(seconds - sum(planning), 0.0) / len(manifests)
+        for manifest, planned in zip(manifests, planning, strict=True):
+            self.group_seconds.observe(planned)
+            self.commit_seconds.observe(rest)
+            breach = manifest.get("breach", {})
+            utility = manifest.get("utility", {})
+            self.breach_max.set(float(breach.get("max", 0.0)))
+            self.breach_bound.set(float(breach.get("bound", 0.0)))
+            self.suppressed_rows.set(float(manifest.get("suppressed", 0)))
+            self.avg_group_size.set(float(utility.get("avg_group_size", 0.0)))
+            self.max_group_size.set(float(utility.get("max_group_size", 0)))
+
+    def observe_publish(self, sequence: int, seconds: float) -> None:
+        """Release ``sequence`` was sent in ``seconds`` and marked published."""
+        self.releases_published.inc()
+        self.release_sequence.set(sequence)
+        self.publish_seconds.observe(seconds)
+
+    # -- state, refreshed at each scrape -------------------------------------------------------
+
+    def observe_lag(self, committed: Mapping[Any, int], end: Mapping[Any, int]) -> None:
+        """``committed`` and ``end`` offsets by topic-partition (``.topic``, ``.partition``)."""
+        self.consumer_lag.clear()
+        for tp, offset in end.items():
+            done = committed.get(tp)
+            if done is not None:
+                self.consumer_lag.labels(topic=tp.topic, partition=str(tp.partition)).set(
+                    max(offset - done, 0)
+                )
+
+    def observe_waiting(self, statuses: Iterable[ReleaseStatus]) -> None:
+        """The sealed releases still missing records."""
+        self.seal_incomplete.clear()
+        for status in statuses:
+            missing = (status.sealed or 0) - status.staged
+            self.seal_incomplete.labels(release=status.label).set(max(missing, 0))
+
+    def exposition(self, accept: str = "") -> tuple[bytes, str]:
+        """The registry in the format ``accept`` asks for, and its content type."""
+        encoder, content_type = choose_encoder(accept)
+        return encoder(self.registry), content_type
+
+
+def health_payload(
+    *, redis_ok: bool, published: int | None, publication_ok: bool
+) -> tuple[int, dict[str, Any]]:
+    """The HTTP status and JSON body of ``/health``.
+
+    ``ok`` (200) when Redis answers PING and the last publication attempt succeeded, else
+    ``degraded`` (503). ``published_sequence``: the last sequence marked published (``None``
+    when Redis cannot tell).
+    """
+    ok = redis_ok and publication_ok
+    body = {
+        "status": "ok" if ok else "degraded",
+        "redis": redis_ok,
+        "publication_ok": publication_ok,
+        "published_sequence": published,
+    }
+    return (200 if ok else 503), body
+
+
+class HttpEndpoint:
+    """``/metrics`` and ``/health`` on an aiohttp server in the worker's event loop.
+
+    ``refresh`` updates the scrape-time metrics (lag, waiting seals) before ``/metrics``
+    answers; ``health`` returns :func:`health_payload`'s pair.
+    """
+
+    def __init__(
+        self,
+        metrics: Metrics,
+        refresh: Callable[[], Awaitable[None]],
+        health: Callable[[], Awaitable[tuple[int, dict[str, Any]]]],
+    ) -> None:
+        self.metrics, self._refresh, self._health = metrics, refresh, health
+        self.app = web.Application()
+        self.app.router.add_get("/metrics", self._metrics_page)
+        self.app.router.add_get("/health", self._health_page)
+
+    async def serve(self, host: str, port: int) -> None:
+        """Serve until cancelled (the app stopping); a port that cannot be bound is logged
+        and the worker runs on without the endpoint."""
+        runner = web.AppRunner(self.app, access_log=None)
+        await runner.setup()
+        try:
+            try:
+                await web.TCPSite(runner, host, port).start()
+            except OSError as exc:
+                log.error("metrics endpoint disabled: cannot listen on %s:%d: %s", host, port, exc)
+                return
+            log.info("metrics and health on http://%s:%d/", host, port)
+            await asyncio.Event().wait()
+        finally:
+            await runner.cleanup()
+
+    async def _metrics_page(self, request: web.Request) -> web.Response:
+        try:
+            await self._refresh()
+        except Exception as exc:  # a scrape still answers with what it has
+            log.warning("metrics refresh failed: %s", type(exc).__name__)
+        body, content_type = self.metrics.exposition(request.headers.get("Accept", ""))
+        return web.Response(body=body, headers={"Content-Type": content_type})
+
+    async def _health_page(self, request: web.Request) -> web.Response:
+        status, body = await self._health()
+        return web.json_response(body, status=status)
+
+
+def _histogram(name: str, documentation: str, registry: CollectorRegistry) -> Histogram:
+    return Histogram(name, f"{documentation} Seconds.", buckets=DURATION_BUCKETS, registry=registry)

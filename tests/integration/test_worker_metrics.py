@@ -1,0 +1,146 @@
+"""The worker's ``/metrics`` and ``/health`` over HTTP, end to end (CONTRACT §5).
+
+A worker subprocess (as in ``test_worker.py``) with ``SR_SERVICE_METRICS_PORT`` on a free port
+publishes one small snapshot; its metrics then count the staged records and the release, carry
+its breach maximum and bound, and neither they nor the worker's log name an individual.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+from helpers import adult_snapshot, write_config
+from prometheus_client.parser import text_string_to_metric_families
+from test_worker import (
+    ID_PATTERN,
+    KEY,
+    WORKER_ENV,
+    Worker,
+    _publish,
+    _stop,
+    _wait_for,
+)
+
+from stream_release.config import TopicSettings
+
+pytestmark = pytest.mark.integration
+
+ROWS = 120
+"""Rows of the snapshot (ids ``p-0`` .. ``p-119``)."""
+HTTP_TIMEOUT_S = 20.0
+"""Longest wait for the endpoint to answer and show the published release."""
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _get(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:  # 503: degraded, still a JSON body
+        return exc.code, exc.read()
+
+
+def _samples(text: str) -> dict[str, float]:
+    """``name`` or ``name{k=v,...}`` -> value, for every sample of the exposition."""
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
+            out[f"{s.name}{{{labels}}}" if labels else s.name] = s.value
+    return out
+
+
+def test_worker_serves_metrics_and_health(
+    shared_data: Path,
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    kafka_topics: TopicSettings,
+    redis_url: str,
+    redis_prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    kafka = {
+        "SR_KAFKA_BOOTSTRAP": kafka_bootstrap,
+        "SR_KAFKA_IDEMPOTENT": "false",  # Tansu has no idempotent producer
+        "SR_KAFKA_TOPICS": kafka_topics.model_dump_json(),
+    }
+    for name, value in kafka.items():  # for `publish`, run in this process
+        monkeypatch.setenv(name, value)
+    config = write_config(tmp_path, shared_data)
+    snap = adult_snapshot(shared_data, tmp_path / "m01.csv", ROWS)
+    port = _free_port()
+    env = {
+        **os.environ,
+        **kafka,
+        **WORKER_ENV,
+        "SR_KAFKA_GROUP_ID": f"sr-test-{uuid.uuid4().hex}",
+        "SR_REDIS_URL": redis_url,
+        "SR_HISTORY_PREFIX": redis_prefix,
+        "SR_HISTORY_KEY": KEY,
+        "SR_SERVICE_ARCHIVE": str(tmp_path / "archive"),
+        "SR_SERVICE_METRICS_HOST": "127.0.0.1",
+        "SR_SERVICE_METRICS_PORT": str(port),
+    }
+    worker = Worker(config, env, tmp_path / "worker.log")
+    worker.start()
+    try:
+        _publish(config, snap)
+        manifests = _wait_for(
+            worker, kafka_bootstrap, kafka_topics.manifests, lambda m: len(m) >= 1, "release 1"
+        )
+        manifest = json.loads(manifests[0].value)
+
+        # the counter moves once the broker acknowledged the release: poll briefly
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + HTTP_TIMEOUT_S
+        while True:
+            worker.check_alive()
+            try:
+                status, body = _get(f"{base}/metrics")
+            except OSError:
+                status, body = 0, b""
+            text = body.decode()
+            samples = _samples(text) if status == 200 else {}
+            if samples.get("sr_releases_published_total") == 1:
+                break
+            if time.monotonic() > deadline:
+                pytest.fail(f"/metrics never showed release 1:\n{text}\n{worker.tail()}")
+            time.sleep(0.2)
+
+        assert samples["sr_release_sequence"] == 1
+        assert samples["sr_records_staged_total"] == ROWS
+        assert sum(v for k, v in samples.items() if k.startswith("sr_records_rejected_total")) == 0
+        assert samples["sr_release_breach_bound"] == pytest.approx(manifest["breach"]["bound"])
+        assert samples["sr_release_breach_max"] == pytest.approx(manifest["breach"]["max"])
+        assert 0 < samples["sr_release_breach_max"] <= samples["sr_release_breach_bound"]
+        assert samples["sr_release_suppressed_rows"] == manifest["suppressed"]
+        assert samples["sr_publish_seconds_count"] == 1
+        assert samples["sr_group_seconds_count"] == 1
+        assert ID_PATTERN.search(text) is None, "/metrics names an individual"
+
+        status, body = _get(f"{base}/health")
+        assert status == 200
+        assert json.loads(body) == {
+            "status": "ok",
+            "redis": True,
+            "publication_ok": True,
+            "published_sequence": 1,
+        }
+        assert _stop(worker) == 0
+    finally:
+        worker.kill()
+    log = worker.log.read_text(errors="replace")
+    assert ID_PATTERN.search(log) is None, "the worker logged an id"

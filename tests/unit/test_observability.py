@@ -1,0 +1,339 @@
+"""The worker's metrics and health endpoint (CONTRACT §5), without a broker or Redis.
+
+Every metric the Grafana dashboard queries exists in the registry; rejections carry a stable
+reason code that is not part of the wire message; the runner's outcomes move the metrics;
+``/metrics`` and ``/health`` answer over HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+from faust.types import TP
+from prometheus_client.parser import text_string_to_metric_families
+
+from stream_release.config import Settings
+from stream_release.stream.app import ServiceRunner
+from stream_release.stream.messages import (
+    Rejected,
+    Rejection,
+    RejectReason,
+    SnapshotRecord,
+    decode_record,
+    decode_seal,
+    json_schemas,
+)
+from stream_release.stream.observability import HttpEndpoint, Metrics, health_payload
+from stream_release.stream.service import (
+    SEAL_ERRORS,
+    STAGE_ERRORS,
+    Incoming,
+    Outgoing,
+    RecordValidator,
+)
+from stream_release.stream.staging import ReleaseStatus, SealOutcome, StageOutcome
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+DASHBOARD = DEPLOY / "grafana" / "dashboards" / "stream-release.json"
+SETTINGS = Settings(schema={"qid": ["age", "zip"], "numeric": ["age"]})
+METRIC_NAME = re.compile(r"\bsr_[a-z0-9_]+")
+MANIFEST = {
+    "sequence": 3,
+    "published": 90,
+    "suppressed": 10,
+    "groups": 30,
+    "elapsed_s": 0.25,
+    "breach": {"bound": 0.5, "max": 0.375, "p50": 0.25, "p99": 0.375},
+    "utility": {"avg_group_size": 3.0, "max_group_size": 6},
+}
+
+
+def _exposed(metrics: Metrics) -> tuple[set[str], dict[str, float]]:
+    """Family names and every sample (``name{labels}`` -> value) of the exposition."""
+    body, _ = metrics.exposition()
+    families, samples = set(), {}
+    for family in text_string_to_metric_families(body.decode()):
+        if family.name.endswith("_created"):  # the 0.0.4 text format's creation timestamps
+            continue
+        families.add(family.name)
+        for s in family.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
+            samples[f"{s.name}{{{labels}}}"] = s.value
+    return families, samples
+
+
+def _walk(node: Any) -> list[str]:
+    if isinstance(node, dict):
+        return [v for k, v in node.items() if k == "expr"] + [
+            e for v in node.values() for e in _walk(v)
+        ]
+    if isinstance(node, list):
+        return [e for v in node for e in _walk(v)]
+    return []
+
+
+def _incoming(value: bytes) -> Incoming:
+    return Incoming("sr.records", 0, 5, b"key", value)
+
+
+# -- the dashboard and the deploy files ----------------------------------------------------------
+
+
+def test_every_metric_the_dashboard_queries_is_exposed() -> None:
+    exprs = _walk(json.loads(DASHBOARD.read_text()))
+    queried = {name for expr in exprs for name in METRIC_NAME.findall(expr)}
+    families, samples = _exposed(Metrics())
+    sample_names = {key.split("{")[0] for key in samples}
+    missing = sorted(n for n in queried if n not in families and n not in sample_names)
+    assert not missing, f"the dashboard queries metrics the worker does not expose: {missing}"
+    # and it charts every family the worker exposes
+    uncharted = sorted(
+        f for f in families if not any(q == f or q.startswith(f"{f}_") for q in queried)
+    )
+    assert not uncharted, f"the dashboard has no panel for {uncharted}"
+
+
+def test_the_registry_holds_the_documented_metrics() -> None:
+    families, samples = _exposed(Metrics())
+    assert families == {
+        "sr_records_staged",
+        "sr_records_rejected",
+        "sr_releases_published",
+        "sr_release_sequence",
+        "sr_release_breach_max",
+        "sr_release_breach_bound",
+        "sr_release_suppressed_rows",
+        "sr_release_avg_group_size",
+        "sr_release_max_group_size",
+        "sr_stage_seconds",
+        "sr_group_seconds",
+        "sr_commit_seconds",
+        "sr_publish_seconds",
+        "sr_consumer_lag",
+        "sr_seal_incomplete",
+    }
+    # every reason series exists at zero from the start
+    for reason in RejectReason:
+        assert samples[f"sr_records_rejected_total{{reason={reason.value}}}"] == 0
+
+
+def test_two_registries_do_not_collide() -> None:
+    first, second = Metrics(), Metrics()
+    first.records_staged.inc(3)
+    assert _exposed(second)[1]["sr_records_staged_total{}"] == 0
+
+
+def test_the_deploy_configs_point_at_the_worker_and_the_dashboards() -> None:
+    prometheus = (DEPLOY / "prometheus.yml").read_text()
+    assert "stream-release:9464" in prometheus and "scrape_interval: 15s" in prometheus
+    datasource = (DEPLOY / "grafana/provisioning/datasources/prometheus.yml").read_text()
+    assert "url: http://prometheus:9090" in datasource and "uid: prometheus" in datasource
+    provider = (DEPLOY / "grafana/provisioning/dashboards/dashboards.yml").read_text()
+    assert "path: /var/lib/grafana/dashboards" in provider
+    dashboard = json.loads(DASHBOARD.read_text())
+    uids = {p["datasource"]["uid"] for p in dashboard["panels"] if p.get("type") != "row"}
+    assert uids == {"prometheus"}
+    assert len({p["id"] for p in dashboard["panels"]}) == len(dashboard["panels"])
+
+
+# -- reason codes ------------------------------------------------------------------------------
+
+
+def test_reason_codes_are_short_and_stable() -> None:
+    assert [r.value for r in RejectReason] == [
+        "not_json",
+        "oversize",
+        "invalid_field",
+        "hierarchy",
+        "duplicate_id",
+        "late",
+        "over_seal",
+        "seal_conflict",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b"not json", RejectReason.NOT_JSON),
+        (b"\xff", RejectReason.NOT_JSON),
+        (b"x" * 2000, RejectReason.OVERSIZE),
+        (b'{"release": "r", "id": "p-1", "sensitive": "flu"}', RejectReason.INVALID_FIELD),
+        (
+            b'{"release": "r", "id": "p-1", "qid": {"age": 3}, "sensitive": "flu"}',
+            RejectReason.INVALID_FIELD,
+        ),
+    ],
+)
+def test_decoding_gives_the_reason(raw: bytes, reason: RejectReason) -> None:
+    refused = decode_record(raw, SETTINGS.schema, max_bytes=1024)
+    assert isinstance(refused, Rejection) and refused.reason is reason
+    seal = decode_seal(b'{"release": "r", "records": -1}', max_bytes=1024)
+    assert isinstance(seal, Rejection) and seal.reason is RejectReason.INVALID_FIELD
+
+
+def test_the_validator_tells_hierarchy_from_invalid_values() -> None:
+    validator = RecordValidator(SETTINGS, {"zip": SimpleNamespace(leaves=["10", "11"])})  # type: ignore[dict-item]
+
+    def record(age: str, zip_: str) -> SnapshotRecord:
+        return SnapshotRecord(release="r", id="p-1", qid={"age": age, "zip": zip_}, sensitive="s")
+
+    assert validator.problem(record("30", "10")) is None
+    hierarchy = validator.problem(record("30", "99"))
+    assert hierarchy is not None and hierarchy.reason is RejectReason.HIERARCHY
+    numeric = validator.problem(record("old", "10"))
+    assert numeric is not None and numeric.reason is RejectReason.INVALID_FIELD
+
+
+def test_staging_outcomes_carry_their_reason() -> None:
+    assert {o: r for o, (r, _) in STAGE_ERRORS.items()} == {
+        StageOutcome.DUPLICATE_ID: RejectReason.DUPLICATE_ID,
+        StageOutcome.LATE: RejectReason.LATE,
+        StageOutcome.OVER_SEAL: RejectReason.OVER_SEAL,
+    }
+    assert SEAL_ERRORS[SealOutcome.CONFLICT][0] is RejectReason.SEAL_CONFLICT
+
+
+def test_the_reason_is_not_part_of_the_wire_message() -> None:
+    fields = {"error": "late", "topic": "t", "partition": 0, "offset": 1, "raw": "{}"}
+    rejected = Rejected.because(RejectReason.LATE, **fields)
+    assert rejected.reason is RejectReason.LATE
+    assert json.loads(rejected.model_dump_json()) == fields
+    assert "reason" not in json_schemas()["rejected"]["properties"]
+    assert Rejected(**fields).reason is RejectReason.INVALID_FIELD
+
+
+# -- the metrics' updates ----------------------------------------------------------------------
+
+
+def test_outcomes_move_the_metrics() -> None:
+    metrics = Metrics()
+    late = Rejected.because(
+        RejectReason.LATE, error="late", topic="t", partition=0, offset=1, raw="{}"
+    )
+    metrics.observe_batch(5, [None, late, None], 0.02)
+    metrics.observe_batch(0, [late], 0.01)  # seals: none staged as records
+    metrics.observe_cut([MANIFEST], 1.0)
+    metrics.observe_cut([], 0.5)  # nothing ready: nothing observed
+    metrics.observe_publish(3, 0.1)
+    _, samples = _exposed(metrics)
+    assert samples["sr_records_staged_total{}"] == 4
+    assert samples["sr_records_rejected_total{reason=late}"] == 2
+    assert samples["sr_stage_seconds_count{}"] == 2
+    assert samples["sr_group_seconds_sum{}"] == pytest.approx(0.25)
+    assert samples["sr_commit_seconds_sum{}"] == pytest.approx(0.75)
+    assert samples["sr_releases_published_total{}"] == 1
+    assert samples["sr_release_sequence{}"] == 3
+    assert samples["sr_release_breach_max{}"] == 0.375
+    assert samples["sr_release_breach_bound{}"] == 0.5
+    assert samples["sr_release_suppressed_rows{}"] == 10
+    assert samples["sr_release_avg_group_size{}"] == 3.0
+    assert samples["sr_release_max_group_size{}"] == 6
+    assert samples["sr_publish_seconds_count{}"] == 1
+
+
+def test_lag_and_waiting_seals_replace_their_series() -> None:
+    metrics = Metrics()
+    tp0, tp1 = (
+        TP(topic="sr.records", partition=0),
+        TP(topic="sr.control", partition=0),
+    )
+    metrics.observe_lag({tp0: 10}, {tp0: 25, tp1: 4})  # tp1 never committed: no sample
+    metrics.observe_waiting([ReleaseStatus("2026-10", 7, 10, None)])
+    _, samples = _exposed(metrics)
+    assert samples["sr_consumer_lag{partition=0,topic=sr.records}"] == 15
+    assert not any(k.startswith("sr_consumer_lag{partition=0,topic=sr.control") for k in samples)
+    assert samples["sr_seal_incomplete{release=2026-10}"] == 3
+    metrics.observe_waiting([])
+    assert not any(k.startswith("sr_seal_incomplete") for k in _exposed(metrics)[1])
+
+
+# -- health ------------------------------------------------------------------------------------
+
+
+def test_health_payload() -> None:
+    assert health_payload(redis_ok=True, published=4, publication_ok=True) == (
+        200,
+        {"status": "ok", "redis": True, "publication_ok": True, "published_sequence": 4},
+    )
+    status, body = health_payload(redis_ok=False, published=None, publication_ok=True)
+    assert (status, body["status"], body["published_sequence"]) == (503, "degraded", None)
+    status, body = health_payload(redis_ok=True, published=2, publication_ok=False)
+    assert (status, body["status"]) == (503, "degraded")
+
+
+class StubService:
+    """Answers the runner's health and publication calls; Redis is up while ``up``."""
+
+    def __init__(self) -> None:
+        self.up = True
+        self.committed = 0
+        self.published_ = 0
+
+    def redis_answers(self) -> bool:
+        return self.up
+
+    def published(self) -> int:
+        return self.published_
+
+    def waiting(self) -> list[ReleaseStatus]:
+        return [ReleaseStatus("r9", 1, 2, None)]
+
+    def cut_ready(self) -> list[dict[str, Any]]:
+        if self.committed:
+            return []
+        self.committed = MANIFEST["sequence"]  # type: ignore[assignment]
+        return [MANIFEST]
+
+    def pending(self) -> list[int]:
+        return list(range(self.published_ + 1, self.committed + 1))
+
+    def outgoing(self, sequence: int) -> list[Outgoing]:
+        return [Outgoing("sr.manifests", b"r", b"m")]
+
+    def mark_published(self, sequence: int) -> int:
+        self.published_ = sequence
+        return sequence
+
+
+class StubProducer:
+    async def send(self, *_: Any) -> asyncio.Future[None]:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        future.set_result(None)
+        return future
+
+
+def test_the_endpoint_serves_metrics_and_health() -> None:
+    service = StubService()
+    monitor = SimpleNamespace(tp_committed_offsets={}, tp_end_offsets={})
+    app = SimpleNamespace(producer=StubProducer(), monitor=monitor)
+    runner = ServiceRunner(app, service, SETTINGS)  # type: ignore[arg-type]
+
+    async def scenario() -> None:
+        await runner.publish()  # release 1..3 committed and sent
+        endpoint = HttpEndpoint(runner.metrics, runner.refresh_metrics, runner.health)
+        async with TestClient(TestServer(endpoint.app)) as client:
+            response = await client.get("/metrics")
+            assert response.status == 200
+            assert response.headers["Content-Type"].startswith("text/plain")
+            text = await response.text()
+            assert "sr_releases_published_total 3.0" in text
+            assert 'sr_seal_incomplete{release="r9"} 1.0' in text
+            response = await client.get("/health")
+            assert (response.status, await response.json()) == (
+                200,
+                {"status": "ok", "redis": True, "publication_ok": True, "published_sequence": 3},
+            )
+            service.up = False
+            response = await client.get("/health")
+            body = await response.json()
+            assert (response.status, body["status"], body["redis"]) == (503, "degraded", False)
+
+    asyncio.run(scenario())
