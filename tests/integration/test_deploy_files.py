@@ -1,0 +1,291 @@
+"""The deployment files, checked as files (there is no Docker engine in CI).
+
+docker-compose.yml parses and runs Kafka (KRaft), a password-protected Redis, the worker,
+Prometheus and Grafana; every ``SR_*`` variable it sets (or shows in a comment) is a real
+setting and the active ones load with deploy/config/stream-release.toml; every host path it
+mounts exists; the Dockerfile runs a real subcommand and exposes the metrics port; the
+pseudonymisation key is a secret that never enters the repository or the image.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import tomllib
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from stream_release.cli import _parser
+from stream_release.config import ServiceSettings, Settings, load_settings
+
+try:
+    import yaml
+except ImportError:  # pragma: no cover - PyYAML comes with faust-streaming's dependencies
+    yaml = None
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "docker-compose.yml"
+DOCKERFILE = ROOT / "Dockerfile"
+CONFIG = ROOT / "deploy" / "config" / "stream-release.toml"
+SERVICES = {"kafka", "redis", "stream-release", "prometheus", "grafana"}
+SR_LINE = re.compile(r"^\s*(#\s*)?(SR_[A-Z0-9_]+):\s*(\S.*?)\s*$", re.MULTILINE)
+INTERPOLATION = re.compile(r"\$\{([A-Z0-9_]+)(?:[:?\-][^}]*)?\}")
+
+
+@pytest.fixture(scope="module")
+def pyyaml() -> ModuleType:
+    if yaml is None:
+        pytest.fail(
+            "PyYAML is not installed; it comes with faust-streaming's dependencies "
+            "(pip install pyyaml): the deployment files cannot be checked without it",
+            pytrace=False,
+        )
+    return yaml
+
+
+@pytest.fixture(scope="module")
+def compose(pyyaml: ModuleType) -> dict[str, Any]:
+    data = pyyaml.safe_load(COMPOSE.read_text(encoding="utf-8"))
+    assert isinstance(data, dict) and isinstance(data.get("services"), dict)
+    return data
+
+
+def _environment(service: dict[str, Any]) -> dict[str, str]:
+    env = service.get("environment", {})
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) for item in env)
+    return {str(k): str(v) for k, v in env.items()}
+
+
+def _substitute(value: str) -> str:
+    """``${NAME...}`` replaced by a sample value, as compose would with NAME set."""
+    return INTERPOLATION.sub(lambda m: f"sample-{m.group(1).lower().replace('_', '-')}", value)
+
+
+def _valid_env_names() -> set[str]:
+    """``SR_<SECTION>`` and ``SR_<SECTION>_<KEY>`` for every settings section and key (the
+    nested delimiter splits once: deeper keys are given as JSON in ``SR_<SECTION>_<KEY>``)."""
+    names: set[str] = set()
+    for name, field in Settings.model_fields.items():
+        section = field.alias or name
+        names.add(f"SR_{section}".upper())
+        model = field.annotation
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            names.update(f"SR_{section}_{key}".upper() for key in model.model_fields)
+    return names
+
+
+def _clear_sr_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    for name in [n for n in os.environ if n.startswith("SR_")]:
+        monkeypatch.delenv(name)
+
+
+def _bind_mounts(service: dict[str, Any]) -> list[tuple[str, str]]:
+    """(host path, container path) of every bind mount of ``service``."""
+    mounts = []
+    for volume in service.get("volumes", []):
+        if isinstance(volume, dict):
+            if volume.get("type") == "bind":
+                mounts.append((volume["source"], volume["target"]))
+            continue
+        source, target = volume.split(":")[:2]
+        if source.startswith((".", "/")):
+            mounts.append((source, target))
+    return mounts
+
+
+def _dockerfile_instruction(name: str) -> str:
+    """The argument of the last ``name`` instruction (continuation lines joined)."""
+    text = re.sub(r"\\\n\s*", " ", DOCKERFILE.read_text(encoding="utf-8"))
+    found = re.findall(rf"^{name}\s+(.+)$", text, re.MULTILINE)
+    assert found, f"the Dockerfile has no {name} instruction"
+    return found[-1].strip()
+
+
+# -- docker-compose.yml ---------------------------------------------------------------------
+
+
+def test_compose_has_every_service(compose: dict[str, Any]) -> None:
+    assert set(compose["services"]) >= SERVICES
+
+
+def test_kafka_runs_in_kraft_mode_as_one_node(compose: dict[str, Any]) -> None:
+    kafka = compose["services"]["kafka"]
+    assert kafka["image"].startswith("apache/kafka:")
+    env = _environment(kafka)
+    assert set(env["KAFKA_PROCESS_ROLES"].split(",")) == {"broker", "controller"}
+    node = env["KAFKA_NODE_ID"]
+    assert env["KAFKA_CONTROLLER_QUORUM_VOTERS"].startswith(f"{node}@kafka:")
+    assert "CONTROLLER" in env["KAFKA_CONTROLLER_LISTENER_NAMES"]
+    assert "PLAINTEXT://kafka:9092" in env["KAFKA_ADVERTISED_LISTENERS"].split(",")
+    assert not [name for name in env if "ZOOKEEPER" in name]
+    for name in (
+        "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR",
+        "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR",
+        "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR",
+    ):
+        assert env[name] == "1", name
+    assert kafka["healthcheck"]["test"]
+
+
+def test_redis_requires_a_password_and_persists(compose: dict[str, Any]) -> None:
+    redis = compose["services"]["redis"]
+    command = redis["command"]
+    command = shlex.split(command) if isinstance(command, str) else [str(c) for c in command]
+    password = command[command.index("--requirepass") + 1]
+    assert password.startswith("${REDIS_PASSWORD:?"), "a missing password must stop compose"
+    assert command[command.index("--appendonly") + 1] == "yes"
+    assert redis["healthcheck"]["test"]
+
+
+def test_the_worker_waits_for_its_services_and_reads_the_key_from_a_secret(
+    compose: dict[str, Any],
+) -> None:
+    worker = compose["services"]["stream-release"]
+    assert worker["build"] in (".", {"context": "."})
+    assert worker["depends_on"]["kafka"]["condition"] == "service_healthy"
+    assert "redis" in worker["depends_on"]
+    env = _environment(worker)
+    assert env["SR_KAFKA_BOOTSTRAP"] == "kafka:9092"
+    assert env["SR_REDIS_URL"].startswith("redis://:${REDIS_PASSWORD")
+    assert env["SR_REDIS_URL"].endswith("@redis:6379/0")
+    assert "SR_HISTORY_KEY" not in env, "the key belongs in a secret, not the environment"
+    secret = env["SR_HISTORY_KEY_FILE"].removeprefix("/run/secrets/")
+    assert secret in worker["secrets"]
+    key_file = Path(compose["secrets"][secret]["file"])
+    assert key_file.parts[:2] == ("deploy", "secrets")
+    gitignore = (ROOT / ".gitignore").read_text().split()
+    assert "deploy/secrets/" in gitignore, "the pseudonymisation key must never be committed"
+    archive = env["SR_SERVICE_ARCHIVE"]
+    assert any(str(v).endswith(f":{archive}") for v in worker["volumes"])
+    assert int(env["SR_SERVICE_METRICS_PORT"]) == ServiceSettings().metrics_port
+
+
+def test_every_sr_variable_in_compose_is_a_setting(compose: dict[str, Any]) -> None:
+    valid = _valid_env_names()
+    shown = [m.group(2) for m in SR_LINE.finditer(COMPOSE.read_text(encoding="utf-8"))]
+    assert len(shown) >= 5
+    unknown = sorted(set(shown) - valid)
+    assert not unknown, f"not settings (SR_<SECTION>_<KEY>): {unknown}"
+    active = _environment(compose["services"]["stream-release"])
+    assert not sorted(n for n in active if n.startswith("SR_") and n not in valid)
+
+
+def test_the_compose_environment_loads_with_the_example_config(
+    compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _clear_sr_env(monkeypatch)
+    for name, value in _environment(compose["services"]["stream-release"]).items():
+        monkeypatch.setenv(name, _substitute(value))
+    settings = load_settings(CONFIG)
+    assert settings.kafka.bootstrap == "kafka:9092"
+    assert settings.redis.url == "redis://:sample-redis-password@redis:6379/0"
+    assert settings.history.key_file == Path("/run/secrets/pseudonym_key")
+    assert settings.service.archive == Path("/archive")
+    assert settings.service.metrics_port == ServiceSettings().metrics_port
+
+
+def test_the_commented_security_examples_load_together(
+    compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _clear_sr_env(monkeypatch)
+    env = _environment(compose["services"]["stream-release"])
+    commented = {
+        m.group(2): m.group(3)
+        for m in SR_LINE.finditer(COMPOSE.read_text(encoding="utf-8"))
+        if m.group(1)
+    }
+    assert {"SR_KAFKA_SECURITY_PROTOCOL", "SR_KAFKA_SASL_USERNAME", "SR_REDIS_URL"} <= set(
+        commented
+    )
+    for name, value in {**env, **commented}.items():
+        monkeypatch.setenv(name, _substitute(value))
+    settings = load_settings(CONFIG)
+    assert settings.kafka.security_protocol == "SASL_SSL"
+    assert settings.kafka.sasl_password is not None
+    assert settings.redis.url.startswith("rediss://")
+
+
+def test_every_mounted_host_path_exists(compose: dict[str, Any]) -> None:
+    missing = [
+        f"{name}: {source}"
+        for name, service in compose["services"].items()
+        for source, _ in _bind_mounts(service)
+        if not (ROOT / source).exists()
+    ]
+    assert not missing, f"mounted but not in the repository: {missing}"
+
+
+def test_grafana_and_prometheus_files_agree_with_compose(
+    compose: dict[str, Any], pyyaml: ModuleType
+) -> None:
+    services = compose["services"]
+    grafana = dict(_bind_mounts(services["grafana"]))
+    provider = pyyaml.safe_load(
+        (ROOT / "deploy/grafana/provisioning/dashboards/dashboards.yml").read_text()
+    )
+    paths = [p["options"]["path"] for p in provider["providers"]]
+    assert grafana["./deploy/grafana/dashboards"] in paths
+    assert grafana["./deploy/grafana/provisioning"] == "/etc/grafana/provisioning"
+    for dashboard in (ROOT / "deploy/grafana/dashboards").glob("*.json"):
+        json.loads(dashboard.read_text())
+    prometheus = dict(_bind_mounts(services["prometheus"]))
+    assert prometheus["./deploy/prometheus.yml"] == "/etc/prometheus/prometheus.yml"
+    scrape = pyyaml.safe_load((ROOT / "deploy/prometheus.yml").read_text())
+    targets = [
+        t for job in scrape["scrape_configs"] for c in job["static_configs"] for t in c["targets"]
+    ]
+    assert f"stream-release:{ServiceSettings().metrics_port}" in targets
+
+
+def test_the_example_config_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    _clear_sr_env(monkeypatch)
+    monkeypatch.setenv("SR_HISTORY_KEY", "deploy-test-key-0123456789abcdef")
+    settings = load_settings(CONFIG)
+    assert settings.schema.qid
+    assert settings.service.metrics_port == ServiceSettings().metrics_port
+
+
+# -- Dockerfile ---------------------------------------------------------------------------
+
+
+def test_the_image_runs_a_real_subcommand(compose: dict[str, Any]) -> None:
+    entrypoint = json.loads(_dockerfile_instruction("ENTRYPOINT"))
+    command = json.loads(_dockerfile_instruction("CMD"))
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert entrypoint == ["stream-release"] and "stream-release" in scripts
+    for argv in (command, compose["services"]["stream-release"]["command"]):
+        args = _parser().parse_args(argv)  # exits (fails the test) on an unknown command
+        assert args.command == "worker"
+        mounts = _bind_mounts(compose["services"]["stream-release"])
+        host = [
+            ROOT / source / Path(str(args.config)).relative_to(target)
+            for source, target in mounts
+            if Path(str(args.config)).is_relative_to(target)
+        ]
+        assert host and host[0].resolve() == CONFIG, "the config is not mounted where CMD reads it"
+
+
+def test_the_image_exposes_the_metrics_port_with_a_health_check() -> None:
+    assert _dockerfile_instruction("FROM").startswith("python:3.11-slim")
+    assert int(_dockerfile_instruction("EXPOSE")) == ServiceSettings().metrics_port
+    health = _dockerfile_instruction("HEALTHCHECK")
+    assert "urllib" in health and "/health" in health
+    assert str(ServiceSettings().metrics_port) in health
+    user = _dockerfile_instruction("USER")
+    assert user not in ("root", "0")
+
+
+def test_the_build_context_leaves_out_secrets_and_caches() -> None:
+    lines = (ROOT / ".dockerignore").read_text().splitlines()
+    ignored = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+    for entry in (".git", "deploy", "tests", "**/__pycache__"):
+        assert entry in ignored, entry
+    assert "README.md" not in ignored and "pyproject.toml" not in ignored  # the build needs them
