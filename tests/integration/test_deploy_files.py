@@ -25,7 +25,7 @@ from stream_release.config import ServiceSettings, Settings, load_settings
 
 try:
     import yaml
-except ImportError:  # pragma: no cover - PyYAML comes with faust-streaming's dependencies
+except ImportError:  # pragma: no cover - PyYAML is in the test extra (pyproject.toml)
     yaml = None
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +41,7 @@ INTERPOLATION = re.compile(r"\$\{([A-Z0-9_]+)(?:[:?\-][^}]*)?\}")
 def pyyaml() -> ModuleType:
     if yaml is None:
         pytest.fail(
-            "PyYAML is not installed; it comes with faust-streaming's dependencies "
+            "PyYAML is not installed; it is in the test extra: pip install -e '.[test]' "
             "(pip install pyyaml): the deployment files cannot be checked without it",
             pytrace=False,
         )
