@@ -9,7 +9,11 @@ from pathlib import Path
 import numpy as np
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
+from stream_release.config import SchemaSettings
 from stream_release.datasets import ADULT_QID, ADULT_SENSITIVE, Table, make_series, read_csv_table
+from stream_release.grouping.encoding import encode, load_hierarchies
+from stream_release.io.snapshot import snapshot_from_columns
+from stream_release.table import EncodedTable
 
 
 def write_config(directory: Path, data: Path, **privacy: object) -> Path:
@@ -111,3 +115,42 @@ def _toml(value: object) -> str:
     if isinstance(value, list | tuple):
         return "[" + ", ".join(_toml(v) for v in value) + "]"
     return str(value)
+
+
+EDUCATION_HIERARCHY = """\
+Bachelors;Undergraduate;Higher education;*
+Some-college;Undergraduate;Higher education;*
+11th;High School;Secondary education;*
+HS-grad;High School;Secondary education;*
+Masters;Graduate;Higher education;*
+9th;High School;Secondary education;*
+Doctorate;Graduate;Higher education;*
+"""
+"""A small ARX-format hierarchy for hand-built tables."""
+
+SMALL_ROWS = [  # id, age, education, city, disease
+    ("a", "30", "Bachelors", "Paris", "flu"),
+    ("b", "34", "Masters", "Lyon", "cold"),
+    ("c", "30", "Bachelors", "Paris", "flu"),
+    ("d", "41", "9th", "Nice", "hiv"),
+    ("e", "25.5", "Some-college", "Lyon", "flu"),
+    ("f", "30", "Bachelors", "Paris", "cold"),
+    ("g", "34", "Doctorate", "Paris", "flu"),
+]
+"""Seven rows with a numeric, a hierarchy and a set attribute."""
+
+
+def encode_columns(
+    tmp_path: Path,
+    columns: dict[str, list[str]],
+    sensitive: list[str],
+    ids: list[str] | None = None,
+) -> EncodedTable:
+    """Encode hand-built columns; ``education`` uses :data:`EDUCATION_HIERARCHY`."""
+    hierarchy = tmp_path / "education.csv"
+    hierarchy.write_text(EDUCATION_HIERARCHY, encoding="utf-8")
+    hierarchies = {"education": hierarchy} if "education" in columns else {}
+    schema = SchemaSettings(id="id", sensitive="s", qid=tuple(columns), hierarchies=hierarchies)
+    ids = ids if ids is not None else [f"p{i}" for i in range(len(sensitive))]
+    raw = snapshot_from_columns(ids, columns, sensitive)
+    return encode(raw, schema, load_hierarchies(schema))

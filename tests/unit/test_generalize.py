@@ -7,10 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import SMALL_ROWS, encode_columns
 
-from stream_release.config import SchemaSettings
 from stream_release.errors import InvalidParameter
-from stream_release.grouping.encoding import encode, load_hierarchies
 from stream_release.grouping.generalize import (
     anatomy_members,
     generalize_groups,
@@ -18,48 +17,17 @@ from stream_release.grouping.generalize import (
     group_layout,
     sensitive_counts,
 )
-from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.table import EncodedTable
 
-EDUCATION = """\
-Bachelors;Undergraduate;Higher education;*
-Some-college;Undergraduate;Higher education;*
-11th;High School;Secondary education;*
-HS-grad;High School;Secondary education;*
-Masters;Graduate;Higher education;*
-9th;High School;Secondary education;*
-Doctorate;Graduate;Higher education;*
-"""
-
-ROWS = [  # id, age, education, city, disease
-    ("a", "30", "Bachelors", "Paris", "flu"),
-    ("b", "34", "Masters", "Lyon", "cold"),
-    ("c", "30", "Bachelors", "Paris", "flu"),
-    ("d", "41", "9th", "Nice", "hiv"),
-    ("e", "25.5", "Some-college", "Lyon", "flu"),
-    ("f", "30", "Bachelors", "Paris", "cold"),
-    ("g", "34", "Doctorate", "Paris", "flu"),
-]
+ROWS = SMALL_ROWS
 
 
 def make_table(
     tmp_path: Path, rows: list[tuple[str, ...]] = ROWS, sensitive: list[str] | None = None
 ) -> EncodedTable:
-    hierarchy = tmp_path / "education.csv"
-    hierarchy.write_text(EDUCATION, encoding="utf-8")
-    schema = SchemaSettings(
-        id="id",
-        sensitive="disease",
-        qid=("age", "education", "city"),
-        hierarchies={"education": hierarchy},
-    )
-    columns = list(zip(*rows, strict=True))
-    raw = snapshot_from_columns(
-        columns[0],
-        {"age": columns[1], "education": columns[2], "city": columns[3]},
-        sensitive if sensitive is not None else columns[4],
-    )
-    return encode(raw, schema, load_hierarchies(schema))
+    ids, age, education, city, disease = (list(c) for c in zip(*rows, strict=True))
+    columns = {"age": age, "education": education, "city": city}
+    return encode_columns(tmp_path, columns, sensitive if sensitive is not None else disease, ids)
 
 
 def test_generalized_values_per_kind(tmp_path: Path) -> None:

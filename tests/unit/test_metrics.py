@@ -8,11 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import EDUCATION_HIERARCHY, SMALL_ROWS, encode_columns
 
-from stream_release.config import SchemaSettings
 from stream_release.errors import InvalidParameter
-from stream_release.grouping.encoding import encode, load_hierarchies
-from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.metrics import (
     discernibility,
     group_size_stats,
@@ -23,36 +21,12 @@ from stream_release.metrics import (
 )
 from stream_release.table import EncodedTable
 
-EDUCATION = """\
-Bachelors;Undergraduate;Higher education;*
-Some-college;Undergraduate;Higher education;*
-11th;High School;Secondary education;*
-HS-grad;High School;Secondary education;*
-Masters;Graduate;Higher education;*
-9th;High School;Secondary education;*
-Doctorate;Graduate;Higher education;*
-"""
-
-ROWS = [  # id, age, education, city, disease
-    ("a", "30", "Bachelors", "Paris", "flu"),
-    ("b", "34", "Masters", "Lyon", "cold"),
-    ("c", "30", "Bachelors", "Paris", "flu"),
-    ("d", "41", "9th", "Nice", "hiv"),
-    ("e", "25.5", "Some-college", "Lyon", "flu"),
-    ("f", "30", "Bachelors", "Paris", "cold"),
-    ("g", "34", "Doctorate", "Paris", "flu"),
-]
+ROWS = SMALL_ROWS
 GROUP = np.array([0, 0, 1, 1, 2, 3, -1])
 
 
 def make_table(tmp_path: Path, columns: dict[str, list[str]], sensitive: list[str]) -> EncodedTable:
-    hierarchy = tmp_path / "education.csv"
-    hierarchy.write_text(EDUCATION, encoding="utf-8")
-    hierarchies = {"education": hierarchy} if "education" in columns else {}
-    schema = SchemaSettings(id="id", sensitive="s", qid=tuple(columns), hierarchies=hierarchies)
-    ids = [f"p{i}" for i in range(len(sensitive))]
-    raw = snapshot_from_columns(ids, columns, sensitive)
-    return encode(raw, schema, load_hierarchies(schema))
+    return encode_columns(tmp_path, columns, sensitive)
 
 
 @pytest.fixture
@@ -68,7 +42,7 @@ def small(tmp_path: Path) -> EncodedTable:
 def random_table(tmp_path: Path, n: int, seed: int, names: tuple[str, ...]) -> EncodedTable:
     """A random table over numeric, hierarchy, small-set and large-set (> 64 values) QIDs."""
     rng = np.random.default_rng(seed)
-    schools = [line.split(";")[0] for line in EDUCATION.splitlines()]
+    schools = [line.split(";")[0] for line in EDUCATION_HIERARCHY.splitlines()]
     makers = {
         "age": lambda: [
             str(int(a)) if a % 3 else f"{a + 0.5}" for a in rng.integers(17, 60, size=n)
