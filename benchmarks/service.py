@@ -19,8 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import secrets
 import sys
 import tempfile
 import time
@@ -31,7 +29,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from stream_release.config import KafkaSettings, load_settings
 from stream_release.datasets import ADULT_QID, ADULT_SENSITIVE, read_csv_table
-from stream_release.demo import WORKER_ENV, write_demo_config
+from stream_release.demo import write_demo_config
 from stream_release.history.keys import RedisKeys
 from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.local_services import (
@@ -41,6 +39,7 @@ from stream_release.local_services import (
     redis_answers,
     redis_argv,
     tansu_argv,
+    worker_env,
 )
 from stream_release.stream.kafka import ensure_topics
 from stream_release.stream.publish import publish_snapshot
@@ -154,16 +153,7 @@ def main() -> int:
                 topics.rejected,
             ]
             asyncio.run(ensure_topics(kafka, names))
-            env = {k: v for k, v in os.environ.items() if not k.startswith("SR_")}
-            env.update(WORKER_ENV)
-            env.update(
-                {
-                    "SR_KAFKA_BOOTSTRAP": bootstrap,
-                    "SR_REDIS_URL": redis_url,
-                    "SR_HISTORY_KEY": secrets.token_hex(32),
-                    "SR_SERVICE_ARCHIVE": str(work / "archive"),
-                }
-            )
+            env = worker_env(bootstrap=bootstrap, redis_url=redis_url, archive=work / "archive")
             worker_argv = [
                 sys.executable,
                 "-m",

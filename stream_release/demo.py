@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import secrets
 import signal
 import sys
 import tempfile
@@ -57,6 +55,7 @@ from stream_release.local_services import (
     redis_answers,
     redis_argv,
     tansu_argv,
+    worker_env,
 )
 from stream_release.release import warm_up
 from stream_release.series import anonymize_files
@@ -86,18 +85,6 @@ HEADER = (
 RELEASE_TIMEOUT_S = 90.0
 """Longest wait for one release's manifest (the first includes the worker's start)."""
 DEMO_GROUP_ID = "stream-release-demo"
-WORKER_ENV = {
-    # Tansu holds a consumer group's first join for about half the session timeout
-    "SR_SERVICE_SESSION_TIMEOUT_S": "2",
-    "SR_SERVICE_HEARTBEAT_INTERVAL_S": "0.5",
-    "SR_SERVICE_REBALANCE_TIMEOUT_S": "2",
-    "SR_SERVICE_BATCH_WINDOW_S": "0.2",
-    "SR_SERVICE_RETRY_INTERVAL_S": "1",
-    "SR_KAFKA_IDEMPOTENT": "false",
-    "SR_KAFKA_GROUP_ID": DEMO_GROUP_ID,
-    "SR_SERVICE_METRICS_PORT": "0",  # no HTTP endpoint: nothing scrapes the demo
-}
-"""Worker settings of the demo besides the addresses, the key and the archive."""
 
 
 def demo_settings(directory: Path) -> Settings:
@@ -211,7 +198,12 @@ def run_streaming(
                      topics.rejected],
                 )
             )  # fmt: skip
-            env = _worker_env(bootstrap, redis_url, archive, work)
+            env = worker_env(
+                bootstrap=bootstrap,
+                redis_url=redis_url,
+                archive=archive,
+                extra={"SR_KAFKA_GROUP_ID": DEMO_GROUP_ID},
+            )
             worker = services.enter_context(
                 managed_process(
                     "the worker",
@@ -331,22 +323,6 @@ def _warm_up(progress: Echo) -> None:
     progress("loading the compiled grouping kernels (the very first run compiles them: ~20 s)")
     warm_up()
     progress(f"kernels ready in {time.perf_counter() - started:.1f} s")
-
-
-def _worker_env(bootstrap: str, redis_url: str, archive: Path, work: Path) -> dict[str, str]:
-    """The worker's environment: this one without ``SR_*`` (a user's settings must not send
-    the demo elsewhere), plus the demo's settings and a fresh random pseudonymisation key."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SR_")}
-    env.update(WORKER_ENV)
-    env.update(
-        {
-            "SR_KAFKA_BOOTSTRAP": bootstrap,
-            "SR_REDIS_URL": redis_url,
-            "SR_HISTORY_KEY": secrets.token_hex(32),
-            "SR_SERVICE_ARCHIVE": str(archive),
-        }
-    )
-    return env
 
 
 def _empty_directory(path: Path) -> Path:

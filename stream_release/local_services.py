@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -199,3 +200,44 @@ def kafka_answers(bootstrap: str) -> bool:
     except (aiokafka_errors.KafkaError, OSError):
         return False
     return True
+
+
+LOCAL_WORKER_SETTINGS = {
+    # Tansu holds a consumer group's first join for about half the session timeout
+    "SR_SERVICE_SESSION_TIMEOUT_S": "2",
+    "SR_SERVICE_HEARTBEAT_INTERVAL_S": "0.5",
+    "SR_SERVICE_REBALANCE_TIMEOUT_S": "2",
+    "SR_SERVICE_BATCH_WINDOW_S": "0.2",
+    "SR_SERVICE_RETRY_INTERVAL_S": "1",
+    "SR_KAFKA_IDEMPOTENT": "false",  # Tansu has no idempotent producer
+    "SR_SERVICE_METRICS_PORT": "0",  # no HTTP endpoint unless the caller sets a port
+}
+"""Worker settings for the local Tansu broker (short group timeouts, no idempotence)."""
+
+
+def worker_env(
+    *,
+    bootstrap: str,
+    redis_url: str,
+    archive: Path,
+    key: str | None = None,
+    extra: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """Environment of a ``stream-release worker`` subprocess on the local services.
+
+    This process's environment without any ``SR_*`` variable (a user's settings must not send
+    it elsewhere), then :data:`LOCAL_WORKER_SETTINGS`, the addresses, the archive, the
+    pseudonymisation ``key`` (a fresh random one by default) and ``extra``.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SR_")}
+    env.update(LOCAL_WORKER_SETTINGS)
+    env.update(
+        {
+            "SR_KAFKA_BOOTSTRAP": bootstrap,
+            "SR_REDIS_URL": redis_url,
+            "SR_HISTORY_KEY": key if key is not None else secrets.token_hex(32),
+            "SR_SERVICE_ARCHIVE": str(archive),
+        }
+    )
+    env.update(extra or {})
+    return env

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import signal
 import subprocess
@@ -28,6 +27,7 @@ from stream_release.audit import audit_directory
 from stream_release.cli import main
 from stream_release.config import TopicSettings, load_settings
 from stream_release.datasets import ADULT_QID
+from stream_release.local_services import worker_env
 from stream_release.series import anonymize_files
 
 pytestmark = pytest.mark.integration
@@ -37,15 +37,6 @@ RELEASE_TIMEOUT_S = 60.0
 """Longest wait for the worker to publish what it was sent."""
 STOP_TIMEOUT_S = 10.0
 """A worker sent SIGTERM must have exited within this many seconds."""
-WORKER_ENV = {
-    # Tansu holds a group's first join for about half the session timeout
-    "SR_SERVICE_SESSION_TIMEOUT_S": "2",
-    "SR_SERVICE_HEARTBEAT_INTERVAL_S": "0.5",
-    "SR_SERVICE_REBALANCE_TIMEOUT_S": "2",
-    "SR_SERVICE_BATCH_WINDOW_S": "0.2",
-    "SR_SERVICE_RETRY_INTERVAL_S": "1",
-    "SR_SERVICE_METRICS_PORT": "0",  # no HTTP endpoint (test_worker_metrics.py sets a port)
-}
 WORKER_COMMAND = [sys.executable, "-m", "stream_release.cli", "worker", "--config"]
 ID_PATTERN = re.compile(r"\bp-\d+")
 """The ids of the Adult series; they must never appear in the worker's log."""
@@ -102,16 +93,17 @@ def setup(
         monkeypatch.setenv(name, value)
     config = write_config(tmp_path, shared_data)
     snaps = adult_series(shared_data, tmp_path, 20, rounds=2)
-    env = {
-        **os.environ,
-        **kafka,
-        **WORKER_ENV,
-        "SR_KAFKA_GROUP_ID": f"sr-test-{uuid.uuid4().hex}",
-        "SR_REDIS_URL": redis_url,
-        "SR_HISTORY_PREFIX": redis_prefix,
-        "SR_HISTORY_KEY": KEY,
-        "SR_SERVICE_ARCHIVE": str(tmp_path / "archive"),
-    }
+    env = worker_env(
+        bootstrap=kafka_bootstrap,
+        redis_url=redis_url,
+        archive=tmp_path / "archive",
+        key=KEY,
+        extra={
+            **kafka,
+            "SR_KAFKA_GROUP_ID": f"sr-test-{uuid.uuid4().hex}",
+            "SR_HISTORY_PREFIX": redis_prefix,
+        },
+    )
     worker = Worker(config, env, tmp_path / "worker.log")
     try:
         yield config, snaps, worker

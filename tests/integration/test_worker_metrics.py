@@ -8,7 +8,6 @@ its breach maximum and bound, and neither they nor the worker's log name an indi
 from __future__ import annotations
 
 import json
-import os
 import time
 import urllib.error
 import urllib.request
@@ -21,7 +20,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_worker import (
     ID_PATTERN,
     KEY,
-    WORKER_ENV,
     Worker,
     _publish,
     _stop,
@@ -29,7 +27,7 @@ from test_worker import (
 )
 
 from stream_release.config import TopicSettings
-from stream_release.local_services import free_port
+from stream_release.local_services import free_port, worker_env
 
 pytestmark = pytest.mark.integration
 
@@ -76,18 +74,19 @@ def test_worker_serves_metrics_and_health(
     config = write_config(tmp_path, shared_data)
     snap = adult_snapshot(shared_data, tmp_path / "m01.csv", ROWS)
     port = free_port()
-    env = {
-        **os.environ,
-        **kafka,
-        **WORKER_ENV,
-        "SR_KAFKA_GROUP_ID": f"sr-test-{uuid.uuid4().hex}",
-        "SR_REDIS_URL": redis_url,
-        "SR_HISTORY_PREFIX": redis_prefix,
-        "SR_HISTORY_KEY": KEY,
-        "SR_SERVICE_ARCHIVE": str(tmp_path / "archive"),
-        "SR_SERVICE_METRICS_HOST": "127.0.0.1",
-        "SR_SERVICE_METRICS_PORT": str(port),
-    }
+    env = worker_env(
+        bootstrap=kafka_bootstrap,
+        redis_url=redis_url,
+        archive=tmp_path / "archive",
+        key=KEY,
+        extra={
+            **kafka,
+            "SR_KAFKA_GROUP_ID": f"sr-test-{uuid.uuid4().hex}",
+            "SR_HISTORY_PREFIX": redis_prefix,
+            "SR_SERVICE_METRICS_HOST": "127.0.0.1",
+            "SR_SERVICE_METRICS_PORT": str(port),
+        },
+    )
     worker = Worker(config, env, tmp_path / "worker.log")
     worker.start()
     try:
