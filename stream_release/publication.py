@@ -13,7 +13,7 @@ from stream_release.config import Settings
 from stream_release.grouping.generalize import (
     anatomy_members,
     generalize_groups,
-    sensitive_counts,
+    multisets,
 )
 from stream_release.io.release_files import group_lines
 from stream_release.metrics import utility_report
@@ -33,7 +33,8 @@ def render_release(
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The group lines and the manifest of one release (CONTRACT §4)."""
     fmt = settings.output.format
-    sensitive = sensitive_counts(table, plan.group)
+    c = plan.contents  # computed once, when the release was planned
+    sensitive = multisets(table.sensitive_values, c.pair_ptr, c.pair_value, c.pair_count)
     if fmt == "anatomy":
         lines = list(
             group_lines(

@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 
 from stream_release.config import GroupingSettings
 from stream_release.errors import GuaranteeUnsatisfiable, PrivacyLeakWarning
+from stream_release.grouping.generalize import group_layout, sensitive_pairs
 from stream_release.grouping.partition import Requirements, form_groups
 from stream_release.history.types import HistoryRows
 from stream_release.history.update import merge_linkages
@@ -49,23 +50,12 @@ class GroupContents:
     pair_ptr: NDArray[np.int64]
 
     @classmethod
-    def of(
-        cls, group: NDArray[np.int64], sensitive: NDArray[np.int32], n_values: int
-    ) -> GroupContents:
-        published = group >= 0
-        g = group[published]
-        n_groups = int(g.max()) + 1 if g.size else 0
-        key = g * n_values + sensitive[published].astype(np.int64)
-        keys, counts = np.unique(key, return_counts=True)
-        pair_group = keys // n_values
-        pair_ptr = np.searchsorted(pair_group, np.arange(n_groups + 1))
-        return cls(
-            np.bincount(g, minlength=n_groups).astype(np.int64),
-            pair_group,
-            keys % n_values,
-            counts.astype(np.int64),
-            pair_ptr.astype(np.int64),
-        )
+    def of(cls, table: EncodedTable, group: NDArray[np.int64]) -> GroupContents:
+        """The contents of the groups ``group`` (n,) forms over ``table`` (-1 = suppressed)."""
+        layout = group_layout(group, table.n_rows)
+        ptr, values, counts = sensitive_pairs(table, layout)
+        pair_group = np.repeat(np.arange(layout.n_groups, dtype=np.int64), np.diff(ptr))
+        return cls(layout.sizes.astype(np.int64), pair_group, values.astype(np.int64), counts, ptr)
 
     @property
     def n_groups(self) -> int:
@@ -154,7 +144,6 @@ def plan_release(
             PrivacyLeakWarning,
             stacklevel=2,
         )
-    n_values = len(table.sensitive_values)
     values, value_of_local, local_of_global = _extend_dictionary(
         history_values, table.sensitive_values
     )
@@ -174,7 +163,7 @@ def plan_release(
         max_group_factor=grouping.max_group_factor,
         insertion_window=grouping.insertion_window,
     )
-    contents = GroupContents.of(group, table.sensitive, n_values)
+    contents = GroupContents.of(table, group)
     published = np.flatnonzero(group >= 0)
     merged = _merge_history(history, published, group, contents, value_of_local)
     protected_global = np.zeros(len(values), dtype=np.bool_)

@@ -282,11 +282,21 @@ def sensitive_counts(table: EncodedTable, group: NDArray[np.integer]) -> list[di
     Returns a list of G dicts, value -> count (>= 1), values in sorted order.
     """
     layout = group_layout(group, table.n_rows)
-    ptr, values, counts = sensitive_pairs(table, layout)
-    names = [table.sensitive_values[v] for v in values.tolist()]
+    return multisets(table.sensitive_values, *sensitive_pairs(table, layout))
+
+
+def multisets(
+    names: tuple[str, ...],
+    ptr: NDArray[np.int64],
+    values: NDArray[np.integer],
+    counts: NDArray[np.int64],
+) -> list[dict[str, int]]:
+    """The (group, value, count) triples of :func:`sensitive_pairs` as one dict per group,
+    value name -> count, in the triples' order."""
+    labels = [names[v] for v in values.tolist()]
     numbers = counts.tolist()
     return [
-        dict(zip(names[a:b], numbers[a:b], strict=True))
+        dict(zip(labels[a:b], numbers[a:b], strict=True))
         for a, b in zip(ptr[:-1].tolist(), ptr[1:].tolist(), strict=True)
     ]
 
