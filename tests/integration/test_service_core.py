@@ -17,6 +17,7 @@ from helpers import adult_series, write_config
 from stream_release.audit import audit_directory
 from stream_release.config import load_settings
 from stream_release.datasets import read_csv_table
+from stream_release.errors import GuaranteeUnsatisfiable
 from stream_release.series import anonymize_files
 from stream_release.stream.service import Incoming, ReleaseService
 
@@ -116,6 +117,6 @@ def test_bad_input_is_rejected_with_its_reason_and_coordinates(setup) -> None:  
         Incoming("sr.control", 0, 2, None, b'{"release": "t01", "records": 4}')
     )
     assert conflict is not None and "seal conflict" in conflict.error
-    with pytest.raises(Exception, match="infeasible"):
+    with pytest.raises(GuaranteeUnsatisfiable, match="infeasible"):
         service.cut_ready()  # three rows cannot meet ratio 4.85: refused, nothing committed
     assert service.store.last_sequence() == 0
