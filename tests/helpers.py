@@ -82,9 +82,12 @@ async def _read_topic(bootstrap: str, topic: str, timeout: float) -> list[Consum
     try:
         if topic not in await consumer.topics():  # all-topic metadata: creates nothing
             return []
-        partitions = [
-            TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))
-        ]
+        # a topic created a moment ago can be listed before its partitions are known:
+        # nothing is readable yet, and callers poll again
+        known = consumer.partitions_for_topic(topic)
+        if not known:
+            return []
+        partitions = [TopicPartition(topic, p) for p in sorted(known)]
         consumer.assign(partitions)
         await consumer.seek_to_beginning(*partitions)
         records: list[ConsumerRecord] = []
