@@ -182,7 +182,7 @@ def _worker(args: argparse.Namespace) -> int:
 
     from stream_release.config import load_settings
     from stream_release.release import warm_up
-    from stream_release.stream.app import create_app
+    from stream_release.stream.app import create_app, tune_gc
     from stream_release.stream.kafka import ensure_topics
     from stream_release.stream.service import ReleaseService
 
@@ -198,6 +198,7 @@ def _worker(args: argparse.Namespace) -> int:
         )
     )
     app = create_app(settings, service)
+    tune_gc()
     # the worker stops cleanly on SIGINT and SIGTERM, then exits (SystemExit)
     faust.Worker(app, loglevel=args.loglevel).execute_from_commandline()
     return 0

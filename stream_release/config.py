@@ -120,6 +120,10 @@ class KafkaSettings(_Section):
     bootstrap: str = "127.0.0.1:9092"
     client_id: str = "stream-release"
     group_id: str = "stream-release"
+    """Consumer group of the worker. Its Faust agents (seals on ``topics.control``) join
+    ``group_id``; its batch consumer of ``topics.records`` joins ``group_id + "-records"``
+    (a plain aiokafka group: it cannot share Faust's group protocol). Grant both to the
+    worker's Kafka user."""
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
     sasl_username: str | None = None

@@ -144,22 +144,29 @@ MODELS: dict[str, type[BaseModel]] = {
 def decode_record(
     raw: bytes, schema: SchemaSettings, *, max_bytes: int
 ) -> SnapshotRecord | Rejection:
-    """Parse and check one ``sr.records`` value against the configured schema."""
-    data = _json(raw, max_bytes)
-    if isinstance(data, Rejection):
-        return data
+    """Parse and check one ``sr.records`` value against the configured schema.
+
+    The value is parsed and validated in one pass by pydantic-core
+    (``model_validate_json``): this is the worker's per-record hot path.
+    """
+    if len(raw) > max_bytes:
+        return _oversize(raw, max_bytes)
     try:
-        record = SnapshotRecord.model_validate(data)
+        record = SnapshotRecord.model_validate_json(raw)
     except ValidationError as exc:
-        return Rejection(error=_explain(exc, "record"), reason=RejectReason.INVALID_FIELD)
-    missing = [q for q in schema.qid if q not in record.qid]
-    if missing:
-        return Rejection(
-            error=f"record: qid.{missing[0]} is missing; every record needs qid {list(schema.qid)}",
-            reason=RejectReason.INVALID_FIELD,
-        )
-    extra = sorted(set(record.qid) - set(schema.qid))
-    if extra:
+        return _invalid(exc, "record")
+    qid = record.qid
+    if len(qid) != len(schema.qid) or any(q not in qid for q in schema.qid):
+        missing = [q for q in schema.qid if q not in qid]
+        if missing:
+            return Rejection(
+                error=(
+                    f"record: qid.{missing[0]} is missing; every record needs qid "
+                    f"{list(schema.qid)}"
+                ),
+                reason=RejectReason.INVALID_FIELD,
+            )
+        extra = sorted(set(qid) - set(schema.qid))
         return Rejection(
             error=f"record: qid.{extra[0]} is not a configured QID; configured: {list(schema.qid)}",
             reason=RejectReason.INVALID_FIELD,
@@ -169,25 +176,31 @@ def decode_record(
 
 def decode_seal(raw: bytes, *, max_bytes: int) -> Seal | Rejection:
     """Parse and check one ``sr.control`` value."""
-    data = _json(raw, max_bytes)
-    if isinstance(data, Rejection):
-        return data
-    try:
-        return Seal.model_validate(data)
-    except ValidationError as exc:
-        return Rejection(error=_explain(exc, "seal"), reason=RejectReason.INVALID_FIELD)
-
-
-def _json(raw: bytes, max_bytes: int) -> Any:
     if len(raw) > max_bytes:
-        return Rejection(
-            error=f"message of {len(raw)} bytes exceeds kafka.max_message_bytes = {max_bytes}",
-            reason=RejectReason.OVERSIZE,
-        )
+        return _oversize(raw, max_bytes)
     try:
-        return json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return Rejection(error=f"not JSON: {exc}", reason=RejectReason.NOT_JSON)
+        return Seal.model_validate_json(raw)
+    except ValidationError as exc:
+        return _invalid(exc, "seal")
+
+
+def _oversize(raw: bytes, max_bytes: int) -> Rejection:
+    return Rejection(
+        error=f"message of {len(raw)} bytes exceeds kafka.max_message_bytes = {max_bytes}",
+        reason=RejectReason.OVERSIZE,
+    )
+
+
+def _invalid(exc: ValidationError, what: str) -> Rejection:
+    """The rejection of a value pydantic refused: not JSON (or not UTF-8) at all, or JSON
+    whose fields are missing, extra or mistyped."""
+    first = exc.errors()[0]
+    if first["type"] == "json_invalid":
+        return Rejection(
+            error=f"not JSON: {first['ctx'].get('error', first['msg'])}",
+            reason=RejectReason.NOT_JSON,
+        )
+    return Rejection(error=_explain(exc, what), reason=RejectReason.INVALID_FIELD)
 
 
 def _explain(exc: ValidationError, what: str) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 import redis
@@ -72,9 +72,8 @@ SEAL_ERRORS = {
 """The staging outcomes that refuse a seal: their reason code and error message."""
 
 
-@dataclass(frozen=True)
-class Incoming:
-    """A consumed message and its coordinates."""
+class Incoming(NamedTuple):
+    """A consumed message and its coordinates (a tuple: one is built per consumed record)."""
 
     topic: str
     partition: int

@@ -18,6 +18,7 @@ import redis
 from stream_release.config import Settings
 from stream_release.stream.app import ServiceRunner, create_app
 from stream_release.stream.messages import Rejected
+from stream_release.stream.records_consumer import consumer_options
 from stream_release.stream.service import Incoming, Outgoing
 
 SETTINGS = Settings(schema={"qid": ["age"]}, service={"retry_interval_s": 0.001})
@@ -90,8 +91,9 @@ def _rejected(message: Incoming, error: str) -> Rejected:
 
 
 def _event(offset: int, key: bytes | None, value: bytes) -> Any:
+    """A Faust event of ``topics.control`` (seals arrive through a Faust agent)."""
     message = SimpleNamespace(
-        topic=TOPICS.records, partition=0, offset=offset, key=key, value=value
+        topic=TOPICS.control, partition=0, offset=offset, key=key, value=value
     )
     return SimpleNamespace(message=message)
 
@@ -105,8 +107,12 @@ def runner() -> tuple[ServiceRunner, StubService, StubProducer]:
 
 def test_a_failed_batch_is_staged_again_and_rejections_keep_their_key(runner) -> None:  # type: ignore[no-untyped-def]
     runner, service, producer = runner
-    events = [_event(7, b"p-1", b"{}"), _event(8, b"k", b"bad"), _event(9, None, b"bad")]
-    asyncio.run(runner.stage_records(events))
+    messages = [
+        Incoming(TOPICS.records, 0, 7, b"p-1", b"{}"),
+        Incoming(TOPICS.records, 0, 8, b"k", b"bad"),
+        Incoming(TOPICS.records, 0, 9, None, b"bad"),
+    ]
+    asyncio.run(runner.stage_records(messages))
     assert service.failures == 0 and len(service.staged) == 1
     assert [m.offset for m in service.staged[0]] == [7, 8, 9]
     assert [(t, k) for t, k, _ in producer.sent] == [
@@ -169,7 +175,14 @@ def test_the_app_takes_its_settings_from_the_configuration() -> None:
     assert credentials.mechanism.value == "SCRAM-SHA-512"
     assert credentials.password == "secret-password"
     assert "secret-password" not in repr(credentials)
-    assert set(app.agents) == {"stage-records", "stage-seals"}
+    assert set(app.agents) == {"stage-seals"}  # records: the batch consumer below
+    records = consumer_options(settings)
+    assert records["group_id"] == "g-records" and records["enable_auto_commit"] is False
+    assert records["auto_offset_reset"] == "earliest"
+    assert (records["session_timeout_ms"], records["heartbeat_interval_ms"]) == (4000, 1000)
+    assert records["rebalance_timeout_ms"] == 5000
+    assert records["sasl_mechanism"] == "SCRAM-SHA-512"
+    assert records["sasl_plain_password"] == "secret-password"
 
 
 def test_a_heartbeat_not_below_the_session_timeout_is_refused() -> None:

@@ -22,21 +22,23 @@ end
 local sealed = tonumber(redis.call('GET', KEYS[4]) or '-1')
 local staged = redis.call('HLEN', KEYS[2])
 local added = false
+local open = sealed < 0 or staged < sealed
 for i = 2, #ARGV, 2 do
-  local current = redis.call('HGET', KEYS[2], ARGV[i])
-  if not current then
-    if sealed >= 0 and staged >= sealed then
-      out[#out + 1] = 4
-    else
-      redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
-      staged = staged + 1
-      out[#out + 1] = 0
-      added = true
-    end
-  elseif current == ARGV[i + 1] then
-    out[#out + 1] = 1
+  -- while the release can take new ids, HSETNX stages a new one in a single call
+  if open and redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1]) == 1 then
+    staged = staged + 1
+    open = sealed < 0 or staged < sealed
+    out[#out + 1] = 0
+    added = true
   else
-    out[#out + 1] = 2
+    local current = redis.call('HGET', KEYS[2], ARGV[i])
+    if not current then
+      out[#out + 1] = 4
+    elseif current == ARGV[i + 1] then
+      out[#out + 1] = 1
+    else
+      out[#out + 1] = 2
+    end
   end
 end
 if added then redis.call('SADD', KEYS[3], ARGV[1]) end

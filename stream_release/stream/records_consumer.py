@@ -1,0 +1,129 @@
+"""The worker's consumer of ``topics.records``: batches straight from aiokafka.
+
+Snapshot records are the one high-volume input (a release is tens of thousands to millions of
+them), so they bypass Faust's per-event stream, which tops out near 14,000 events/s on the
+machines we measured even with an empty agent body (``benchmarks/service.py`` notes). This
+:class:`mode.Service`, started and stopped with the Faust app, reads them with
+``AIOKafkaConsumer.getmany`` in batches of up to ``service.batch_records`` (waiting at most
+``service.batch_window_s``), hands each batch to :meth:`ServiceRunner.stage_records`, and
+commits the batch's offsets only after that returned, i.e. after the rows are staged in
+Redis and the rejections acknowledged by the broker. Offsets are never committed ahead of
+staging; a batch whose offsets could not be committed (a rebalance moved its partition, the
+broker was away) is simply consumed again later, which staging makes harmless (a re-delivered
+record changes nothing).
+
+The consumer joins its own group, :func:`records_group` (``kafka.group_id + "-records"``): a
+plain aiokafka group cannot share the Faust group's assignor protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import mode
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from stream_release.config import KafkaSettings, Settings
+from stream_release.stream.kafka import CLIENT_ERRORS, client_options
+from stream_release.stream.service import Incoming
+
+if TYPE_CHECKING:
+    from stream_release.stream.app import ServiceRunner
+
+log = logging.getLogger(__name__)
+
+
+def records_group(kafka: KafkaSettings) -> str:
+    """The consumer group of the records consumer (``group_id`` + ``"-records"``)."""
+    return f"{kafka.group_id}-records"
+
+
+def consumer_options(settings: Settings) -> dict[str, Any]:
+    """Keyword arguments of the records consumer's ``AIOKafkaConsumer``: the client options,
+    its group, manual commits, earliest offset for a new group and the group timeouts of
+    ``settings.service``."""
+    kafka, conf = settings.kafka, settings.service
+    return {
+        **client_options(kafka),
+        "group_id": records_group(kafka),
+        "enable_auto_commit": False,
+        "auto_offset_reset": "earliest",
+        "session_timeout_ms": int(conf.session_timeout_s * 1000),
+        "heartbeat_interval_ms": int(conf.heartbeat_interval_s * 1000),
+        "rebalance_timeout_ms": int(conf.rebalance_timeout_s * 1000),
+        "max_partition_fetch_bytes": max(kafka.max_message_bytes, 1 << 20),
+    }
+
+
+class RecordConsumer(mode.Service):
+    """Consumes ``topics.records`` in batches and stages them through ``runner``."""
+
+    def __init__(self, runner: ServiceRunner, settings: Settings, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.runner = runner
+        self.settings = settings
+        self.consumer: AIOKafkaConsumer | None = None
+        self.committed: dict[TopicPartition, int] = {}
+        """The offsets this consumer committed, by partition (consumer-lag metric)."""
+
+    @property
+    def end_offsets(self) -> Mapping[TopicPartition, int]:
+        """The end offset of each assigned partition as of the last fetch."""
+        consumer = self.consumer
+        if consumer is None:
+            return {}
+        ends = {tp: consumer.highwater(tp) for tp in consumer.assignment()}
+        return {tp: end for tp, end in ends.items() if end is not None}
+
+    async def on_stop(self) -> None:
+        if self.consumer is not None:
+            await self.consumer.stop()
+            self.consumer = None
+
+    @mode.Service.task
+    async def _consume(self) -> None:
+        consumer = await self._connect()
+        window_ms = int(self.settings.service.batch_window_s * 1000)
+        limit = self.settings.service.batch_records
+        while not self.should_stop:
+            batch = await consumer.getmany(timeout_ms=window_ms, max_records=limit)
+            if not batch:
+                continue
+            await self.runner.stage_records(
+                [
+                    Incoming(r.topic, r.partition, r.offset, r.key, r.value or b"")
+                    for records in batch.values()
+                    for r in records
+                ]
+            )
+            await self._commit({tp: records[-1].offset + 1 for tp, records in batch.items()})
+
+    async def _connect(self) -> AIOKafkaConsumer:
+        """A started consumer subscribed to ``topics.records``; retried until the broker
+        answers (every ``service.retry_interval_s``)."""
+        topic = self.settings.kafka.topics.records
+        while True:
+            consumer = AIOKafkaConsumer(topic, **consumer_options(self.settings))
+            try:
+                await consumer.start()
+            except CLIENT_ERRORS as exc:
+                await consumer.stop()
+                log.error("cannot start the consumer of %s, retrying: %s", topic, exc)
+                await asyncio.sleep(self.settings.service.retry_interval_s)
+                continue
+            self.consumer = consumer
+            return consumer
+
+    async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
+        """Commit ``offsets``; a failure is logged, not raised: the batch is staged, and if it
+        is consumed again its records change nothing."""
+        assert self.consumer is not None
+        try:
+            await self.consumer.commit(offsets)
+        except CLIENT_ERRORS as exc:
+            log.warning("offsets not committed (the batch may be consumed again): %s", exc)
+            return
+        self.committed.update(offsets)
