@@ -185,10 +185,11 @@ class ServiceSettings(_Section):
     0 disables it."""
     metrics_host: str = "0.0.0.0"
     """Address the endpoint listens on (all interfaces, for a scraper in another container)."""
-    batch_records: int = Field(default=1000, ge=1)
+    batch_records: int = Field(default=5000, ge=1)
     """Records staged in Redis per batch: the worker takes up to this many ``sr.records``
     messages (or seals) at once, stages them in one round of Redis calls, then lets their
-    offsets be committed."""
+    offsets be committed. Larger batches spread the per-batch round trips (staging call,
+    offset commit) over more records."""
     batch_window_s: float = Field(default=0.5, gt=0)
     """Longest wait (seconds) for a batch to fill before the messages already received are
     staged; bounds the delay a lone message (e.g. a seal) adds to its release."""

@@ -118,6 +118,12 @@ class Pseudonymizer:
         TypeError
             An element is not a str (the message gives its position, never its content).
         """
+        out = np.frombuffer(b"".join(self.digests(ids)), dtype=PSEUDONYM_DTYPE)
+        return out.copy()
+
+    def digests(self, ids: Sequence[str] | NDArray[np.object_] | NDArray[np.str_]) -> list[bytes]:
+        """Pseudonyms of ``ids``, in order, as a list of exactly 16-byte ``bytes`` (what
+        :meth:`pseudonyms` holds, without the array; parameters and errors as there)."""
         items = ids.tolist() if isinstance(ids, np.ndarray) else ids
         if isinstance(items, str):
             raise TypeError("pseudonyms() takes a sequence of ids, not a single str")
@@ -134,8 +140,7 @@ class Pseudonymizer:
         except TypeError:
             kind = type(item).__name__
             raise TypeError(f"ids[{len(digests)}] is a {kind}; every id must be a str") from None
-        out = np.frombuffer(b"".join(digests), dtype=PSEUDONYM_DTYPE)
-        return out.copy()
+        return digests
 
 
 def load_key(settings: HistorySettings, *, default_dir: Path | None = None) -> bytes:

@@ -90,13 +90,16 @@ class ServiceRunner:
         """The consumer of ``topics.records`` (set by :func:`create_app`)."""
 
     async def stage_records(self, messages: list[Incoming]) -> None:
-        """Stage a batch of ``topics.records`` messages, send its rejections, then publish."""
-        rejected, seconds = await self._until_done(
+        """Stage a batch of ``topics.records`` messages, send its rejections, then publish if
+        the batch completed a release (otherwise the periodic check or a seal does)."""
+        accepted, seconds = await self._until_done(
             "stage records", lambda: self._locked(self.service.accept_records, messages)
         )
+        rejected = accepted.rejected
         await self._until_done("send the rejections", lambda: self._reject(messages, rejected))
         self.metrics.observe_batch(len(messages), rejected, seconds)
-        await self.publish()
+        if accepted.complete:
+            await self.publish()
 
     async def stage_seals(self, events: Sequence[EventT]) -> None:
         """Record a batch of ``topics.control`` seals, send their rejections, then publish."""

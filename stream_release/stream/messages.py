@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from enum import StrEnum
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -156,7 +157,7 @@ def decode_record(
     except ValidationError as exc:
         return _invalid(exc, "record")
     qid = record.qid
-    if len(qid) != len(schema.qid) or any(q not in qid for q in schema.qid):
+    if qid.keys() != _names(schema.qid):
         missing = [q for q in schema.qid if q not in qid]
         if missing:
             return Rejection(
@@ -172,6 +173,11 @@ def decode_record(
             reason=RejectReason.INVALID_FIELD,
         )
     return record
+
+
+@cache
+def _names(qid: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(qid)
 
 
 def decode_seal(raw: bytes, *, max_bytes: int) -> Seal | Rejection:

@@ -36,6 +36,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+FETCH_BYTES = 8 << 20
+"""Bytes fetched per partition per request (aiokafka's default, 1 MiB, holds only a few
+thousand records: a batch would wait for several round trips)."""
+
+
 def records_group(kafka: KafkaSettings) -> str:
     """The consumer group of the records consumer (``group_id`` + ``"-records"``)."""
     return f"{kafka.group_id}-records"
@@ -54,7 +59,7 @@ def consumer_options(settings: Settings) -> dict[str, Any]:
         "session_timeout_ms": int(conf.session_timeout_s * 1000),
         "heartbeat_interval_ms": int(conf.heartbeat_interval_s * 1000),
         "rebalance_timeout_ms": int(conf.rebalance_timeout_s * 1000),
-        "max_partition_fetch_bytes": max(kafka.max_message_bytes, 1 << 20),
+        "max_partition_fetch_bytes": max(kafka.max_message_bytes, FETCH_BYTES),
     }
 
 
@@ -88,18 +93,28 @@ class RecordConsumer(mode.Service):
         consumer = await self._connect()
         window_ms = int(self.settings.service.batch_window_s * 1000)
         limit = self.settings.service.batch_records
-        while not self.should_stop:
-            batch = await consumer.getmany(timeout_ms=window_ms, max_records=limit)
-            if not batch:
-                continue
-            await self.runner.stage_records(
-                [
-                    Incoming(r.topic, r.partition, r.offset, r.key, r.value or b"")
-                    for records in batch.values()
-                    for r in records
-                ]
-            )
-            await self._commit({tp: records[-1].offset + 1 for tp, records in batch.items()})
+        committing: asyncio.Task[None] | None = None
+        try:
+            while not self.should_stop:
+                batch = await consumer.getmany(timeout_ms=window_ms, max_records=limit)
+                if not batch:
+                    continue
+                await self.runner.stage_records(
+                    [
+                        Incoming(r.topic, r.partition, r.offset, r.key, r.value or b"")
+                        for records in batch.values()
+                        for r in records
+                    ]
+                )
+                # the batch is staged: its offsets may go; the commit's round trip overlaps
+                # the next batch, and commits stay in order (one at a time)
+                if committing is not None:
+                    await committing
+                offsets = {tp: records[-1].offset + 1 for tp, records in batch.items()}
+                committing = asyncio.ensure_future(self._commit(offsets))
+        finally:
+            if committing is not None:
+                await asyncio.shield(committing)
 
     async def _connect(self) -> AIOKafkaConsumer:
         """A started consumer subscribed to ``topics.records``; retried until the broker

@@ -48,7 +48,7 @@ from stream_release.stream.staging import (
     ReleaseStatus,
     SealOutcome,
     StageOutcome,
-    row_payload,
+    staged_row,
 )
 
 STAGE_ERRORS = {
@@ -91,34 +91,53 @@ class Outgoing:
     value: bytes
 
 
+class Accepted(NamedTuple):
+    """What :meth:`ReleaseService.accept_records` did with a batch."""
+
+    rejected: list[Rejected]
+    """The refused messages, in batch order."""
+    complete: bool
+    """Some release of the batch is now complete (sealed, every sealed id staged)."""
+
+
 class RecordValidator:
-    """Checks a record's QID values against the configuration before it is staged."""
+    """Checks a record's QID values against the configuration and gives its staged row."""
 
     def __init__(self, settings: Settings, hierarchies: dict[str, Hierarchy]) -> None:
-        self._leaves = {name: set(h.leaves) for name, h in hierarchies.items()}
-        self._numeric = tuple(settings.schema.numeric or ())
+        names = list(settings.schema.qid)
+        self._names = names
+        self._leaves = [
+            (names.index(name), name, set(h.leaves))
+            for name, h in hierarchies.items()
+            if name in names
+        ]
+        self._numeric = [(names.index(name), name) for name in settings.schema.numeric or ()]
 
-    def problem(self, record: SnapshotRecord) -> Rejection | None:
-        """Why ``record`` cannot be staged (``None`` if it can)."""
-        for name, leaves in self._leaves.items():
-            value = str(record.qid[name])
-            if value not in leaves:
+    def staged_row(self, record: SnapshotRecord) -> bytes | Rejection:
+        """The row to stage for ``record`` (:func:`~stream_release.stream.staging.staged_row`:
+        its QID values as strings in schema order, then its sensitive value), or why it
+        cannot be staged: a value outside its hierarchy, a numeric QID that is not a number.
+        One pass per record: this is the worker's hot path."""
+        qid = record.qid
+        values = [str(qid[name]) for name in self._names]
+        for index, name, leaves in self._leaves:
+            if values[index] not in leaves:
                 return Rejection(
                     error=(
-                        f"record: qid.{name} = {value!r} is not a leaf of its hierarchy; add it "
-                        "to the hierarchy or fix the value"
+                        f"record: qid.{name} = {values[index]!r} is not a leaf of its hierarchy; "
+                        "add it to the hierarchy or fix the value"
                     ),
                     reason=RejectReason.HIERARCHY,
                 )
-        for name in self._numeric:
+        for index, name in self._numeric:
             try:
-                float(record.qid[name])
+                float(values[index])
             except ValueError:
                 return Rejection(
-                    error=f"record: qid.{name} = {record.qid[name]!r} is not a number",
+                    error=f"record: qid.{name} = {qid[name]!r} is not a number",
                     reason=RejectReason.INVALID_FIELD,
                 )
-        return None
+        return staged_row(values, record.sensitive)
 
 
 class ReleaseService:
@@ -142,31 +161,34 @@ class ReleaseService:
 
     # -- 1. staging ----------------------------------------------------------------------------
 
-    def accept_records(self, messages: list[Incoming]) -> list[Rejected]:
-        """Stage a batch of ``sr.records`` messages; returns the rejected ones."""
+    def accept_records(self, messages: list[Incoming]) -> Accepted:
+        """Stage a batch of ``sr.records`` messages; returns the rejected ones and whether a
+        release became complete."""
         rejected: list[Rejected] = []
-        by_label: dict[str, list[tuple[Incoming, SnapshotRecord]]] = defaultdict(list)
+        complete = False
+        by_label: dict[str, list[tuple[Incoming, str, bytes]]] = defaultdict(list)
         limit = self.settings.kafka.max_message_bytes
         for message in messages:
             record = decode_snapshot_record(message.value, self.settings.schema, max_bytes=limit)
             if isinstance(record, Rejection):
                 rejected.append(_rejected(message, record))
                 continue
-            problem = self.validator.problem(record)
-            if problem is not None:
-                rejected.append(_rejected(message, problem))
+            row = self.validator.staged_row(record)
+            if isinstance(row, Rejection):
+                rejected.append(_rejected(message, row))
                 continue
-            by_label[record.release].append((message, record))
+            by_label[record.release].append((message, record.id, row))
         for label, items in by_label.items():
-            pseudonyms = self.pseudonymizer.pseudonyms([r.id for _, r in items]).tolist()
-            rows = [row_payload(r, self.settings.schema) for _, r in items]
-            outcomes = self.staging.stage(label, pseudonyms, rows)
-            for (message, _), outcome in zip(items, outcomes, strict=True):
+            pseudonyms = self.pseudonymizer.digests([ident for _, ident, _ in items])
+            rows = [row for _, _, row in items]
+            staged = self.staging.stage(label, pseudonyms, rows)
+            complete = complete or staged.complete
+            for (message, _, _), outcome in zip(items, staged.outcomes, strict=True):
                 if outcome in STAGE_ERRORS:
                     reason, error = STAGE_ERRORS[outcome]
                     refusal = Rejection(error=error.format(label=label), reason=reason)
                     rejected.append(_rejected(message, refusal))
-        return rejected
+        return Accepted(rejected, complete)
 
     def accept_seal(self, message: Incoming) -> Rejected | None:
         """Record an ``sr.control`` seal; returns it rejected if it is bad or conflicting."""

@@ -20,7 +20,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 import orjson
@@ -33,7 +33,6 @@ from stream_release.errors import HistoryStoreError
 from stream_release.history.keys import RedisKeys
 from stream_release.history.types import PSEUDONYM_DTYPE
 from stream_release.io.snapshot import RawSnapshot, snapshot_from_columns
-from stream_release.stream.messages import SnapshotRecord
 
 _T = TypeVar("_T")
 
@@ -64,6 +63,15 @@ class SealOutcome(enum.IntEnum):
     ALREADY_CUT = 3
 
 
+class Staged(NamedTuple):
+    """What :meth:`RedisStaging.stage` did with a batch of one release's rows."""
+
+    outcomes: list[StageOutcome]
+    """One per row, in order."""
+    complete: bool
+    """The release is sealed and holds every sealed id: it can be cut."""
+
+
 @dataclass(frozen=True)
 class ReleaseStatus:
     """Where one release label stands."""
@@ -79,10 +87,10 @@ class ReleaseStatus:
         return self.committed is None and self.sealed is not None and self.staged == self.sealed
 
 
-def row_payload(record: SnapshotRecord, schema: SchemaSettings) -> bytes:
-    """The canonical staged form of a record: JSON ``[qid values..., sensitive]`` as strings."""
-    qid = record.qid
-    return orjson.dumps([*[str(qid[name]) for name in schema.qid], record.sensitive])
+def staged_row(values: list[str], sensitive: str) -> bytes:
+    """The canonical staged form of a row: JSON ``[qid values..., sensitive]``, the QID values
+    as strings in schema order (so ``34`` and ``"34"`` stage the same bytes)."""
+    return orjson.dumps([*values, sensitive])
 
 
 class RedisStaging:
@@ -104,8 +112,9 @@ class RedisStaging:
         self._stage_seal = client.register_script(lua.joinpath("stage_seal.lua").read_text())
         self._mark = client.register_script(lua.joinpath("mark_published.lua").read_text())
 
-    def stage(self, label: str, pseudonyms: list[bytes], rows: list[bytes]) -> list[StageOutcome]:
-        """Stage rows of release ``label``; one outcome per row, in order."""
+    def stage(self, label: str, pseudonyms: list[bytes], rows: list[bytes]) -> Staged:
+        """Stage rows of release ``label``: one outcome per row, in order, and whether the
+        release is complete (sealed and every sealed id staged) afterwards."""
         if len(pseudonyms) != len(rows):
             raise ValueError(f"{len(pseudonyms)} pseudonyms but {len(rows)} rows")
         keys = [
@@ -115,6 +124,7 @@ class RedisStaging:
             self._keys.stage_seal(label),
         ]
         out: list[StageOutcome] = []
+        complete = False
         for start in range(0, len(rows), BATCH):
             args: list[bytes | str] = [label]
             for p, r in zip(
@@ -122,8 +132,9 @@ class RedisStaging:
             ):
                 args += [p, r]
             codes = self._call("stage rows", lambda a=args: self._stage_rows(keys=keys, args=a))
-            out.extend([_STAGE_OUTCOMES[c] for c in codes])
-        return out
+            out.extend([_STAGE_OUTCOMES[c] for c in codes[:-1]])
+            complete = bool(codes[-1])
+        return Staged(out, complete)
 
     def seal(self, label: str, records: int) -> SealOutcome:
         """Record the seal of release ``label`` (``records`` distinct ids)."""

@@ -55,7 +55,7 @@ def test_streamed_releases_equal_offline_ones(setup, tmp_path: Path) -> None:  #
         messages = _messages(snap, snap.stem, settings.schema.qid, 10_000 * k)
         order = rng.permutation(len(messages))  # arrival order must not matter
         shuffled = [messages[i] for i in order]
-        assert service.accept_records(shuffled[: len(shuffled) // 2]) == []
+        assert service.accept_records(shuffled[: len(shuffled) // 2]) == ([], False)
         assert service.cut_ready() == []  # not sealed yet
         seal = {"release": snap.stem, "records": len(messages)}
         assert (
@@ -63,9 +63,10 @@ def test_streamed_releases_equal_offline_ones(setup, tmp_path: Path) -> None:  #
             is None
         )
         assert service.cut_ready() == []  # sealed but incomplete
-        assert (
-            service.accept_records(shuffled[len(shuffled) // 2 :] + shuffled[::5]) == []
-        )  # + re-deliveries
+        assert service.accept_records(shuffled[len(shuffled) // 2 :] + shuffled[::5]) == (
+            [],
+            True,
+        )  # + re-deliveries; the release is complete
         [manifest] = service.cut_ready()
         assert manifest["sequence"] == k and manifest["release"] == snap.stem
         assert service.pending() == [k]
@@ -102,7 +103,7 @@ def test_bad_input_is_rejected_with_its_reason_and_coordinates(setup) -> None:  
         Incoming("sr.records", 3, 42, None, json.dumps(bad_value).encode()),
         Incoming("sr.records", 3, 43, None, json.dumps(duplicate).encode()),
     ]
-    rejected = service.accept_records(batch)
+    rejected = service.accept_records(batch).rejected
     assert [(r.partition, r.offset) for r in rejected] == [(3, 41), (3, 42), (3, 43)]
     assert "not JSON" in rejected[0].error
     assert "qid.education = 'Bachelor'" in rejected[1].error

@@ -6,16 +6,18 @@ import numpy as np
 import pytest
 import redis
 
-from stream_release.config import SchemaSettings
+from stream_release.config import SchemaSettings, Settings
 from stream_release.history.keys import RedisKeys
 from stream_release.history.redis_store import RedisHistoryStore
 from stream_release.history.types import HistoryRows
 from stream_release.stream.messages import SnapshotRecord
-from stream_release.stream.staging import RedisStaging, SealOutcome, StageOutcome, row_payload
+from stream_release.stream.service import RecordValidator
+from stream_release.stream.staging import RedisStaging, SealOutcome, StageOutcome
 
 pytestmark = pytest.mark.integration
 
 SCHEMA = SchemaSettings(id="id", sensitive="disease", qid=("sex", "age"))
+VALIDATOR = RecordValidator(Settings(schema=SCHEMA), {})
 
 
 @pytest.fixture
@@ -25,7 +27,9 @@ def staging(redis_url: str, redis_prefix: str) -> RedisStaging:
 
 def _row(sex: str, age: int, disease: str) -> bytes:
     record = SnapshotRecord(release="r", id="x", qid={"sex": sex, "age": age}, sensitive=disease)
-    return row_payload(record, SCHEMA)
+    row = VALIDATOR.staged_row(record)
+    assert isinstance(row, bytes)
+    return row
 
 
 P = [bytes([i]) * 16 for i in range(1, 6)]
@@ -33,33 +37,43 @@ P = [bytes([i]) * 16 for i in range(1, 6)]
 
 def test_rows_are_staged_idempotently(staging: RedisStaging) -> None:
     rows = [_row("M", 30 + i, "flu") for i in range(3)]
-    assert staging.stage("2026-10", P[:3], rows) == [StageOutcome.STAGED] * 3
+    assert staging.stage("2026-10", P[:3], rows) == ([StageOutcome.STAGED] * 3, False)
     # re-delivery of the same rows changes nothing
-    assert staging.stage("2026-10", P[:3], rows) == [StageOutcome.REDELIVERED] * 3
+    assert staging.stage("2026-10", P[:3], rows).outcomes == [StageOutcome.REDELIVERED] * 3
     # the same id with other content is a duplicate id in the snapshot
-    assert staging.stage("2026-10", [P[0]], [_row("F", 30, "flu")]) == [StageOutcome.DUPLICATE_ID]
+    assert staging.stage("2026-10", [P[0]], [_row("F", 30, "flu")]).outcomes == [
+        StageOutcome.DUPLICATE_ID
+    ]
     assert staging.status("2026-10").staged == 3
     # "34" and 34 stage the same bytes
     same = SnapshotRecord(release="r", id="x", qid={"sex": "M", "age": "30"}, sensitive="flu")
-    assert staging.stage("2026-10", [P[0]], [row_payload(same, SCHEMA)]) == [
+    assert staging.stage("2026-10", [P[0]], [VALIDATOR.staged_row(same)]).outcomes == [
         StageOutcome.REDELIVERED
     ]
+
+
+def test_a_pseudonym_ending_in_nul_is_staged_and_read_back_whole(staging: RedisStaging) -> None:
+    nul = b"\x07" * 15 + b"\x00"
+    staging.stage("n", [nul, P[0]], [_row("M", 1, "x"), _row("F", 2, "y")])
+    pseudonyms, snapshot = staging.load("n")
+    assert [pseudonyms[i : i + 1].tobytes() for i in range(2)] == sorted([nul, P[0]])
+    assert sorted(snapshot.ids.tolist()) == sorted([nul.hex(), P[0].hex()])
 
 
 def test_a_release_is_ready_only_when_sealed_and_complete(staging: RedisStaging) -> None:
     assert staging.seal("a", 3) is SealOutcome.SEALED
     assert staging.seal("a", 3) is SealOutcome.REDELIVERED
     assert staging.seal("a", 4) is SealOutcome.CONFLICT
-    staging.stage("a", P[:2], [_row("M", 1, "x"), _row("M", 2, "y")])
+    assert not staging.stage("a", P[:2], [_row("M", 1, "x"), _row("M", 2, "y")]).complete
     assert not staging.status("a").ready and staging.ready() == []
-    staging.stage("a", [P[2]], [_row("M", 3, "z")])
+    assert staging.stage("a", [P[2]], [_row("M", 3, "z")]).complete
     assert staging.status("a").ready
     assert [s.label for s in staging.ready()] == ["a"]
     # complete: a fourth id is refused, re-deliveries still accepted
-    assert staging.stage("a", [P[3], P[0]], [_row("F", 9, "q"), _row("M", 1, "x")]) == [
-        StageOutcome.OVER_SEAL,
-        StageOutcome.REDELIVERED,
-    ]
+    assert staging.stage("a", [P[3], P[0]], [_row("F", 9, "q"), _row("M", 1, "x")]) == (
+        [StageOutcome.OVER_SEAL, StageOutcome.REDELIVERED],
+        True,
+    )
 
 
 def test_the_cut_reads_what_was_staged_in_a_canonical_order(staging: RedisStaging) -> None:
@@ -91,7 +105,7 @@ def test_commit_with_a_label_cuts_the_release_exactly_once(
     assert status.staged == 0 and status.sealed is None and not status.ready
     assert staging.open_labels() == []
     # afterwards rows and seals for "c" are late / no-ops
-    assert staging.stage("c", [P[3]], [_row("M", 3, "z")]) == [StageOutcome.LATE]
+    assert staging.stage("c", [P[3]], [_row("M", 3, "z")]).outcomes == [StageOutcome.LATE]
     assert staging.seal("c", 2) is SealOutcome.ALREADY_CUT
     assert staging.open_labels() == []
 

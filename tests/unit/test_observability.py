@@ -185,11 +185,12 @@ def test_the_validator_tells_hierarchy_from_invalid_values() -> None:
     def record(age: str, zip_: str) -> SnapshotRecord:
         return SnapshotRecord(release="r", id="p-1", qid={"age": age, "zip": zip_}, sensitive="s")
 
-    assert validator.problem(record("30", "10")) is None
-    hierarchy = validator.problem(record("30", "99"))
-    assert hierarchy is not None and hierarchy.reason is RejectReason.HIERARCHY
-    numeric = validator.problem(record("old", "10"))
-    assert numeric is not None and numeric.reason is RejectReason.INVALID_FIELD
+    assert validator.staged_row(record("30", "10")) == b'["30","10","s"]'
+    hierarchy = validator.staged_row(record("30", "99"))
+    assert isinstance(hierarchy, Rejection) and hierarchy.reason is RejectReason.HIERARCHY
+    assert "qid.zip = '99'" in hierarchy.error
+    numeric = validator.staged_row(record("old", "10"))
+    assert isinstance(numeric, Rejection) and numeric.reason is RejectReason.INVALID_FIELD
 
 
 def test_staging_outcomes_carry_their_reason() -> None:

@@ -19,7 +19,7 @@ from stream_release.config import Settings
 from stream_release.stream.app import ServiceRunner, create_app
 from stream_release.stream.messages import Rejected
 from stream_release.stream.records_consumer import consumer_options
-from stream_release.stream.service import Incoming, Outgoing
+from stream_release.stream.service import Accepted, Incoming, Outgoing
 
 SETTINGS = Settings(schema={"qid": ["age"]}, service={"retry_interval_s": 0.001})
 TOPICS = SETTINGS.kafka.topics
@@ -51,12 +51,13 @@ class StubService:
         self.committed = 0
         self.published = 0
 
-    def accept_records(self, messages: list[Incoming]) -> list[Rejected]:
+    def accept_records(self, messages: list[Incoming]) -> Accepted:
         if self.failures:
             self.failures -= 1
             raise redis.ConnectionError("redis down")
         self.staged.append(messages)
-        return [_rejected(m, "not JSON") for m in messages if m.value == b"bad"]
+        rejected = [_rejected(m, "not JSON") for m in messages if m.value == b"bad"]
+        return Accepted(rejected, complete=False)
 
     def accept_seal(self, message: Incoming) -> Rejected | None:
         return _rejected(message, "seal conflict") if message.value == b"bad" else None

@@ -7,7 +7,8 @@
 -- ARGV[1]  the release label
 -- ARGV[2k], ARGV[2k+1]  (k = 1..n) a pseudonym and its row
 --
--- Returns one code per row:
+-- Returns one code per row, then one more element: 1 if the release is now complete (sealed,
+-- and holding exactly the sealed number of ids), else 0. Codes:
 --   0  staged (new)
 --   1  the same row was already staged (a re-delivery): nothing changes
 --   2  a different row is staged for this pseudonym: a duplicate id in the snapshot
@@ -17,6 +18,7 @@
 local out = {}
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
   for i = 2, #ARGV, 2 do out[#out + 1] = 3 end
+  out[#out + 1] = 0
   return out
 end
 local sealed = tonumber(redis.call('GET', KEYS[4]) or '-1')
@@ -42,4 +44,5 @@ for i = 2, #ARGV, 2 do
   end
 end
 if added then redis.call('SADD', KEYS[3], ARGV[1]) end
+out[#out + 1] = (sealed >= 0 and staged == sealed) and 1 or 0
 return out

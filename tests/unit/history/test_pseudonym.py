@@ -57,6 +57,13 @@ def test_every_pseudonym_has_16_bytes() -> None:
     assert pseudonymizer.pseudonym("alice") == reference(KEY, "alice")
 
 
+def test_digests_keep_trailing_nul_bytes() -> None:
+    ids = [f"id-{i}" for i in range(2000)]
+    digests = Pseudonymizer(KEY).digests(ids)
+    assert digests == [reference(KEY, i) for i in ids]
+    assert any(d.endswith(b"\x00") for d in digests)  # the case numpy's tolist() would strip
+
+
 @pytest.mark.parametrize(
     "ids",
     [IDS, tuple(IDS), np.array(IDS, dtype=object), np.array(IDS)],
