@@ -60,10 +60,11 @@ from stream_release.stream.kafka import client_options
 from stream_release.stream.messages import Rejected
 from stream_release.stream.observability import HttpEndpoint, Metrics, health_payload
 from stream_release.stream.records_consumer import RecordConsumer
-from stream_release.stream.service import Incoming, Outgoing, ReleaseService
+from stream_release.stream.service import Incoming, Outgoing, PreparedBatch, ReleaseService
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+A = TypeVar("A")
 
 PROBE_TIMEOUT_S = 2.0
 """Longest wait for Redis when answering ``/health`` or refreshing ``/metrics``."""
@@ -89,13 +90,19 @@ class ServiceRunner:
         self.records: RecordConsumer | None = None
         """The consumer of ``topics.records`` (set by :func:`create_app`)."""
 
-    async def stage_records(self, messages: list[Incoming]) -> None:
-        """Stage a batch of ``topics.records`` messages, send its rejections, then publish if
-        the batch completed a release (otherwise the periodic check or a seal does)."""
+    async def prepare_records(self, messages: list[Incoming]) -> PreparedBatch:
+        """Decode, validate and pseudonymise a batch of ``topics.records`` messages in a
+        thread, without the lock: it may run while the previous batch is being staged."""
+        return await asyncio.to_thread(self.service.prepare_records, messages)
+
+    async def stage_records(self, batch: PreparedBatch) -> None:
+        """Stage a prepared batch, send its rejections, then publish if the batch completed a
+        release (otherwise the periodic check or a seal does)."""
         accepted, seconds = await self._until_done(
-            "stage records", lambda: self._locked(self.service.accept_records, messages)
+            "stage records", lambda: self._locked(self.service.stage_prepared, batch)
         )
         rejected = accepted.rejected
+        messages = batch.messages
         await self._until_done("send the rejections", lambda: self._reject(messages, rejected))
         self.metrics.observe_batch(len(messages), rejected, seconds)
         if accepted.complete:
@@ -204,13 +211,11 @@ class ServiceRunner:
         ]
         await asyncio.gather(*deliveries)
 
-    async def _locked(
-        self, call: Callable[[list[Incoming]], T], messages: list[Incoming]
-    ) -> tuple[T, float]:
-        """``call(messages)`` in a thread, holding the lock; with the seconds the call took."""
+    async def _locked(self, call: Callable[[A], T], argument: A) -> tuple[T, float]:
+        """``call(argument)`` in a thread, holding the lock; with the seconds the call took."""
         async with self.lock:
             started = time.perf_counter()
-            result = await asyncio.to_thread(call, messages)
+            result = await asyncio.to_thread(call, argument)
             return result, time.perf_counter() - started
 
     async def _until_done(self, action: str, attempt: Callable[[], Awaitable[T]]) -> T:

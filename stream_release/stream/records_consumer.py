@@ -5,9 +5,11 @@ them), so they bypass Faust's per-event stream, which tops out near 14,000 event
 machines we measured even with an empty agent body (``benchmarks/service.py`` notes). This
 :class:`mode.Service`, started and stopped with the Faust app, reads them with
 ``AIOKafkaConsumer.getmany`` in batches of up to ``service.batch_records`` (waiting at most
-``service.batch_window_s``), hands each batch to :meth:`ServiceRunner.stage_records`, and
-commits the batch's offsets only after that returned, i.e. after the rows are staged in
-Redis and the rejections acknowledged by the broker. Offsets are never committed ahead of
+``service.batch_window_s``), prepares each (:meth:`ServiceRunner.prepare_records`: decode,
+validate, pseudonymise) while the previous batch is being staged, then stages it
+(:meth:`ServiceRunner.stage_records`; batches are staged one at a time, in order) and commits
+its offsets only after that returned, i.e. after the rows are staged in Redis and the
+rejections acknowledged by the broker. Offsets are never committed ahead of
 staging; a batch whose offsets could not be committed (a rebalance moved its partition, the
 broker was away) is simply consumed again later, which staging makes harmless (a re-delivered
 record changes nothing).
@@ -28,7 +30,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from stream_release.config import KafkaSettings, Settings
 from stream_release.stream.kafka import CLIENT_ERRORS, client_options
-from stream_release.stream.service import Incoming
+from stream_release.stream.service import Incoming, PreparedBatch
 
 if TYPE_CHECKING:
     from stream_release.stream.app import ServiceRunner
@@ -73,6 +75,8 @@ class RecordConsumer(mode.Service):
         self.consumer: AIOKafkaConsumer | None = None
         self.committed: dict[TopicPartition, int] = {}
         """The offsets this consumer committed, by partition (consumer-lag metric)."""
+        self._staging: asyncio.Future[None] | None = None
+        """The batch being staged (then committed), if any."""
 
     @property
     def end_offsets(self) -> Mapping[TopicPartition, int]:
@@ -84,6 +88,9 @@ class RecordConsumer(mode.Service):
         return {tp: end for tp, end in ends.items() if end is not None}
 
     async def on_stop(self) -> None:
+        if self._staging is not None and not self._staging.done():
+            # its offsets stay uncommitted: the batch is consumed again after a restart
+            self._staging.cancel()
         if self.consumer is not None:
             await self.consumer.stop()
             self.consumer = None
@@ -93,28 +100,28 @@ class RecordConsumer(mode.Service):
         consumer = await self._connect()
         window_ms = int(self.settings.service.batch_window_s * 1000)
         limit = self.settings.service.batch_records
-        committing: asyncio.Task[None] | None = None
-        try:
-            while not self.should_stop:
-                batch = await consumer.getmany(timeout_ms=window_ms, max_records=limit)
-                if not batch:
-                    continue
-                await self.runner.stage_records(
-                    [
-                        Incoming(r.topic, r.partition, r.offset, r.key, r.value or b"")
-                        for records in batch.values()
-                        for r in records
-                    ]
-                )
-                # the batch is staged: its offsets may go; the commit's round trip overlaps
-                # the next batch, and commits stay in order (one at a time)
-                if committing is not None:
-                    await committing
-                offsets = {tp: records[-1].offset + 1 for tp, records in batch.items()}
-                committing = asyncio.ensure_future(self._commit(offsets))
-        finally:
-            if committing is not None:
-                await asyncio.shield(committing)
+        while not self.should_stop:
+            batch = await consumer.getmany(timeout_ms=window_ms, max_records=limit)
+            if not batch:
+                continue
+            offsets = {tp: records[-1].offset + 1 for tp, records in batch.items()}
+            prepared = await self.runner.prepare_records(
+                [
+                    Incoming(r.topic, r.partition, r.offset, r.key, r.value or b"")
+                    for records in batch.values()
+                    for r in records
+                ]
+            )
+            # batches are staged one at a time and in order; this one was prepared while the
+            # previous one was being staged
+            if self._staging is not None:
+                await self._staging
+            self._staging = asyncio.ensure_future(self._stage(prepared, offsets))
+
+    async def _stage(self, prepared: PreparedBatch, offsets: dict[TopicPartition, int]) -> None:
+        """Stage a batch (retried until Redis takes it), then commit its offsets."""
+        await self.runner.stage_records(prepared)
+        await self._commit(offsets)
 
     async def _connect(self) -> AIOKafkaConsumer:
         """A started consumer subscribed to ``topics.records``; retried until the broker

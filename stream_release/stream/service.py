@@ -91,6 +91,25 @@ class Outgoing:
     value: bytes
 
 
+class ReleaseRows(NamedTuple):
+    """The valid rows of one release in a prepared batch, in arrival order."""
+
+    messages: list[Incoming]
+    pseudonyms: list[bytes]
+    rows: list[bytes]
+    """Staged form (:func:`~stream_release.stream.staging.staged_row`)."""
+
+
+class PreparedBatch(NamedTuple):
+    """A batch of ``sr.records`` messages decoded, validated and pseudonymised."""
+
+    messages: list[Incoming]
+    rejected: list[Rejected]
+    """Refused by decoding or validation, in batch order."""
+    releases: dict[str, ReleaseRows]
+    """The valid rows by release label."""
+
+
 class Accepted(NamedTuple):
     """What :meth:`ReleaseService.accept_records` did with a batch."""
 
@@ -162,10 +181,14 @@ class ReleaseService:
     # -- 1. staging ----------------------------------------------------------------------------
 
     def accept_records(self, messages: list[Incoming]) -> Accepted:
-        """Stage a batch of ``sr.records`` messages; returns the rejected ones and whether a
-        release became complete."""
+        """Stage a batch of ``sr.records`` messages: :meth:`prepare_records` then
+        :meth:`stage_prepared`."""
+        return self.stage_prepared(self.prepare_records(messages))
+
+    def prepare_records(self, messages: list[Incoming]) -> PreparedBatch:
+        """Decode, validate and pseudonymise a batch of ``sr.records`` messages, without
+        touching Redis (the worker prepares a batch while the previous one is being staged)."""
         rejected: list[Rejected] = []
-        complete = False
         by_label: dict[str, list[tuple[Incoming, str, bytes]]] = defaultdict(list)
         limit = self.settings.kafka.max_message_bytes
         for message in messages:
@@ -178,12 +201,25 @@ class ReleaseService:
                 rejected.append(_rejected(message, row))
                 continue
             by_label[record.release].append((message, record.id, row))
-        for label, items in by_label.items():
-            pseudonyms = self.pseudonymizer.digests([ident for _, ident, _ in items])
-            rows = [row for _, _, row in items]
-            staged = self.staging.stage(label, pseudonyms, rows)
+        releases = {
+            label: ReleaseRows(
+                [message for message, _, _ in items],
+                self.pseudonymizer.digests([ident for _, ident, _ in items]),
+                [row for _, _, row in items],
+            )
+            for label, items in by_label.items()
+        }
+        return PreparedBatch(messages, rejected, releases)
+
+    def stage_prepared(self, batch: PreparedBatch) -> Accepted:
+        """Stage a prepared batch; returns its rejected messages (refused when prepared or by
+        staging: duplicate id, late, over the seal) and whether a release became complete."""
+        rejected = list(batch.rejected)
+        complete = False
+        for label, release in batch.releases.items():
+            staged = self.staging.stage(label, release.pseudonyms, release.rows)
             complete = complete or staged.complete
-            for (message, _, _), outcome in zip(items, staged.outcomes, strict=True):
+            for message, outcome in zip(release.messages, staged.outcomes, strict=True):
                 if outcome in STAGE_ERRORS:
                     reason, error = STAGE_ERRORS[outcome]
                     refusal = Rejection(error=error.format(label=label), reason=reason)

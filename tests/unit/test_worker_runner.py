@@ -19,7 +19,7 @@ from stream_release.config import Settings
 from stream_release.stream.app import ServiceRunner, create_app
 from stream_release.stream.messages import Rejected
 from stream_release.stream.records_consumer import consumer_options
-from stream_release.stream.service import Accepted, Incoming, Outgoing
+from stream_release.stream.service import Accepted, Incoming, Outgoing, PreparedBatch
 
 SETTINGS = Settings(schema={"qid": ["age"]}, service={"retry_interval_s": 0.001})
 TOPICS = SETTINGS.kafka.topics
@@ -51,13 +51,16 @@ class StubService:
         self.committed = 0
         self.published = 0
 
-    def accept_records(self, messages: list[Incoming]) -> Accepted:
+    def prepare_records(self, messages: list[Incoming]) -> PreparedBatch:
+        rejected = [_rejected(m, "not JSON") for m in messages if m.value == b"bad"]
+        return PreparedBatch(messages, rejected, {})
+
+    def stage_prepared(self, batch: PreparedBatch) -> Accepted:
         if self.failures:
             self.failures -= 1
             raise redis.ConnectionError("redis down")
-        self.staged.append(messages)
-        rejected = [_rejected(m, "not JSON") for m in messages if m.value == b"bad"]
-        return Accepted(rejected, complete=False)
+        self.staged.append(batch.messages)
+        return Accepted(batch.rejected, complete=False)
 
     def accept_seal(self, message: Incoming) -> Rejected | None:
         return _rejected(message, "seal conflict") if message.value == b"bad" else None
@@ -113,7 +116,11 @@ def test_a_failed_batch_is_staged_again_and_rejections_keep_their_key(runner) ->
         Incoming(TOPICS.records, 0, 8, b"k", b"bad"),
         Incoming(TOPICS.records, 0, 9, None, b"bad"),
     ]
-    asyncio.run(runner.stage_records(messages))
+
+    async def prepare_then_stage() -> None:
+        await runner.stage_records(await runner.prepare_records(messages))
+
+    asyncio.run(prepare_then_stage())
     assert service.failures == 0 and len(service.staged) == 1
     assert [m.offset for m in service.staged[0]] == [7, 8, 9]
     assert [(t, k) for t, k, _ in producer.sent] == [
