@@ -32,8 +32,13 @@ def seal_value(label: str, records: int) -> bytes:
     return orjson.dumps({"release": label, "records": records})
 
 
-async def publish_snapshot(settings: KafkaSettings, label: str, raw: RawSnapshot) -> int:
+async def publish_snapshot(
+    settings: KafkaSettings, label: str, raw: RawSnapshot, *, seal: bool = True
+) -> int:
     """Send the rows of ``raw`` as release ``label``, then its seal; return the rows sent.
+
+    With ``seal=False`` only the records are sent (a producer that seals later, or never: the
+    worker keeps them staged and reports the release as waiting).
 
     Creates ``topics.records`` and ``topics.control`` when missing (:func:`ensure_topics`).
 
@@ -75,6 +80,8 @@ async def publish_snapshot(settings: KafkaSettings, label: str, raw: RawSnapshot
                 break
         await producer.flush()
         await deliveries.wait()
+        if not seal:
+            return raw.n_rows
         action = f"send the seal to {topics.control!r}"
         distinct = len(set(raw.ids.tolist()))
         await producer.send_and_wait(
