@@ -184,6 +184,7 @@ def _worker(args: argparse.Namespace) -> int:
     from stream_release.release import warm_up
     from stream_release.stream.app import create_app, tune_gc
     from stream_release.stream.kafka import ensure_topics
+    from stream_release.stream.logs import logging_config
     from stream_release.stream.service import ReleaseService
 
     settings = load_settings(args.config)
@@ -200,7 +201,12 @@ def _worker(args: argparse.Namespace) -> int:
     app = create_app(settings, service)
     tune_gc()
     # the worker stops cleanly on SIGINT and SIGTERM, then exits (SystemExit)
-    faust.Worker(app, loglevel=args.loglevel).execute_from_commandline()
+    faust.Worker(
+        app,
+        loglevel=args.loglevel,
+        logging_config=logging_config(settings.service.log_format, args.loglevel),
+        quiet=settings.service.log_format == "json",  # no banner among the JSON lines
+    ).execute_from_commandline()
     return 0
 
 

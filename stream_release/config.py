@@ -185,6 +185,9 @@ class ServiceSettings(_Section):
     0 disables it."""
     metrics_host: str = "0.0.0.0"
     """Address the endpoint listens on (all interfaces, for a scraper in another container)."""
+    log_format: Literal["json", "text"] = "json"
+    """The worker's log lines on stdout: JSON objects (for a log pipeline) or plain text
+    (:mod:`stream_release.stream.logs`)."""
     batch_records: int = Field(default=5000, ge=1)
     """Records staged in Redis per batch: the worker takes up to this many ``sr.records``
     messages (or seals) at once, stages them in one round of Redis calls, then lets their

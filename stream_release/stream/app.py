@@ -134,12 +134,13 @@ class ServiceRunner:
                 manifests = await asyncio.to_thread(self.service.cut_ready)
                 self.metrics.observe_cut(manifests, time.perf_counter() - started)
                 for manifest in manifests:
+                    fields = {k: manifest[k] for k in ("sequence", "published", "suppressed")}
+                    fields["groups"] = manifest["groups"]
+                    fields["breach_max"] = manifest["breach"]["max"]
                     log.info(
                         "release %d committed: %d published, %d suppressed, %d groups",
-                        manifest["sequence"],
-                        manifest["published"],
-                        manifest["suppressed"],
-                        manifest["groups"],
+                        *(fields[k] for k in ("sequence", "published", "suppressed", "groups")),
+                        extra={"event": "committed", **fields},
                     )
                 for sequence in await asyncio.to_thread(self.service.pending):
                     started = time.perf_counter()
@@ -147,11 +148,20 @@ class ServiceRunner:
                     await self._send(outgoing)
                     await asyncio.to_thread(self.service.mark_published, sequence)
                     self.metrics.observe_publish(sequence, time.perf_counter() - started)
-                    log.info("release %d sent: %d messages", sequence, len(outgoing))
+                    log.info(
+                        "release %d sent: %d messages",
+                        sequence,
+                        len(outgoing),
+                        extra={"event": "sent", "sequence": sequence, "messages": len(outgoing)},
+                    )
                 self.publication_ok = True
             except Exception as exc:
                 self.publication_ok = False
-                log.error("publication failed, will retry: %s", _describe(exc))
+                log.error(
+                    "publication failed, will retry: %s",
+                    _describe(exc),
+                    extra={"event": "publication_failed", "error": type(exc).__name__},
+                )
 
     async def refresh_metrics(self) -> None:
         """The scrape-time metrics: consumer lag (seals: Faust's monitor; records: the records
@@ -201,7 +211,11 @@ class ServiceRunner:
                 for r in refused
             ]
         )
-        log.info("%d messages rejected", len(refused))
+        log.info(
+            "%d messages rejected",
+            len(refused),
+            extra={"event": "rejected", "rejected": len(refused)},
+        )
 
     async def _send(self, messages: Sequence[Outgoing]) -> None:
         """Send ``messages`` in order and wait until the broker acknowledged every one."""
@@ -226,7 +240,12 @@ class ServiceRunner:
             try:
                 return await attempt()
             except Exception as exc:
-                log.error("cannot %s, retrying: %s", action, _describe(exc))
+                log.error(
+                    "cannot %s, retrying: %s",
+                    action,
+                    _describe(exc),
+                    extra={"event": "retrying", "action": action, "error": type(exc).__name__},
+                )
             await asyncio.sleep(self.settings.service.retry_interval_s)
 
 

@@ -211,6 +211,12 @@ def test_worker_publishes_the_offline_releases_and_rejects_bad_records(
     assert _stop(worker) == 0
     log = worker.log.read_text(errors="replace")
     assert ID_PATTERN.search(log) is None, "the worker logged an id"
+    # structured logs: every line a JSON object; our events carry their fields
+    entries = [json.loads(line) for line in log.splitlines() if line.strip()]
+    events = {entry.get("event") for entry in entries}
+    assert {"committed", "sent", "rejected"} <= events
+    committed = [entry for entry in entries if entry.get("event") == "committed"]
+    assert [entry["sequence"] for entry in committed] == [1, 2]
 
 
 def test_worker_killed_after_a_release_publishes_each_release_once(
