@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 
 from stream_release.config import Settings
 from stream_release.errors import HistoryStoreError
+from stream_release.faults import kill_point
 from stream_release.grouping.encoding import encode, load_hierarchies
 from stream_release.history import make_history_store
 from stream_release.history.pseudonym import Pseudonymizer, load_key
@@ -115,6 +116,7 @@ class Publisher:
             min_group_size=privacy.min_group_size,
             grouping=self.settings.grouping,
         )
+        kill_point("planned")
         elapsed = time.perf_counter() - started
         lines, manifest = render_release(
             table,
@@ -128,13 +130,16 @@ class Publisher:
         paths = ReleasePaths(self.out_dir, sequence)
         groups = encode_lines(lines)
         stage_release(paths, groups, manifest, table.ids, plan.group)
+        kill_point("files_staged")
         record = encode_record(groups, manifest)
         published = pseudonyms[plan.published]
         if cut_label:
             self.store.commit(sequence, published, plan.history, plan.values, record, label=label)
         else:
             self.store.commit(sequence, published, plan.history, plan.values, record)
+        kill_point("committed")
         finalize_release(paths)
+        kill_point("finalized")
         return manifest
 
     def close(self) -> None:

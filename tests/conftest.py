@@ -18,17 +18,15 @@ Kafka: :func:`kafka_bootstrap` starts the Tansu broker bundled with ``calfkit-me
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-import redis
+from helpers import fresh_topics, redis_namespace
 
 from stream_release.config import TopicSettings
 from stream_release.errors import StreamReleaseError
-from stream_release.history.keys import RedisKeys
 from stream_release.local_services import (
     free_port,
     kafka_answers,
@@ -99,15 +97,8 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture
 def redis_prefix(redis_url: str) -> Iterator[str]:
     """A fresh key prefix for one test; every key under it is deleted afterwards."""
-    prefix = f"sr-test-{uuid.uuid4().hex}"
-    yield prefix
-    client = redis.Redis.from_url(redis_url)
-    try:
-        keys = list(client.scan_iter(match=RedisKeys(prefix).match, count=10_000))
-        for start in range(0, len(keys), 10_000):
-            client.unlink(*keys[start : start + 10_000])
-    finally:
-        client.close()
+    with redis_namespace(redis_url) as prefix:
+        yield prefix
 
 
 # -- Kafka (the Tansu broker) ------------------------------------------------------------------
@@ -140,12 +131,8 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture
 def kafka_topics(kafka_bootstrap: str) -> TopicSettings:
-    """Topic names of one test: the defaults with a uuid suffix, so no two tests share one."""
-    suffix = uuid.uuid4().hex
-    defaults = TopicSettings()
-    return TopicSettings(
-        **{name: f"{topic}.{suffix}" for name, topic in defaults.model_dump().items()}
-    )
+    """Topic names of one test (:func:`helpers.fresh_topics`)."""
+    return fresh_topics()
 
 
 # -- the shared real data sets ---------------------------------------------------------------

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+import redis
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
-from stream_release.config import SchemaSettings
+from stream_release.config import SchemaSettings, TopicSettings
 from stream_release.datasets import ADULT_QID, ADULT_SENSITIVE, Table, make_series, read_csv_table
 from stream_release.grouping.encoding import encode, load_hierarchies
+from stream_release.history.keys import RedisKeys
 from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.table import EncodedTable
 
@@ -57,6 +62,31 @@ def adult_snapshot(data: Path, path: Path, rows: int) -> Path:
     """Write the first ``rows`` rows of Adult (ids ``p-0``, ``p-1``, ...) to ``path`` (``;``)."""
     adult_table(data).take(np.arange(rows)).write_csv(path)
     return path
+
+
+@contextmanager
+def redis_namespace(url: str) -> Iterator[str]:
+    """A fresh Redis key prefix; every key under it is deleted when the block exits."""
+    prefix = f"sr-test-{uuid.uuid4().hex}"
+    try:
+        yield prefix
+    finally:
+        client = redis.Redis.from_url(url)
+        try:
+            keys = list(client.scan_iter(match=RedisKeys(prefix).match, count=10_000))
+            for start in range(0, len(keys), 10_000):
+                client.unlink(*keys[start : start + 10_000])
+        finally:
+            client.close()
+
+
+def fresh_topics() -> TopicSettings:
+    """Topic names no other test uses: the defaults with a uuid suffix."""
+    suffix = uuid.uuid4().hex
+    defaults = TopicSettings()
+    return TopicSettings(
+        **{name: f"{topic}.{suffix}" for name, topic in defaults.model_dump().items()}
+    )
 
 
 def read_topic(bootstrap: str, topic: str, timeout: float = 10.0) -> list[ConsumerRecord]:

@@ -55,6 +55,7 @@ from numpy.typing import NDArray
 from redis.exceptions import RedisError, WatchError
 
 from stream_release.errors import ConfigError, HistoryStoreError, SequenceConflict
+from stream_release.faults import kill_point
 from stream_release.history._validate import (
     check_commit,
     check_pseudonyms,
@@ -281,6 +282,7 @@ class RedisHistoryStore:
                 pipe.hset(self._keys.labels, label, sequence)
                 pipe.delete(self._keys.stage_rows(label), self._keys.stage_seal(label))
                 pipe.srem(self._keys.open_labels, label)
+            kill_point("commit_queued")
             pipe.execute()
 
     # -- plumbing ----------------------------------------------------------------------------

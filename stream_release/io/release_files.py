@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import orjson
 
+from stream_release.faults import kill_point
+
 TMP_SUFFIX = ".tmp"
 
 
@@ -112,14 +114,20 @@ def stage_release(
 
 
 def finalize_release(paths: ReleasePaths) -> None:
-    """Rename the staged files into place (the manifest last: its presence marks completion)."""
+    """Rename the staged files into place (the manifest last: its presence marks completion).
+
+    A file already in place (an earlier finalisation interrupted by a crash) is left as is.
+    """
     for path in paths.all():
-        os.replace(_tmp(path), path)
+        if _tmp(path).exists() or not path.exists():
+            os.replace(_tmp(path), path)
+        kill_point("finalizing")
 
 
 def is_staged(paths: ReleasePaths) -> bool:
-    """True when all three temporary files of a staged release exist."""
-    return all(_tmp(p).exists() for p in paths.all())
+    """True when every file of a release is staged or, from an interrupted finalisation,
+    already in place (:func:`finalize_release` completes either)."""
+    return all(_tmp(p).exists() or p.exists() for p in paths.all())
 
 
 def discard_staged(paths: ReleasePaths) -> None:

@@ -56,6 +56,7 @@ import faust
 from faust.types import EventT
 
 from stream_release.config import KafkaSettings, Settings
+from stream_release.faults import kill_point
 from stream_release.stream.kafka import client_options
 from stream_release.stream.messages import Rejected
 from stream_release.stream.observability import HttpEndpoint, Metrics, health_payload
@@ -120,6 +121,7 @@ class ServiceRunner:
         )
         await self._until_done("send the rejections", lambda: self._reject(messages, rejected))
         self.metrics.observe_batch(0, rejected, seconds)
+        kill_point("sealed")
         await self.publish()
 
     async def publish(self) -> None:
@@ -145,8 +147,9 @@ class ServiceRunner:
                 for sequence in await asyncio.to_thread(self.service.pending):
                     started = time.perf_counter()
                     outgoing = await asyncio.to_thread(self.service.outgoing, sequence)
-                    await self._send(outgoing)
+                    await self._send_release(outgoing)
                     await asyncio.to_thread(self.service.mark_published, sequence)
+                    kill_point("marked")
                     self.metrics.observe_publish(sequence, time.perf_counter() - started)
                     log.info(
                         "release %d sent: %d messages",
@@ -216,6 +219,19 @@ class ServiceRunner:
             len(refused),
             extra={"event": "rejected", "rejected": len(refused)},
         )
+
+    async def _send_release(self, outgoing: Sequence[Outgoing]) -> None:
+        """Send a release: its group messages (in two halves), then, once the broker has
+        acknowledged every group, its manifest (the last of ``outgoing``), so a consumer that
+        sees a manifest has every group of its release before it."""
+        groups, manifest = outgoing[:-1], outgoing[-1:]
+        half = len(groups) // 2
+        await self._send(groups[:half])
+        kill_point("groups_partial")
+        await self._send(groups[half:])
+        kill_point("groups_sent")
+        await self._send(manifest)
+        kill_point("manifest_sent")
 
     async def _send(self, messages: Sequence[Outgoing]) -> None:
         """Send ``messages`` in order and wait until the broker acknowledged every one."""

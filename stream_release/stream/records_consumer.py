@@ -29,6 +29,7 @@ import mode
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from stream_release.config import KafkaSettings, Settings
+from stream_release.faults import kill_point
 from stream_release.stream.kafka import CLIENT_ERRORS, client_options
 from stream_release.stream.service import Incoming, PreparedBatch
 
@@ -121,6 +122,7 @@ class RecordConsumer(mode.Service):
     async def _stage(self, prepared: PreparedBatch, offsets: dict[TopicPartition, int]) -> None:
         """Stage a batch (retried until Redis takes it), then commit its offsets."""
         await self.runner.stage_records(prepared)
+        kill_point("staged_uncommitted")
         await self._commit(offsets)
 
     async def _connect(self) -> AIOKafkaConsumer:

@@ -27,6 +27,7 @@ import orjson
 import redis
 
 from stream_release.config import Settings
+from stream_release.faults import kill_point
 from stream_release.grouping.encoding import Hierarchy, encode, load_hierarchies
 from stream_release.history.keys import RedisKeys
 from stream_release.history.pseudonym import Pseudonymizer, load_key
@@ -216,7 +217,9 @@ class ReleaseService:
         staging: duplicate id, late, over the seal) and whether a release became complete."""
         rejected = list(batch.rejected)
         complete = False
-        for label, release in batch.releases.items():
+        for index, (label, release) in enumerate(batch.releases.items()):
+            if index:
+                kill_point("stage_partial")
             staged = self.staging.stage(label, release.pseudonyms, release.rows)
             complete = complete or staged.complete
             for message, outcome in zip(release.messages, staged.outcomes, strict=True):
@@ -245,6 +248,7 @@ class ReleaseService:
         manifests = []
         for status in self.staging.ready():
             pseudonyms, raw = self.staging.load(status.label)
+            kill_point("cut_loaded")
             table = encode(raw, self.settings.schema, self.hierarchies)
             manifests.append(
                 self.publisher.publish(

@@ -30,6 +30,7 @@ from redis.exceptions import RedisError
 
 from stream_release.config import SchemaSettings
 from stream_release.errors import HistoryStoreError
+from stream_release.faults import kill_point
 from stream_release.history.keys import RedisKeys
 from stream_release.history.types import PSEUDONYM_DTYPE
 from stream_release.io.snapshot import RawSnapshot, snapshot_from_columns
@@ -132,6 +133,8 @@ class RedisStaging:
             ):
                 args += [p, r]
             codes = self._call("stage rows", lambda a=args: self._stage_rows(keys=keys, args=a))
+            if start + BATCH < len(rows):
+                kill_point("stage_partial")
             out.extend([_STAGE_OUTCOMES[c] for c in codes[:-1]])
             complete = bool(codes[-1])
         return Staged(out, complete)

@@ -1,0 +1,268 @@
+"""Crash consistency: the worker killed with SIGKILL at each step of the release path.
+
+For every kill point of :mod:`stream_release.faults` (14 steps, from staging to marking a
+release published), one run on its own topics, Redis prefix and archive:
+
+1. three snapshots of the Adult series are sent (records, then a seal each);
+2. the worker starts with ``STREAM_RELEASE_KILL_AT=<point>[:n]`` and must die by SIGKILL there
+   (which also proves the point is on the path the series takes);
+3. it is started again, without the variable, and must publish the rest.
+
+Then, against one uninterrupted run of the same series with the same key:
+
+* every release appears by ``sequence`` (1, 2, 3), every copy of a manifest or group message
+  of one sequence is identical (a release sent twice is sent with the same content: consumers
+  dedupe by sequence), and the deduplicated groups and manifests equal the uninterrupted
+  run's (``elapsed_s``, a timing, aside);
+* what Redis holds equals the uninterrupted run's: the history of every individual, the value
+  dictionary, the release records, labels, sequence and published marker, no staging left;
+* the archive equals the uninterrupted run's and passes the audit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from helpers import adult_series, fresh_topics, read_topic, redis_namespace, write_config
+from test_worker import KEY, Worker, _stop
+
+from stream_release.audit import audit_directory
+from stream_release.config import KafkaSettings, TopicSettings, load_settings
+from stream_release.faults import ENV, POINTS
+from stream_release.history.keys import RedisKeys
+from stream_release.io.release_files import decode_record
+from stream_release.io.snapshot import read_snapshot
+from stream_release.local_services import worker_env
+from stream_release.stream.kafka import ensure_topics
+from stream_release.stream.publish import publish_snapshot
+
+pytestmark = pytest.mark.integration
+
+RELEASES = 3
+RUN_TIMEOUT_S = 90.0
+"""Longest wait for the worker to die at its kill point, or to publish the whole series."""
+PER_RELEASE = {
+    "cut_loaded",
+    "planned",
+    "files_staged",
+    "commit_queued",
+    "committed",
+    "finalizing",
+    "finalized",
+    "groups_partial",
+    "groups_sent",
+    "manifest_sent",
+    "marked",
+}
+"""Points reached once per release: the run is killed at the second one (mid-series). The
+staging points are killed at their first occurrence (seals may arrive in one batch)."""
+
+
+@dataclass
+class Outcome:
+    """What one run left behind, normalised for comparison."""
+
+    manifests: dict[int, dict[str, Any]]
+    groups: dict[tuple[int, int], bytes]
+    redis: dict[str, Any]
+    archive: dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def series(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> tuple[Path, list[Path]]:
+    """The configuration and the first three snapshots of the Adult series."""
+    directory = tmp_path_factory.mktemp("crash-series")
+    config = write_config(directory, shared_data)
+    return config, adult_series(shared_data, directory, 20, rounds=RELEASES)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(
+    series: tuple[Path, list[Path]],
+    tmp_path_factory: pytest.TempPathFactory,
+    kafka_bootstrap: str,
+    redis_url: str,
+) -> Outcome:
+    """The outcome of the series on a worker nobody kills."""
+    config, snaps = series
+    with redis_namespace(redis_url) as prefix:
+        return _run(
+            config, snaps, tmp_path_factory.mktemp("uninterrupted"), kafka_bootstrap, redis_url,
+            prefix, kill_at=None,
+        )  # fmt: skip
+
+
+def test_every_step_of_the_release_path_has_a_kill_point() -> None:
+    assert len(POINTS) >= 10
+    assert set(POINTS) > PER_RELEASE
+
+
+@pytest.mark.parametrize("point", list(POINTS))
+def test_a_worker_killed_at_each_step_publishes_the_same_series(
+    point: str,
+    series: tuple[Path, list[Path]],
+    uninterrupted: Outcome,
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    redis_url: str,
+    redis_prefix: str,
+) -> None:
+    config, snaps = series
+    kill_at = f"{point}:2" if point in PER_RELEASE else point
+    outcome = _run(config, snaps, tmp_path, kafka_bootstrap, redis_url, redis_prefix, kill_at)
+    assert sorted(outcome.manifests) == list(range(1, RELEASES + 1))
+    assert outcome.manifests == uninterrupted.manifests
+    assert outcome.groups == uninterrupted.groups
+    assert outcome.redis == uninterrupted.redis
+    assert outcome.archive == uninterrupted.archive
+
+
+# -- one run ---------------------------------------------------------------------------------
+
+
+def _run(
+    config: Path,
+    snaps: list[Path],
+    directory: Path,
+    bootstrap: str,
+    redis_url: str,
+    prefix: str,
+    kill_at: str | None,
+) -> Outcome:
+    """Send the series, run the worker (killed at ``kill_at``, then again), collect."""
+    topics = fresh_topics()
+    kafka = KafkaSettings(bootstrap=bootstrap, idempotent=False, topics=topics)
+    schema = load_settings(config).schema
+    asyncio.run(_send_series(kafka, [(s.stem, read_snapshot(s, schema)) for s in snaps]))
+    archive = directory / "archive"
+    extra = {
+        "SR_KAFKA_TOPICS": topics.model_dump_json(),
+        "SR_KAFKA_GROUP_ID": f"sr-crash-{uuid.uuid4().hex}",
+        "SR_HISTORY_PREFIX": prefix,
+    }
+    env = worker_env(
+        bootstrap=bootstrap, redis_url=redis_url, archive=archive, key=KEY, extra=extra
+    )
+    if kill_at is not None:
+        killed = Worker(config, {**env, ENV: kill_at}, directory / "killed.log")
+        killed.start()
+        _wait_for_sigkill(killed, kill_at)
+    worker = Worker(config, env, directory / "worker.log")
+    worker.start()
+    try:
+        manifests = _wait_for_series(worker, bootstrap, topics)
+        assert _stop(worker) == 0
+    finally:
+        worker.kill()
+    report = audit_directory(archive)
+    assert report.ok, report
+    return Outcome(
+        manifests=manifests,
+        groups=_groups(read_topic(bootstrap, topics.releases)),
+        redis=_redis_contents(redis_url, prefix),
+        archive=_archive_contents(archive),
+    )
+
+
+async def _send_series(kafka: KafkaSettings, snapshots: list[tuple[str, Any]]) -> None:
+    topics = kafka.topics
+    await ensure_topics(
+        kafka,
+        [topics.records, topics.control, topics.releases, topics.manifests, topics.rejected],
+    )
+    for label, raw in snapshots:
+        await publish_snapshot(kafka, label, raw)
+
+
+def _wait_for_sigkill(worker: Worker, kill_at: str) -> None:
+    assert worker.proc is not None
+    try:
+        code = worker.proc.wait(timeout=RUN_TIMEOUT_S)
+    except Exception:
+        worker.kill()
+        pytest.fail(f"the worker never reached kill point {kill_at}:\n{worker.tail()}")
+    assert code == -9, f"the worker exited with {code}, not SIGKILL:\n{worker.tail()}"
+
+
+def _wait_for_series(
+    worker: Worker, bootstrap: str, topics: TopicSettings
+) -> dict[int, dict[str, Any]]:
+    """The manifests of the whole series, by sequence, once all are published; every copy of
+    one sequence's manifest must be the same message."""
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while True:
+        worker.check_alive()
+        by_sequence: dict[int, bytes] = {}
+        for message in read_topic(bootstrap, topics.manifests):
+            sequence = json.loads(message.value)["sequence"]
+            first = by_sequence.setdefault(sequence, message.value)
+            assert first == message.value, f"release {sequence} was sent with other content"
+        if len(by_sequence) >= RELEASES:
+            return {seq: _timeless(json.loads(value)) for seq, value in by_sequence.items()}
+        if time.monotonic() > deadline:
+            pytest.fail(f"only releases {sorted(by_sequence)} were published:\n{worker.tail()}")
+        time.sleep(0.3)
+
+
+def _groups(messages: list[Any]) -> dict[tuple[int, int], bytes]:
+    """Group messages by (sequence, group); copies of one must be identical."""
+    out: dict[tuple[int, int], bytes] = {}
+    for message in messages:
+        line = json.loads(message.value)
+        first = out.setdefault((line["sequence"], line["group"]), message.value)
+        assert first == message.value, f"group {line['group']} of {line['sequence']} differs"
+    return out
+
+
+def _timeless(manifest: dict[str, Any]) -> dict[str, Any]:
+    """A manifest without its timing (``elapsed_s`` differs between any two runs)."""
+    return {k: v for k, v in manifest.items() if k != "elapsed_s"}
+
+
+def _redis_contents(url: str, prefix: str) -> dict[str, Any]:
+    """Every key of the namespace, by name without the prefix, with its value; a release
+    record as its group lines and timeless manifest."""
+    client = redis.Redis.from_url(url)
+    keys = RedisKeys(prefix)
+    out: dict[str, Any] = {}
+    try:
+        for key in client.scan_iter(match=keys.match, count=10_000):
+            name = key.decode()
+            kind = client.type(key).decode()
+            if kind == "string":
+                value: Any = client.get(key)
+                if name.startswith(f"{prefix}:release:"):
+                    manifest, groups = decode_record(value)
+                    value = (_timeless(manifest), groups)
+            elif kind == "list":
+                value = client.lrange(key, 0, -1)
+            elif kind == "hash":
+                value = client.hgetall(key)
+            elif kind == "set":
+                value = client.smembers(key)
+            else:
+                raise AssertionError(f"unexpected Redis type {kind} of {name}")
+            out[name.removeprefix(prefix)] = value
+    finally:
+        client.close()
+    assert not any(":stage:" in name for name in out if not name.endswith(":stage:open"))
+    return out
+
+
+def _archive_contents(archive: Path) -> dict[str, Any]:
+    """The archive's files by name (manifests timeless); no temporary file may be left."""
+    out: dict[str, Any] = {}
+    for path in sorted(archive.iterdir()):
+        if path.name.startswith("manifest-"):
+            out[path.name] = _timeless(json.loads(path.read_bytes()))
+        else:
+            out[path.name] = path.read_bytes()
+    return out
