@@ -150,13 +150,22 @@ def redis_server_binary(progress: Callable[[str], None] | None = None) -> str:
 
 
 def redis_argv(
-    port: int, directory: Path, progress: Callable[[str], None] | None = None
+    port: int,
+    directory: Path,
+    progress: Callable[[str], None] | None = None,
+    *,
+    persistent: bool = False,
 ) -> list[str]:
-    """Command line of a Redis without persistence on 127.0.0.1:``port``."""
+    """Command line of a Redis on 127.0.0.1:``port``: without persistence, or (``persistent``)
+    with an append-only file in ``directory`` synced at every write, so a Redis restarted on
+    the same directory has every acknowledged write."""
+    durability = (
+        ["--appendonly", "yes", "--appendfsync", "always"] if persistent else ["--appendonly", "no"]
+    )
     return [
         redis_server_binary(progress),
         "--save", "",
-        "--appendonly", "no",
+        *durability,
         "--port", str(port),
         "--bind", "127.0.0.1",
         "--dir", str(directory),

@@ -1,0 +1,230 @@
+"""Dependency faults: Redis or the broker restarted under a running worker (issue 4, item 2).
+
+* **Redis away, then back.** Release 1 is published; Redis is killed (SIGKILL; it keeps an
+  append-only file synced at every write, as a production Redis holding the history must);
+  release 2 is sent while it is away: the worker stays up, logs that it retries, and publishes
+  nothing (a release whose history is not committed is never sent). Redis restarts on the
+  same port and files: release 2, then release 3, are published, equal to offline
+  ``anonymize`` of the same snapshots, and the archive passes the audit.
+* **Broker restarted.** Release 1 is published; the broker is killed and started again on the
+  same address (the local Tansu keeps messages in memory: it comes back empty, its topics are
+  created again, as after a cluster rebuild); release 2 is sent: the worker reconnects and
+  publishes it as sequence 2 (the history lives in Redis), equal to offline's.
+
+Each test starts its own Redis or broker (the session's are shared with other tests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+import pytest
+from helpers import adult_series, fresh_topics, read_topic, write_config
+from test_worker import KEY, Worker, _stop, _wait_for
+
+from stream_release.audit import audit_directory
+from stream_release.config import KafkaSettings, load_settings
+from stream_release.io.snapshot import read_snapshot
+from stream_release.local_services import (
+    ManagedProcess,
+    free_port,
+    kafka_answers,
+    managed_process,
+    redis_answers,
+    redis_argv,
+    tansu_argv,
+    worker_env,
+)
+from stream_release.series import anonymize_files
+from stream_release.stream.kafka import ensure_topics
+from stream_release.stream.publish import publish_snapshot
+
+pytestmark = pytest.mark.integration
+
+OUTAGE_S = 4.0
+"""How long a dependency stays away while the worker runs."""
+
+
+def _offline(config: Path, snaps: list[Path], out: Path) -> dict[int, list[bytes]]:
+    """Group lines of offline ``anonymize`` on ``snaps``, by sequence."""
+    anonymize_files(load_settings(config, history={"key": KEY}), out, snaps)
+    return {
+        k: (out / f"release-{k:04d}.jsonl").read_bytes().splitlines()
+        for k in range(1, len(snaps) + 1)
+    }
+
+
+def _send(kafka: KafkaSettings, config: Path, snap: Path) -> None:
+    topics = kafka.topics
+    every = [topics.records, topics.control, topics.releases, topics.manifests, topics.rejected]
+    raw = read_snapshot(snap, load_settings(config).schema)
+
+    async def send() -> None:
+        await ensure_topics(kafka, every)
+        await publish_snapshot(kafka, snap.stem, raw)
+
+    asyncio.run(send())
+
+
+def _manifests(bootstrap: str, topic: str) -> dict[int, bytes]:
+    """Manifests by sequence (every copy of one sequence identical)."""
+    out: dict[int, bytes] = {}
+    for message in read_topic(bootstrap, topic):
+        sequence = json.loads(message.value)["sequence"]
+        assert out.setdefault(sequence, message.value) == message.value
+    return out
+
+
+def _groups_of(bootstrap: str, topic: str, sequence: int) -> list[bytes]:
+    """The group lines of release ``sequence`` as first sent (a resend repeats them)."""
+    lines = [m.value for m in read_topic(bootstrap, topic)]
+    mine = [v for v in lines if json.loads(v)["sequence"] == sequence]
+    groups = {json.loads(v)["group"] for v in mine}
+    return mine[: len(groups)]
+
+
+def _wait_for_sequence(worker: Worker, bootstrap: str, topic: str, sequence: int) -> None:
+    _wait_for(
+        worker,
+        bootstrap,
+        topic,
+        lambda messages: sequence in {json.loads(m.value)["sequence"] for m in messages},
+        f"release {sequence}",
+    )
+
+
+@pytest.fixture
+def series(shared_data: Path, tmp_path: Path) -> tuple[Path, list[Path]]:
+    config = write_config(tmp_path, shared_data)
+    return config, adult_series(shared_data, tmp_path, 20, rounds=3)
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[tuple[str, Path, int]]:
+    """A persistent Redis of this test only: its URL, directory and port."""
+    directory = tmp_path / "redis"
+    directory.mkdir()
+    port = free_port()
+    url = f"redis://127.0.0.1:{port}/0"
+    yield url, directory, port
+
+
+def _start_redis(directory: Path, port: int) -> AbstractContextManager[ManagedProcess]:
+    """The persistent Redis on ``port`` with its files in ``directory`` (started anew)."""
+    argv = redis_argv(port, directory, persistent=True)
+    return managed_process("redis", argv, directory / "redis.log", directory)
+
+
+def test_redis_away_pauses_the_worker_and_nothing_uncommitted_is_published(
+    series: tuple[Path, list[Path]],
+    own_redis: tuple[str, Path, int],
+    tmp_path: Path,
+    kafka_bootstrap: str,
+) -> None:
+    config, snaps = series
+    url, directory, port = own_redis
+    offline = _offline(config, snaps, tmp_path / "offline")
+    topics = fresh_topics()
+    kafka = KafkaSettings(bootstrap=kafka_bootstrap, idempotent=False, topics=topics)
+    env = worker_env(
+        bootstrap=kafka_bootstrap,
+        redis_url=url,
+        archive=tmp_path / "archive",
+        key=KEY,
+        extra={
+            "SR_KAFKA_TOPICS": topics.model_dump_json(),
+            "SR_KAFKA_GROUP_ID": f"sr-test-{uuid.uuid4().hex}",
+        },
+    )
+    worker = Worker(config, env, tmp_path / "worker.log")
+    with _start_redis(directory, port) as first:
+        first.wait_until(lambda: redis_answers(url))
+        worker.start()
+        try:
+            _send(kafka, config, snaps[0])
+            _wait_for_sequence(worker, kafka_bootstrap, topics.manifests, 1)
+            first.proc.send_signal(signal.SIGKILL)
+            first.proc.wait(timeout=10)
+        except BaseException:
+            worker.kill()
+            raise
+    try:
+        _send(kafka, config, snaps[1])
+        time.sleep(OUTAGE_S)
+        worker.check_alive()
+        assert sorted(_manifests(kafka_bootstrap, topics.manifests)) == [1]
+        with _start_redis(directory, port) as second:
+            second.wait_until(lambda: redis_answers(url))
+            _wait_for_sequence(worker, kafka_bootstrap, topics.manifests, 2)
+            _send(kafka, config, snaps[2])
+            _wait_for_sequence(worker, kafka_bootstrap, topics.manifests, 3)
+            assert _stop(worker) == 0
+    finally:
+        worker.kill()
+    assert sorted(_manifests(kafka_bootstrap, topics.manifests)) == [1, 2, 3]
+    for sequence, lines in offline.items():
+        assert _groups_of(kafka_bootstrap, topics.releases, sequence) == lines
+    assert audit_directory(tmp_path / "archive").ok
+    retries = [
+        json.loads(line)
+        for line in worker.log.read_text().splitlines()
+        if line.startswith("{") and '"retrying"' in line
+    ]
+    assert any(r["action"] == "stage records" for r in retries), "no retry was logged"
+
+
+def test_a_restarted_broker_is_reconnected_to(
+    series: tuple[Path, list[Path]],
+    tmp_path: Path,
+    redis_url: str,
+    redis_prefix: str,
+) -> None:
+    config, snaps = series
+    offline = _offline(config, snaps[:2], tmp_path / "offline")
+    bootstrap = f"127.0.0.1:{free_port()}"
+    topics = fresh_topics()
+    kafka = KafkaSettings(bootstrap=bootstrap, idempotent=False, topics=topics)
+    env = worker_env(
+        bootstrap=bootstrap,
+        redis_url=redis_url,
+        archive=tmp_path / "archive",
+        key=KEY,
+        extra={
+            "SR_KAFKA_TOPICS": topics.model_dump_json(),
+            "SR_KAFKA_GROUP_ID": f"sr-test-{uuid.uuid4().hex}",
+            "SR_HISTORY_PREFIX": redis_prefix,
+        },
+    )
+    worker = Worker(config, env, tmp_path / "worker.log")
+    broker_dir = tmp_path / "tansu"
+    broker_dir.mkdir()
+    try:
+        with managed_process(
+            "tansu", tansu_argv(bootstrap), broker_dir / "first.log", broker_dir
+        ) as first:
+            first.wait_until(lambda: kafka_answers(bootstrap))
+            _send(kafka, config, snaps[0])
+            worker.start()
+            _wait_for_sequence(worker, bootstrap, topics.manifests, 1)
+            first.proc.send_signal(signal.SIGKILL)
+            first.proc.wait(timeout=10)
+        time.sleep(OUTAGE_S)
+        worker.check_alive()
+        with managed_process(
+            "tansu", tansu_argv(bootstrap), broker_dir / "second.log", broker_dir
+        ) as second:
+            second.wait_until(lambda: kafka_answers(bootstrap))
+            _send(kafka, config, snaps[1])
+            _wait_for_sequence(worker, bootstrap, topics.manifests, 2)
+            assert _groups_of(bootstrap, topics.releases, 2) == offline[2]
+            assert _stop(worker) == 0
+    finally:
+        worker.kill()
+    assert audit_directory(tmp_path / "archive").ok
