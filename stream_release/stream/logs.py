@@ -5,8 +5,9 @@
 format (python-json-logger) every line holds ``time``, ``level``, ``logger``, ``process`` and
 ``message``, plus the fields our log calls pass as ``extra`` (``event``: committed, sent,
 rejected, retrying, publication_failed; ``sequence``, ``published``, ``suppressed``,
-``groups``, ``breach_max``, ``messages``, ``rejected``, ``action``, ``error``: an exception
-type), so a log pipeline can filter and chart them without parsing sentences.
+``groups``, ``breach_max``, ``cut_s`` and ``send_s`` (seconds), ``messages``, ``rejected``,
+``action``, ``error``: an exception type), so a log pipeline can filter and chart them
+without parsing sentences.
 
 What the worker logs never holds an individual's id, a pseudonym or a QID or sensitive value:
 releases are named by sequence, batches by counts, failures by exception type and message
