@@ -175,19 +175,24 @@ def _publish(args: argparse.Namespace) -> int:
 
 
 def _worker(args: argparse.Namespace) -> int:
+    from stream_release.config import load_settings
+    from stream_release.history.pseudonym import load_key
+
+    settings = load_settings(args.config)
+    # no key, no worker: refused before anything is imported, connected or created
+    load_key(settings.history)
+
     import asyncio
 
     import faust
     import redis
 
-    from stream_release.config import load_settings
     from stream_release.release import warm_up
     from stream_release.stream.app import create_app, tune_gc
     from stream_release.stream.kafka import ensure_topics
     from stream_release.stream.logs import logging_config
     from stream_release.stream.service import ReleaseService
 
-    settings = load_settings(args.config)
     topics = settings.kafka.topics
     service = ReleaseService(settings, redis.Redis.from_url(settings.redis.url))
     warm_up()

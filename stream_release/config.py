@@ -188,6 +188,10 @@ class ServiceSettings(_Section):
     log_format: Literal["json", "text"] = "json"
     """The worker's log lines on stdout: JSON objects (for a log pipeline) or plain text
     (:mod:`stream_release.stream.logs`)."""
+    rejected_raw: Literal["redact", "full"] = "redact"
+    """What a message on ``topics.rejected`` shows of the refused message: ``redact`` (its
+    ids and Kafka key replaced by their keyed pseudonyms, undeclared fields hidden) or
+    ``full`` (as received, CONTRACT §5 to the letter); :mod:`stream_release.stream.redaction`."""
     batch_records: int = Field(default=5000, ge=1)
     """Records staged in Redis per batch: the worker takes up to this many ``sr.records``
     messages (or seals) at once, stages them in one round of Redis calls, then lets their

@@ -51,7 +51,8 @@ DEFAULT_KEY_FILE = "pseudonym.key"
 """Name of the key file created in the offline store's directory."""
 
 _HOW_TO = (
-    "set history.key_file in the configuration or the SR_HISTORY_KEY environment variable "
+    "set history.key_file in the configuration (or SR_HISTORY_KEY_FILE) to a file holding the "
+    "key, or the SR_HISTORY_KEY environment variable to the key "
     f"(at least {MIN_KEY_BYTES} bytes, e.g. the output of `openssl rand -hex 32`)"
 )
 
@@ -95,6 +96,14 @@ class Pseudonymizer:
     def pseudonym(self, id_: str) -> bytes:
         """The 16-byte pseudonym of one id."""
         return self.pseudonyms([id_]).tobytes()
+
+    def keyed_digest(self, data: bytes) -> bytes:
+        """The same keyed hash of arbitrary bytes (16 bytes): for the UTF-8 bytes of an id,
+        its pseudonym. Used to name a rejected message without showing it
+        (:mod:`stream_release.stream.redaction`)."""
+        h = self._hasher.copy()
+        h.update(data)
+        return h.digest()
 
     def pseudonyms(
         self, ids: Sequence[str] | NDArray[np.object_] | NDArray[np.str_]

@@ -134,11 +134,13 @@ class ServiceRunner:
             try:
                 started = time.perf_counter()
                 manifests = await asyncio.to_thread(self.service.cut_ready)
-                self.metrics.observe_cut(manifests, time.perf_counter() - started)
+                cut_s = time.perf_counter() - started
+                self.metrics.observe_cut(manifests, cut_s)
                 for manifest in manifests:
                     fields = {k: manifest[k] for k in ("sequence", "published", "suppressed")}
                     fields["groups"] = manifest["groups"]
                     fields["breach_max"] = manifest["breach"]["max"]
+                    fields["cut_s"] = round(cut_s, 3)  # of every release of this cut
                     log.info(
                         "release %d committed: %d published, %d suppressed, %d groups",
                         *(fields[k] for k in ("sequence", "published", "suppressed", "groups")),
@@ -150,12 +152,18 @@ class ServiceRunner:
                     await self._send_release(outgoing)
                     await asyncio.to_thread(self.service.mark_published, sequence)
                     kill_point("marked")
-                    self.metrics.observe_publish(sequence, time.perf_counter() - started)
+                    send_s = time.perf_counter() - started
+                    self.metrics.observe_publish(sequence, send_s)
                     log.info(
                         "release %d sent: %d messages",
                         sequence,
                         len(outgoing),
-                        extra={"event": "sent", "sequence": sequence, "messages": len(outgoing)},
+                        extra={
+                            "event": "sent",
+                            "sequence": sequence,
+                            "messages": len(outgoing),
+                            "send_s": round(send_s, 3),
+                        },
                     )
                 self.publication_ok = True
             except Exception as exc:

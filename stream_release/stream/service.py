@@ -44,6 +44,7 @@ from stream_release.stream.messages import (
 from stream_release.stream.messages import (
     decode_record as decode_snapshot_record,
 )
+from stream_release.stream.redaction import Redactor
 from stream_release.stream.staging import (
     RedisStaging,
     ReleaseStatus,
@@ -174,6 +175,9 @@ class ReleaseService:
         self.pseudonymizer = Pseudonymizer(load_key(settings.history, default_dir=None))
         self.hierarchies = load_hierarchies(settings.schema)
         self.validator = RecordValidator(settings, self.hierarchies)
+        self.redactor = Redactor(
+            settings.service.rejected_raw, self.pseudonymizer, settings.schema.qid
+        )
         self.publisher = Publisher(
             settings, archive or settings.service.archive, self.store, self.pseudonymizer
         )
@@ -195,11 +199,11 @@ class ReleaseService:
         for message in messages:
             record = decode_snapshot_record(message.value, self.settings.schema, max_bytes=limit)
             if isinstance(record, Rejection):
-                rejected.append(_rejected(message, record))
+                rejected.append(self._rejected(message, record))
                 continue
             row = self.validator.staged_row(record)
             if isinstance(row, Rejection):
-                rejected.append(_rejected(message, row))
+                rejected.append(self._rejected(message, row))
                 continue
             by_label[record.release].append((message, record.id, row))
         releases = {
@@ -226,20 +230,24 @@ class ReleaseService:
                 if outcome in STAGE_ERRORS:
                     reason, error = STAGE_ERRORS[outcome]
                     refusal = Rejection(error=error.format(label=label), reason=reason)
-                    rejected.append(_rejected(message, refusal))
+                    rejected.append(self._rejected(message, refusal))
         return Accepted(rejected, complete)
 
     def accept_seal(self, message: Incoming) -> Rejected | None:
         """Record an ``sr.control`` seal; returns it rejected if it is bad or conflicting."""
         seal = decode_seal(message.value, max_bytes=self.settings.kafka.max_message_bytes)
         if isinstance(seal, Rejection):
-            return _rejected(message, seal)
+            return self._rejected(message, seal)
         outcome = self.staging.seal(seal.release, seal.records)
         if outcome in SEAL_ERRORS:
             reason, error = SEAL_ERRORS[outcome]
             refusal = Rejection(error=error.format(label=seal.release), reason=reason)
-            return _rejected(message, refusal)
+            return self._rejected(message, refusal)
         return None
+
+    def _rejected(self, message: Incoming, refusal: Rejection) -> Rejected:
+        """The rejection of ``message`` as it is sent (``service.rejected_raw``)."""
+        return self.redactor.rejection(_rejected(message, refusal), message.value, message.key)
 
     # -- 2. cut and commit ---------------------------------------------------------------------
 

@@ -108,6 +108,20 @@ def test_bad_input_is_rejected_with_its_reason_and_coordinates(setup) -> None:  
     assert "not JSON" in rejected[0].error
     assert "qid.education = 'Bachelor'" in rejected[1].error
     assert rejected[2].error.startswith("duplicate id")
+    # service.rejected_raw = "redact" (default): the message without its id, the key hashed
+    pseudonym = service.pseudonymizer.keyed_digest
+    assert json.loads(rejected[0].raw) == {
+        "redacted": True,
+        "bytes": len(b"not json"),
+        "pseudonym": pseudonym(b"not json").hex(),
+    }
+    assert [r.key for r in rejected] == [f"pseudonym:{pseudonym(b'k').hex()}".encode(), None, None]
+    ident = duplicate["id"]
+    assert json.loads(rejected[2].raw) == {
+        **duplicate,
+        "id": f"pseudonym:{pseudonym(ident.encode()).hex()}",
+    }
+    assert not any(ident in r.raw or ident in r.error for r in rejected)
     assert service.staging.status("t01").staged == 3
     # a conflicting seal, then late records after the cut
     assert (
@@ -121,3 +135,18 @@ def test_bad_input_is_rejected_with_its_reason_and_coordinates(setup) -> None:  
     with pytest.raises(GuaranteeUnsatisfiable, match="infeasible"):
         service.cut_ready()  # three rows cannot meet ratio 4.85: refused, nothing committed
     assert service.store.last_sequence() == 0
+
+
+def test_full_rejected_raw_sends_the_message_and_key_as_received(
+    shared_data: Path, tmp_path: Path, redis_url: str, redis_prefix: str
+) -> None:
+    settings = load_settings(
+        write_config(tmp_path, shared_data),
+        history={"key": KEY, "prefix": redis_prefix},
+        service={"rejected_raw": "full"},
+    )
+    service = ReleaseService(settings, redis.Redis.from_url(redis_url), tmp_path / "archive")
+    value = b'{"release": "t01", "id": "p-1"}'
+    [rejected] = service.accept_records([Incoming("sr.records", 0, 5, b"p-1", value)]).rejected
+    assert "qid is missing" in rejected.error
+    assert (rejected.raw, rejected.key) == (value.decode(), b"p-1")

@@ -2,8 +2,9 @@
 
 Snapshots sent with ``stream-release publish`` come out of the worker as releases equal, byte for
 byte, to offline ``anonymize`` on the same snapshots with the same key; the archive passes the
-audit; bad records go to ``sr.rejected`` with their reason; SIGTERM stops the worker; a worker
-killed with SIGKILL and started again publishes every release exactly once by sequence.
+audit; bad records go to ``sr.rejected`` with their reason (ids and keys as their keyed
+pseudonyms); SIGTERM stops the worker; a worker killed with SIGKILL and started again publishes
+every release exactly once by sequence.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from stream_release.audit import audit_directory
 from stream_release.cli import main
 from stream_release.config import TopicSettings, load_settings
 from stream_release.datasets import ADULT_QID
+from stream_release.history.pseudonym import Pseudonymizer
 from stream_release.local_services import worker_env
 from stream_release.series import anonymize_files
 
@@ -201,12 +203,22 @@ def test_worker_publishes_the_offline_releases_and_rejects_bad_records(
     rejected = _wait_for(
         worker, kafka_bootstrap, kafka_topics.rejected, lambda m: len(m) >= 2, "two rejections"
     )
-    assert [m.key for m in rejected] == [b"bad-key", b"p-1"]
+    # service.rejected_raw = "redact" (default): keys and ids as their keyed pseudonyms
+    pseudonym = Pseudonymizer(KEY.encode()).keyed_digest
+    assert [m.key for m in rejected] == [
+        f"pseudonym:{pseudonym(key).hex()}".encode() for key in (b"bad-key", b"p-1")
+    ]
     values = [json.loads(m.value) for m in rejected]
-    assert "not JSON" in values[0]["error"] and values[0]["raw"] == "not json"
+    assert "not JSON" in values[0]["error"]
+    assert json.loads(values[0]["raw"]) == {
+        "redacted": True,
+        "bytes": len(b"not json"),
+        "pseudonym": pseudonym(b"not json").hex(),
+    }
     assert values[1]["error"].startswith("duplicate id")
     assert values[1]["topic"] == kafka_topics.records
-    assert json.loads(values[1]["raw"]) == other
+    assert json.loads(values[1]["raw"]) == {**other, "id": f"pseudonym:{pseudonym(b'p-1').hex()}"}
+    assert not any(ID_PATTERN.search(m.value.decode()) for m in rejected)
 
     assert _stop(worker) == 0
     log = worker.log.read_text(errors="replace")
