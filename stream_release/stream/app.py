@@ -61,6 +61,7 @@ from stream_release.stream.kafka import client_options
 from stream_release.stream.messages import Rejected
 from stream_release.stream.observability import HttpEndpoint, Metrics, health_payload
 from stream_release.stream.records_consumer import RecordConsumer
+from stream_release.stream.redaction import SentRejected
 from stream_release.stream.service import Incoming, Outgoing, PreparedBatch, ReleaseService
 
 log = logging.getLogger(__name__)
@@ -211,16 +212,13 @@ class ServiceRunner:
         if not refused:
             return
         keys = {(m.topic, m.partition, m.offset): m.key for m in messages}
+
+        def key(r: Rejected) -> bytes | None:  # the service's carry their (redacted) key
+            return r.key if isinstance(r, SentRejected) else keys[(r.topic, r.partition, r.offset)]
+
         topic = self.settings.kafka.topics.rejected
         await self._send(
-            [
-                Outgoing(
-                    topic,
-                    keys[(r.topic, r.partition, r.offset)],
-                    r.model_dump_json().encode("utf-8"),
-                )
-                for r in refused
-            ]
+            [Outgoing(topic, key(r), r.model_dump_json().encode("utf-8")) for r in refused]
         )
         log.info(
             "%d messages rejected",
