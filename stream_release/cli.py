@@ -156,13 +156,15 @@ def _publish(args: argparse.Namespace) -> int:
 
     from stream_release.config import load_settings
     from stream_release.io.snapshot import read_snapshot
-    from stream_release.stream.publish import publish_snapshot
+    from stream_release.stream.publish import check_snapshot_rows, publish_snapshot
 
     # aiokafka logs each failed attempt; the error that ends the run is our one line.
     kafka_log = logging.getLogger("aiokafka")
     if not any(isinstance(h, logging.NullHandler) for h in kafka_log.handlers):
         kafka_log.addHandler(logging.NullHandler())
     settings = load_settings(args.config)
+    # a snapshot the worker would refuse is refused before it is read into memory
+    check_snapshot_rows(args.snapshot, settings.service.max_release_rows)
     raw = read_snapshot(args.snapshot, settings.schema)  # a bad snapshot sends nothing
     start = time.perf_counter()
     sent = asyncio.run(publish_snapshot(settings.kafka, args.release, raw))

@@ -213,6 +213,20 @@ class ServiceSettings(_Section):
     less is usual)."""
     rebalance_timeout_s: float = Field(default=60.0, gt=0)
     """Longest time (seconds) a rebalance waits for the group's members to rejoin."""
+    max_release_rows: int = Field(default=2_000_000, ge=1)
+    """Most distinct ids one release may hold. The worker stages a release's rows in Redis
+    (about 200 bytes each) and holds them all in memory while it cuts the release (about
+    2 KiB each at the peak: 300,000 Adult rows took 550 MiB), so a larger snapshot is refused
+    before it can exhaust either: a seal announcing more ids is rejected (reason
+    ``too_large``), and so is every new id beyond this many staged for one release;
+    ``stream-release publish`` refuses such a snapshot before reading it. Raise it (for the
+    worker and the publisher) where the memory is there, or split the snapshot into several
+    releases."""
+    seal_alert_after_s: float = Field(default=600.0, gt=0)
+    """A sealed release still missing records this many seconds after the worker first saw it
+    waiting gets a warning log line (``event`` ``seal_incomplete``: release, sealed, staged,
+    missing, waited seconds), again every as many seconds while it waits; the alert rule of
+    ``deploy/prometheus/alerts.yml`` fires on ``sr_seal_incomplete`` after as long."""
 
     @model_validator(mode="after")
     def _check_timeouts(self) -> ServiceSettings:

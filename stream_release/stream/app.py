@@ -62,6 +62,7 @@ from stream_release.stream.messages import Rejected
 from stream_release.stream.observability import HttpEndpoint, Metrics, health_payload
 from stream_release.stream.records_consumer import RecordConsumer
 from stream_release.stream.redaction import SentRejected
+from stream_release.stream.seal_watch import SealWatch
 from stream_release.stream.service import Incoming, Outgoing, PreparedBatch, ReleaseService
 
 log = logging.getLogger(__name__)
@@ -314,6 +315,12 @@ def create_app(
     @app.timer(interval=conf.retry_interval_s)
     async def publish_periodically() -> None:
         await runner.publish()
+
+    seal_watch = SealWatch(conf.seal_alert_after_s)  # logs seals that stay incomplete
+
+    @app.timer(interval=min(conf.retry_interval_s, conf.seal_alert_after_s))
+    async def watch_seals() -> None:
+        await seal_watch.run(service.waiting)
 
     if conf.metrics_port:
         endpoint = HttpEndpoint(runner.metrics, runner.refresh_metrics, runner.health)

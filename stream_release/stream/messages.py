@@ -42,6 +42,8 @@ class RejectReason(StrEnum):
     """The release already holds the number of ids its seal announced."""
     SEAL_CONFLICT = "seal_conflict"
     """The release was sealed with another record count."""
+    TOO_LARGE = "too_large"
+    """The release would hold more ids than ``service.max_release_rows``."""
 
 
 class _Message(BaseModel):

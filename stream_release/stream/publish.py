@@ -11,20 +11,64 @@ snapshot is never released partially; publishing it again (same label) is the re
 Records are sent without awaiting each one (aiokafka batches them) and collected at the end,
 so a snapshot of tens of thousands of rows takes well under a second on a local broker.
 Nothing here logs or prints an id or a sensitive value.
+
+:func:`check_snapshot_rows` refuses, before it is read into memory, a snapshot with more rows
+than ``service.max_release_rows``, which the worker would refuse.
 """
 
 from __future__ import annotations
 
 import asyncio
+import csv
+from pathlib import Path
 
 import orjson
 from aiokafka import AIOKafkaProducer
 from aiokafka import errors as aiokafka_errors
 
 from stream_release.config import KafkaSettings
-from stream_release.errors import InvalidParameter
+from stream_release.errors import InvalidParameter, SchemaError
 from stream_release.io.snapshot import RawSnapshot
 from stream_release.stream.kafka import CLIENT_ERRORS, ensure_topics, kafka_error, producer_options
+
+CHUNK_BYTES = 1 << 20
+"""Bytes read at a time by :func:`check_snapshot_rows`."""
+
+
+def check_snapshot_rows(path: Path | str, max_rows: int) -> None:
+    """Refuse the CSV snapshot at ``path`` if it has more than ``max_rows`` rows
+    (``service.max_release_rows``), reading it in chunks of :data:`CHUNK_BYTES`: a snapshot
+    too large for memory is refused, never loaded. Rows are the lines after the header; when
+    there are more lines than that and the file quotes fields (a quoted field may hold a line
+    break), its records are counted exactly, still streaming. A file that cannot be read is
+    left to :func:`~stream_release.io.snapshot.read_snapshot` to report.
+
+    Raises
+    ------
+    SchemaError
+        The snapshot has more than ``max_rows`` rows; the message names the setting and the fix.
+    """
+    newlines, quoted, last = 0, False, b"\n"
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(CHUNK_BYTES):
+                newlines += chunk.count(b"\n")
+                quoted = quoted or b'"' in chunk
+                last = chunk[-1:]
+    except OSError:
+        return
+    rows = newlines + (last != b"\n") - 1  # a last line may lack its line break; the header
+    if rows > max_rows and quoted:
+        with open(path, encoding="utf-8", errors="replace", newline="") as text:
+            rows = sum(1 for _ in csv.reader(text)) - 1
+    if rows > max_rows:
+        raise SchemaError(
+            f"snapshot {str(path)!r} has {rows} rows, more than service.max_release_rows = "
+            f"{max_rows}, and the worker refuses a release that large: split it into releases "
+            f"of at most {max_rows} rows, or raise service.max_release_rows "
+            "(SR_SERVICE_MAX_RELEASE_ROWS, for this command and the worker) where the worker "
+            "and Redis have the memory"
+        )
 
 
 def seal_value(label: str, records: int) -> bytes:

@@ -63,12 +63,25 @@ STAGE_ERRORS = {
         RejectReason.OVER_SEAL,
         "release {label!r} already holds the number of ids its seal announced",
     ),
+    StageOutcome.TOO_LARGE: (
+        RejectReason.TOO_LARGE,
+        "too large: release {label!r} already holds service.max_release_rows = {limit} ids; "
+        "split the snapshot into smaller releases, or raise the setting "
+        "(SR_SERVICE_MAX_RELEASE_ROWS) where the worker and Redis have the memory",
+    ),
 }
 """The staging outcomes that refuse a row: their reason code and error message."""
 SEAL_ERRORS = {
     SealOutcome.CONFLICT: (
         RejectReason.SEAL_CONFLICT,
         "seal conflict: release {label!r} was sealed with another record count",
+    ),
+    SealOutcome.TOO_LARGE: (
+        RejectReason.TOO_LARGE,
+        "too large: the seal of release {label!r} announces {records} ids, more than "
+        "service.max_release_rows = {limit}; split the snapshot into smaller releases, or "
+        "raise the setting (SR_SERVICE_MAX_RELEASE_ROWS) where the worker and Redis have the "
+        "memory",
     ),
 }
 """The staging outcomes that refuse a seal: their reason code and error message."""
@@ -171,7 +184,9 @@ class ReleaseService:
         self.client = client
         self.keys = RedisKeys(settings.history.prefix)
         self.store = RedisHistoryStore(client, settings.history.prefix)
-        self.staging = RedisStaging(client, self.keys, settings.schema)
+        self.staging = RedisStaging(
+            client, self.keys, settings.schema, max_rows=settings.service.max_release_rows
+        )
         self.pseudonymizer = Pseudonymizer(load_key(settings.history, default_dir=None))
         self.hierarchies = load_hierarchies(settings.schema)
         self.validator = RecordValidator(settings, self.hierarchies)
@@ -229,7 +244,8 @@ class ReleaseService:
             for message, outcome in zip(release.messages, staged.outcomes, strict=True):
                 if outcome in STAGE_ERRORS:
                     reason, error = STAGE_ERRORS[outcome]
-                    refusal = Rejection(error=error.format(label=label), reason=reason)
+                    limit = self.settings.service.max_release_rows
+                    refusal = Rejection(error=error.format(label=label, limit=limit), reason=reason)
                     rejected.append(self._rejected(message, refusal))
         return Accepted(rejected, complete)
 
@@ -241,7 +257,12 @@ class ReleaseService:
         outcome = self.staging.seal(seal.release, seal.records)
         if outcome in SEAL_ERRORS:
             reason, error = SEAL_ERRORS[outcome]
-            refusal = Rejection(error=error.format(label=seal.release), reason=reason)
+            text = error.format(
+                label=seal.release,
+                records=seal.records,
+                limit=self.settings.service.max_release_rows,
+            )
+            refusal = Rejection(error=text, reason=reason)
             return self._rejected(message, refusal)
         return None
 

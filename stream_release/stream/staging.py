@@ -9,6 +9,11 @@ id can be staged for it (code 4), so the rows the cut reads are the rows the com
 (the commit transaction maps the label to its sequence and clears the staging,
 :meth:`RedisHistoryStore.commit` with ``label``).
 
+A release holds at most ``max_rows`` ids (``service.max_release_rows``): a seal announcing more
+is refused without touching Redis, and so is every new id beyond it (code 5), so neither Redis
+nor the cut, which loads a release's rows into memory, grows without bound; both are logged
+(``event`` ``release_too_large``).
+
 Individuals are staged under their pseudonym (the keyed hash of the id): no raw id reaches
 Redis. A row is stored as the JSON array of its QID values (schema order, as strings) and its
 sensitive value, so the same record always stages the same bytes.
@@ -17,6 +22,7 @@ sensitive value, so the same record always stages the same bytes.
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -36,6 +42,7 @@ from stream_release.history.types import PSEUDONYM_DTYPE
 from stream_release.io.snapshot import RawSnapshot, snapshot_from_columns
 
 _T = TypeVar("_T")
+log = logging.getLogger(__name__)
 
 BATCH = 2000
 """Rows per script call."""
@@ -49,6 +56,7 @@ class StageOutcome(enum.IntEnum):
     DUPLICATE_ID = 2
     LATE = 3
     OVER_SEAL = 4
+    TOO_LARGE = 5
 
 
 _STAGE_OUTCOMES = tuple(StageOutcome)
@@ -62,6 +70,8 @@ class SealOutcome(enum.IntEnum):
     REDELIVERED = 1
     CONFLICT = 2
     ALREADY_CUT = 3
+    TOO_LARGE = 4
+    """The seal announces more ids than ``max_rows``: refused, nothing recorded."""
 
 
 class Staged(NamedTuple):
@@ -102,12 +112,21 @@ class RedisStaging:
     client : a ``redis.Redis`` with ``decode_responses=False``
     keys : the namespace's key names (shared with the history store)
     schema : the snapshot schema (QID order of the staged rows)
+    max_rows : the most ids one release may hold (``service.max_release_rows``; None: no limit)
     """
 
-    def __init__(self, client: redis.Redis, keys: RedisKeys, schema: SchemaSettings) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: RedisKeys,
+        schema: SchemaSettings,
+        *,
+        max_rows: int | None = None,
+    ) -> None:
         self._client = client
         self._keys = keys
         self._schema = schema
+        self._max_rows = max_rows
         lua = resources.files("stream_release.history").joinpath("lua")
         self._stage_rows = client.register_script(lua.joinpath("stage_rows.lua").read_text())
         self._stage_seal = client.register_script(lua.joinpath("stage_seal.lua").read_text())
@@ -127,7 +146,7 @@ class RedisStaging:
         out: list[StageOutcome] = []
         complete = False
         for start in range(0, len(rows), BATCH):
-            args: list[bytes | str] = [label]
+            args: list[bytes | str] = [label, str(self._max_rows or 0)]
             for p, r in zip(
                 pseudonyms[start : start + BATCH], rows[start : start + BATCH], strict=True
             ):
@@ -137,10 +156,28 @@ class RedisStaging:
                 kill_point("stage_partial")
             out.extend([_STAGE_OUTCOMES[c] for c in codes[:-1]])
             complete = bool(codes[-1])
+        refused = out.count(StageOutcome.TOO_LARGE)
+        if refused:
+            log.warning(
+                "release %r refused %d new ids: it already holds service.max_release_rows = %d",
+                label,
+                refused,
+                self._max_rows,
+                extra={"event": "release_too_large", "release": label, "refused": refused},
+            )
         return Staged(out, complete)
 
     def seal(self, label: str, records: int) -> SealOutcome:
         """Record the seal of release ``label`` (``records`` distinct ids)."""
+        if self._max_rows is not None and records > self._max_rows:
+            log.warning(
+                "seal of release %r refused: %d ids, more than service.max_release_rows = %d",
+                label,
+                records,
+                self._max_rows,
+                extra={"event": "release_too_large", "release": label, "sealed": records},
+            )
+            return SealOutcome.TOO_LARGE
         keys = [self._keys.labels, self._keys.stage_seal(label), self._keys.open_labels]
         code = self._call(
             "stage a seal", lambda: self._stage_seal(keys=keys, args=[label, records])

@@ -156,6 +156,7 @@ def test_reason_codes_are_short_and_stable() -> None:
         "late",
         "over_seal",
         "seal_conflict",
+        "too_large",
     ]
 
 
@@ -198,8 +199,10 @@ def test_staging_outcomes_carry_their_reason() -> None:
         StageOutcome.DUPLICATE_ID: RejectReason.DUPLICATE_ID,
         StageOutcome.LATE: RejectReason.LATE,
         StageOutcome.OVER_SEAL: RejectReason.OVER_SEAL,
+        StageOutcome.TOO_LARGE: RejectReason.TOO_LARGE,
     }
     assert SEAL_ERRORS[SealOutcome.CONFLICT][0] is RejectReason.SEAL_CONFLICT
+    assert SEAL_ERRORS[SealOutcome.TOO_LARGE][0] is RejectReason.TOO_LARGE
 
 
 def test_the_reason_is_not_part_of_the_wire_message() -> None:
