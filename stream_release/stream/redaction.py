@@ -53,7 +53,16 @@ from pydantic import PrivateAttr
 from stream_release.history.pseudonym import Pseudonymizer
 from stream_release.stream.messages import Rejected, RejectReason, Seal, SnapshotRecord
 
-__all__ = ["GROWTH_BYTES", "PSEUDONYM_PREFIX", "REDACTED", "Redactor", "SentRejected"]
+__all__ = [
+    "ERROR_CHARS",
+    "GROWTH_BYTES",
+    "PSEUDONYM_PREFIX",
+    "RECORD_OVERHEAD_BYTES",
+    "REDACTED",
+    "Redactor",
+    "SentRejected",
+    "fitted",
+]
 
 REDACTED = "redacted"
 """What an undeclared value of a rejected JSON object is replaced by."""
@@ -62,6 +71,10 @@ PSEUDONYM_PREFIX = "pseudonym:"
 GROWTH_BYTES = 64
 """How much longer than in ``"full"`` mode a redacted rejection may be (its id's pseudonym
 and a ``<redacted>`` in ``error`` take more room than a short id); beyond, ``raw`` is opaque."""
+ERROR_CHARS = 1000
+"""Longest ``error`` of a rejection that does not fit (an error may quote a huge value)."""
+RECORD_OVERHEAD_BYTES = 512
+"""Room kept for a Kafka record's framing besides its key and value."""
 _QUOTED = "<redacted>"
 _DECLARED = (set(SnapshotRecord.model_fields) | set(Seal.model_fields)) - {"id", "qid"}
 
@@ -165,3 +178,34 @@ def _unquote(error: str, hidden: list[Any]) -> str:
             stack.extend(value)
         error = error.replace(f"= {value!r}", f"= {_QUOTED}")
     return error
+
+
+def fitted(rejected: SentRejected, max_bytes: int) -> SentRejected:
+    """``rejected``, shortened if needed so that it and its key fit in one Kafka message of
+    ``max_bytes`` (``kafka.max_message_bytes``, the producer's limit): a rejection the
+    producer refused would be retried forever and hold up every message after it.
+
+    ``error`` is cut to :data:`ERROR_CHARS` characters, then ``raw`` is halved until the
+    whole fits; ``error`` then says how much of ``raw`` is shown. The message itself stays
+    readable on its input topic at the rejection's coordinates.
+    """
+    budget = max_bytes - len(rejected.key or b"") - RECORD_OVERHEAD_BYTES
+    if len(rejected.model_dump_json()) <= budget:
+        return rejected
+    fields = rejected.model_dump()
+    error, raw = fields["error"], fields["raw"]
+    if len(error) > ERROR_CHARS:
+        error = error[:ERROR_CHARS] + " [...]"
+    shown = raw
+    while True:
+        note = (
+            ""
+            if shown == raw
+            else (f" (raw shows the first {len(shown)} of its {len(raw)} characters)")
+        )
+        fields["error"], fields["raw"] = error + note, shown
+        candidate = SentRejected.because(rejected.reason, **fields)
+        if len(candidate.model_dump_json()) <= budget or not shown:
+            candidate._key = rejected.key
+            return candidate
+        shown = shown[: len(shown) // 2]

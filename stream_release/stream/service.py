@@ -18,6 +18,7 @@ The worker feeds it the messages it consumes and sends what it returns:
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +45,7 @@ from stream_release.stream.messages import (
 from stream_release.stream.messages import (
     decode_record as decode_snapshot_record,
 )
-from stream_release.stream.redaction import Redactor
+from stream_release.stream.redaction import Redactor, fitted
 from stream_release.stream.staging import (
     RedisStaging,
     ReleaseStatus,
@@ -165,10 +166,12 @@ class RecordValidator:
                 )
         for index, name in self._numeric:
             try:
-                float(values[index])
+                finite = math.isfinite(float(values[index]))
             except ValueError:
+                finite = False
+            if not finite:
                 return Rejection(
-                    error=f"record: qid.{name} = {qid[name]!r} is not a number",
+                    error=f"record: qid.{name} = {qid[name]!r} is not a finite number",
                     reason=RejectReason.INVALID_FIELD,
                 )
         return staged_row(values, record.sensitive)
@@ -267,8 +270,10 @@ class ReleaseService:
         return None
 
     def _rejected(self, message: Incoming, refusal: Rejection) -> Rejected:
-        """The rejection of ``message`` as it is sent (``service.rejected_raw``)."""
-        return self.redactor.rejection(_rejected(message, refusal), message.value, message.key)
+        """The rejection of ``message`` as it is sent (``service.rejected_raw``), short enough
+        for one Kafka message (:func:`~stream_release.stream.redaction.fitted`)."""
+        sent = self.redactor.rejection(_rejected(message, refusal), message.value, message.key)
+        return fitted(sent, self.settings.kafka.max_message_bytes)
 
     # -- 2. cut and commit ---------------------------------------------------------------------
 

@@ -282,11 +282,6 @@ def test_the_seal_alert_waits_as_long_as_the_worker_before_its_log_line(
     assert "{{ $labels.release }}" in rule["annotations"]["summary"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="docker-compose.yml does not mount the rules yet: the prometheus service needs "
-    "`- ./deploy/prometheus:/etc/prometheus/rules:ro`",
-)
 def test_prometheus_is_given_every_rule_file(compose: dict[str, Any], pyyaml: ModuleType) -> None:
     scrape = pyyaml.safe_load((ROOT / "deploy/prometheus.yml").read_text())
     mounts = _bind_mounts(compose["services"]["prometheus"])

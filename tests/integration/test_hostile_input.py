@@ -18,8 +18,9 @@
 - ``service.seal_alert_after_s``: a sealed release that stays incomplete gets a warning log
   line and its ``sr_seal_incomplete`` series satisfies the alert rule of
   ``deploy/prometheus/alerts.yml``.
-- Known bugs the fuzzer found have a reproducer each, ``xfail`` (strict) until fixed; their
-  inputs stay out of the fuzz until then (:data:`REJECTIONS_FIT`, :data:`NON_FINITE_REJECTED`).
+- Two bugs the fuzzer found have a reproducer each, at the end: a rejection too large for
+  the producer (now cut to fit, ``redaction.fitted``) and a non-finite number in a numeric QID
+  (now rejected); their inputs are part of the fuzz.
 
 Hypothesis generates the *plans* of the messages (their kind and the choices that make them
 bad) in :data:`EXAMPLES` examples of a few hundred plans each; :class:`Fuzz` turns them into
@@ -96,20 +97,9 @@ STRING_FIELDS = ("release", "id", "sensitive")
 NUMERIC = "age"
 """The numeric QID of :func:`_config` (no hierarchy: its values are checked as numbers)."""
 
-# -- known bugs (see the xfail tests at the end): their inputs stay out of the fuzz until fixed
-REJECTIONS_FIT = False
-"""Set True once a rejection always fits in ``kafka.max_message_bytes``. Today the worker sends
-a rejection with the whole value, the key as received and an error that may repeat the bad
-value, so a message over about half of the limit yields a rejection its producer refuses
-(``MessageSizeTooLargeError``); the worker retries it forever and stages nothing more. Until
-then the fuzz sends no oversize message and keeps every rejected one under half the limit."""
-NON_FINITE_REJECTED = False
-"""Set True once a non-finite number (``"nan"``, ``"inf"``, JSON ``NaN``, ``1e400``) in a
-numeric QID is rejected. Today it is staged, and the cut of its release fails on it forever
-(``SchemaError``), which also blocks every release whose label sorts after it."""
-LONG = (500, 2500) if REJECTIONS_FIT else (500, 1400)
+LONG = (500, 2500)
 """Length of long ids (valid records whose copies may be rejected as late)."""
-HUGE = (1000, 3500) if REJECTIONS_FIT else (1000, 1400)
+HUGE = (1000, 3500)
 """Length of huge strings in bad records (their errors may repeat them)."""
 
 # what the rejection of each kind of message says (one of these substrings of its ``error``)
@@ -207,14 +197,13 @@ BAD_PLANS: dict[str, st.SearchStrategy[Any]] = {
     "seal_release": st.tuples(not_strings | st.just("")),
     "seal_conflict": st.tuples(st.integers(0, len(FUZZ_RELEASES) - 1), st.integers(1, 50)),
     "seal_too_large": st.tuples(st.integers(0, len(FUZZ_RELEASES) - 1), st.integers(1, 10**30)),
+    "oversize": st.tuples(st.integers(1, 4000)),
+    "seal_oversize": st.tuples(st.integers(1, 4000)),
+    "non_finite": st.tuples(  # strings, and JSON's NaN and Infinity
+        st.sampled_from(["nan", "inf", "-Infinity", "1e400", math.nan, math.inf])
+    ),
 }
 """Plans of messages that must be rejected: ``kind -> choices``."""
-if REJECTIONS_FIT:
-    BAD_PLANS["oversize"] = BAD_PLANS["seal_oversize"] = st.tuples(st.integers(1, 4000))
-if NON_FINITE_REJECTED:
-    BAD_PLANS["non_finite"] = st.tuples(  # strings, and JSON's NaN and Infinity
-        st.sampled_from(["nan", "inf", "-Infinity", "1e400", math.nan, math.inf])
-    )
 
 
 @st.composite
@@ -824,16 +813,9 @@ def test_seal_watch_logs_a_waiting_release_once_per_period(
     assert caplog.records[0].missing == 2  # type: ignore[attr-defined]
 
 
-# -- known bugs: reproducers (xfail until fixed; then set the flag at the top) ---------------
+# -- reproducers of the bugs the fuzzer found ------------------------------------------------
 
 
-@pytest.mark.xfail(
-    not REJECTIONS_FIT,
-    strict=True,
-    reason="bug: a rejection carries the whole value, its key and an error that repeats the "
-    "value, and the worker's producer refuses one above kafka.max_message_bytes: the worker "
-    "retries it forever (see REJECTIONS_FIT)",
-)
 def test_messages_near_or_over_the_size_limit_are_rejected(
     hostile: Hostile, shared_data: Path
 ) -> None:
@@ -848,8 +830,7 @@ def test_messages_near_or_over_the_size_limit_are_rejected(
         Message(topics.records, b"k", _json(near), True, INVALID),
         Message(topics.control, b"k", _json(_seal("x" * MAX_MESSAGE_BYTES, 1)), True, OVERSIZE),
     ]
-    # THE FAILING ASSERTION while the bug lasts: _handle fails at once, as the worker logs
-    # "cannot send the rejections, retrying: ... MessageSizeTooLargeError"
+    # before the fix, the worker retried a rejection its producer refused (too large) forever
     coordinates, rejected = _handle(hostile, messages, "the rejections")
     errors = {_place(r): json.loads(r.value)["error"] for r in rejected}
     for place, message in zip(coordinates, messages, strict=True):
@@ -857,12 +838,6 @@ def test_messages_near_or_over_the_size_limit_are_rejected(
     assert _stop(hostile.worker) == 0
 
 
-@pytest.mark.xfail(
-    not NON_FINITE_REJECTED,
-    strict=True,
-    reason="bug: a numeric QID of 'nan', 'inf', NaN or 1e400 passes RecordValidator "
-    "(float() accepts it) and its release can then never be cut (see NON_FINITE_REJECTED)",
-)
 def test_a_non_finite_number_in_a_numeric_qid_is_rejected(
     hostile: Hostile, shared_data: Path
 ) -> None:
@@ -876,6 +851,6 @@ def test_a_non_finite_number_in_a_numeric_qid_is_rejected(
         record["qid"][NUMERIC] = value
         messages.append(Message(topics.records, b"k", _json(record), True, INVALID))
     coordinates, rejected = _handle(hostile, messages, "the rejections")
-    # THE FAILING ASSERTION while the bug lasts: these records are staged, not rejected
+    # before the fix, these records were staged, and their release could never be cut
     assert {_place(r) for r in rejected} == set(coordinates)
     assert _stop(hostile.worker) == 0
