@@ -18,6 +18,7 @@ The worker feeds it the messages it consumes and sends what it returns:
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ import orjson
 import redis
 
 from stream_release.config import Settings
+from stream_release.errors import GuaranteeUnsatisfiable, SchemaError
 from stream_release.faults import kill_point
 from stream_release.grouping.encoding import Hierarchy, encode, load_hierarchies
 from stream_release.history.keys import RedisKeys
@@ -54,12 +56,17 @@ from stream_release.stream.staging import (
     staged_row,
 )
 
+log = logging.getLogger(__name__)
+
 STAGE_ERRORS = {
     StageOutcome.DUPLICATE_ID: (
         RejectReason.DUPLICATE_ID,
         "duplicate id: release {label!r} already holds another row for this id",
     ),
-    StageOutcome.LATE: (RejectReason.LATE, "late: release {label!r} is already published"),
+    StageOutcome.LATE: (
+        RejectReason.LATE,
+        "late: release {label!r} is already cut (published, or refused as infeasible)",
+    ),
     StageOutcome.OVER_SEAL: (
         RejectReason.OVER_SEAL,
         "release {label!r} already holds the number of ids its seal announced",
@@ -278,17 +285,40 @@ class ReleaseService:
     # -- 2. cut and commit ---------------------------------------------------------------------
 
     def cut_ready(self) -> list[dict[str, Any]]:
-        """Plan and commit every ready release (seal order is not assumed: label order)."""
+        """Plan and commit every ready release (seal order is not assumed: label order).
+
+        A release whose guarantee cannot be met (``GuaranteeUnsatisfiable``: too few rows for
+        the required ratio, one value too frequent) or whose staged rows do not encode
+        (``SchemaError``) is refused (:meth:`RedisStaging.refuse`) and logged; the releases
+        after it are cut as usual, so one bad snapshot cannot stall the series. A Redis
+        failure is raised: the cut is tried again later.
+        """
         manifests = []
         for status in self.staging.ready():
             pseudonyms, raw = self.staging.load(status.label)
             kill_point("cut_loaded")
-            table = encode(raw, self.settings.schema, self.hierarchies)
-            manifests.append(
-                self.publisher.publish(
+            try:
+                table = encode(raw, self.settings.schema, self.hierarchies)
+                manifest = self.publisher.publish(
                     table, label=status.label, pseudonyms=pseudonyms, cut_label=True
                 )
-            )
+            except (GuaranteeUnsatisfiable, SchemaError) as exc:
+                self.staging.refuse(status.label)
+                log.error(
+                    "release %r refused, nothing published: %s (run `stream-release "
+                    "anonymize` on its snapshot for the reason); it must be sent again under "
+                    "another label",
+                    status.label,
+                    type(exc).__name__,
+                    extra={
+                        "event": "release_refused",
+                        "release": status.label,
+                        "rows": raw.n_rows,
+                        "error": type(exc).__name__,
+                    },
+                )
+                continue
+            manifests.append(manifest)
         return manifests
 
     # -- 3. publication ------------------------------------------------------------------------

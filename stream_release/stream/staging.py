@@ -48,6 +48,11 @@ BATCH = 2000
 """Rows per script call."""
 
 
+REFUSED = 0
+"""The "sequence" of a release label that was cut but refused (:meth:`RedisStaging.refuse`):
+real sequences start at 1."""
+
+
 class StageOutcome(enum.IntEnum):
     """What staging did with one row (the codes of ``stage_rows.lua``)."""
 
@@ -241,6 +246,16 @@ class RedisStaging:
             "read the published sequence", lambda: self._client.get(self._keys.published)
         )
         return 0 if raw is None else int(raw)
+
+    def refuse(self, label: str) -> None:
+        """Close release ``label`` without publishing it (its guarantee cannot be met): its
+        label maps to :data:`REFUSED`, so its records and seal are late from now on, and its
+        staged rows and seal are deleted, in one transaction."""
+        with self._client.pipeline(transaction=True) as pipe:
+            pipe.hset(self._keys.labels, label, REFUSED)
+            pipe.delete(self._keys.stage_rows(label), self._keys.stage_seal(label))
+            pipe.srem(self._keys.open_labels, label)
+            self._call("refuse a release", pipe.execute)
 
     def mark_published(self, sequence: int) -> int:
         """Record that release ``sequence`` was sent; never moves backwards. Returns the

@@ -17,7 +17,6 @@ from helpers import adult_series, write_config
 from stream_release.audit import audit_directory
 from stream_release.config import load_settings
 from stream_release.datasets import read_csv_table
-from stream_release.errors import GuaranteeUnsatisfiable
 from stream_release.series import anonymize_files
 from stream_release.stream.service import Incoming, ReleaseService
 
@@ -132,9 +131,24 @@ def test_bad_input_is_rejected_with_its_reason_and_coordinates(setup) -> None:  
         Incoming("sr.control", 0, 2, None, b'{"release": "t01", "records": 4}')
     )
     assert conflict is not None and "seal conflict" in conflict.error
-    with pytest.raises(GuaranteeUnsatisfiable, match="infeasible"):
-        service.cut_ready()  # three rows cannot meet ratio 4.85: refused, nothing committed
+    # three rows cannot meet ratio 4.85: the release is refused, nothing committed, and it
+    # does not stall the series: its records are late from now on
+    assert service.cut_ready() == []
     assert service.store.last_sequence() == 0
+    assert service.staging.status("t01").committed == 0 and service.staging.open_labels() == []
+    [late] = service.accept_records(good[:1]).rejected
+    assert late.error.startswith("late:")
+    assert (
+        service.accept_seal(Incoming("sr.control", 0, 3, None, b'{"release": "t01", "records": 3}'))
+        is None
+    )  # a seal for a cut release changes nothing
+    # the next release is cut as usual, as sequence 1
+    following = _messages(snaps[1], "t02", settings.schema.qid, 100)
+    assert service.accept_records(following).rejected == []
+    seal = json.dumps({"release": "t02", "records": len(following)}).encode()
+    assert service.accept_seal(Incoming("sr.control", 0, 4, None, seal)) is None
+    [manifest] = service.cut_ready()
+    assert (manifest["release"], manifest["sequence"]) == ("t02", 1)
 
 
 def test_full_rejected_raw_sends_the_message_and_key_as_received(
