@@ -245,14 +245,7 @@ def main() -> int:
             config = write_demo_config(work)
             kafka = KafkaSettings(bootstrap=bootstrap, idempotent=False)
             topics = kafka.topics
-            names = [
-                topics.records,
-                topics.control,
-                topics.releases,
-                topics.manifests,
-                topics.rejected,
-            ]
-            asyncio.run(ensure_topics(kafka, names))
+            asyncio.run(ensure_topics(kafka, topics.every))
             env = worker_env(
                 bootstrap=bootstrap,
                 redis_url=redis_url,

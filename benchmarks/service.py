@@ -178,14 +178,7 @@ def main() -> int:
             config = write_demo_config(work)
             kafka = KafkaSettings(bootstrap=bootstrap, idempotent=False)
             topics = kafka.topics
-            names = [
-                topics.records,
-                topics.control,
-                topics.releases,
-                topics.manifests,
-                topics.rejected,
-            ]
-            asyncio.run(ensure_topics(kafka, names))
+            asyncio.run(ensure_topics(kafka, topics.every))
             labels = [f"ingest-{k}" for k in range(args.rounds)]
             produced = 0
             started = time.perf_counter()

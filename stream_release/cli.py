@@ -199,12 +199,7 @@ def _worker(args: argparse.Namespace) -> int:
     service = ReleaseService(settings, redis.Redis.from_url(settings.redis.url))
     warm_up()
     # one partition each, before the app subscribes (a broker may auto-create them otherwise)
-    asyncio.run(
-        ensure_topics(
-            settings.kafka,
-            [topics.records, topics.control, topics.releases, topics.manifests, topics.rejected],
-        )
-    )
+    asyncio.run(ensure_topics(settings.kafka, topics.every))
     app = create_app(settings, service)
     tune_gc()
     # the worker stops cleanly on SIGINT and SIGTERM, then exits (SystemExit)

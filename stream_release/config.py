@@ -113,6 +113,11 @@ class TopicSettings(_Section):
     manifests: str = "sr.manifests"
     rejected: str = "sr.rejected"
 
+    @property
+    def every(self) -> list[str]:
+        """Every topic name: records, control, releases, manifests, rejected."""
+        return [self.records, self.control, self.releases, self.manifests, self.rejected]
+
 
 class KafkaSettings(_Section):
     """The Kafka client settings; security settings pass through to aiokafka / faust."""

@@ -191,13 +191,7 @@ def run_streaming(
                 f"Redis on 127.0.0.1:{redis_port} (pid {redis_server.pid})"
             )
             topics = kafka.topics
-            _run(
-                _ensure_topics(
-                    kafka,
-                    [topics.records, topics.control, topics.releases, topics.manifests,
-                     topics.rejected],
-                )
-            )  # fmt: skip
+            _run(_ensure_topics(kafka, topics.every))
             env = worker_env(
                 bootstrap=bootstrap,
                 redis_url=redis_url,

@@ -174,10 +174,7 @@ def _run(
 
 async def _send_series(kafka: KafkaSettings, snapshots: list[tuple[str, Any]]) -> None:
     topics = kafka.topics
-    await ensure_topics(
-        kafka,
-        [topics.records, topics.control, topics.releases, topics.manifests, topics.rejected],
-    )
+    await ensure_topics(kafka, topics.every)
     for label, raw in snapshots:
         await publish_snapshot(kafka, label, raw)
 

@@ -63,11 +63,10 @@ def _offline(config: Path, snaps: list[Path], out: Path) -> dict[int, list[bytes
 
 def _send(kafka: KafkaSettings, config: Path, snap: Path) -> None:
     topics = kafka.topics
-    every = [topics.records, topics.control, topics.releases, topics.manifests, topics.rejected]
     raw = read_snapshot(snap, load_settings(config).schema)
 
     async def send() -> None:
-        await ensure_topics(kafka, every)
+        await ensure_topics(kafka, topics.every)
         await publish_snapshot(kafka, snap.stem, raw)
 
     asyncio.run(send())
