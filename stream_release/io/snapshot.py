@@ -229,12 +229,10 @@ def snapshot_from_columns(
             f"snapshot {source!r}: columns have different lengths ({shown}); give one value "
             "per row in every column"
         )
-    digest = hashlib.sha256()
-    for name, values in [("id", id_values), ("sensitive", sensitive_values), *qid_values.items()]:
-        digest.update(f"{name}\x1f{chr(0x1F).join(values)}\x1e".encode())
+    columns = [("id", id_values), ("sensitive", sensitive_values), *qid_values.items()]
     return _assemble(
         source,
-        digest.hexdigest(),
+        _canonical_digest(columns),
         np.arange(1, n + 1, dtype=np.int64),
         "record",
         id_name="id",
@@ -243,6 +241,84 @@ def snapshot_from_columns(
         sensitive=_factorize_strings(sensitive_values),
         qid={name: _factorize_strings(v) for name, v in qid_values.items()},
     )
+
+
+def snapshot_from_distinct_rows(
+    ids: Iterable[object],
+    row_codes: NDArray[np.int32],
+    distinct: Sequence[Sequence[object]],
+    qid_names: Sequence[str],
+    source: str = MEMORY_SOURCE,
+) -> RawSnapshot:
+    """:func:`snapshot_from_columns` of rows given as codes into their distinct values.
+
+    Row ``i`` holds ``distinct[row_codes[i]]``: its QID values in ``qid_names`` order, then its
+    sensitive value. The streaming worker's staged rows repeat far more than they differ (QIDs
+    are coarse), so each distinct row is converted and factorised once and every column's
+    codes are gathered with numpy; ids, values, codes and ``sha256`` are those
+    :func:`snapshot_from_columns` gives for the same columns.
+
+    Parameters
+    ----------
+    ids : (n,) identifiers
+    row_codes : (n,) int32
+        Numbers the distinct rows in order of first appearance (row 0 has code 0, and every
+        code is at most one more than the largest before it).
+    distinct : (u,) rows of ``len(qid_names) + 1`` values
+    qid_names : the QID names, in the schema's order
+    source : how messages name the origin
+
+    Raises
+    ------
+    SchemaError
+        A distinct row of the wrong width, an empty id or sensitive value, a duplicate id.
+    """
+    width = len(qid_names) + 1
+    for k, row in enumerate(distinct):
+        if len(row) != width:
+            raise SchemaError(
+                f"snapshot {source!r}: distinct row {k} has {len(row)} values, not {width} "
+                f"({list(qid_names)} and the sensitive value)"
+            )
+    id_values = _as_text(ids)
+    n = len(id_values)
+    if row_codes.shape != (n,):
+        raise SchemaError(
+            f"snapshot {source!r}: {n} ids but {row_codes.shape[0]} row codes; give one per row"
+        )
+    texts = [_as_text(row) for row in distinct]
+    columns: list[Factorized] = []
+    for j in range(width):
+        column = _factorize_strings([row[j] for row in texts])
+        per_row = column.codes[row_codes]
+        columns.append(Factorized(column.values, per_row, _first_rows(per_row)))
+    sensitive, qid = columns[-1], dict(zip(qid_names, columns[:-1], strict=True))
+    digest = _canonical_digest(
+        [
+            ("id", id_values),
+            ("sensitive", sensitive.decode().tolist()),
+            *((name, column.decode().tolist()) for name, column in qid.items()),
+        ]
+    )
+    return _assemble(
+        source,
+        digest,
+        np.arange(1, n + 1, dtype=np.int64),
+        "record",
+        id_name="id",
+        sensitive_name="sensitive",
+        ids=_factorize_strings(id_values),
+        sensitive=sensitive,
+        qid=qid,
+    )
+
+
+def _canonical_digest(columns: Sequence[tuple[str, Sequence[str]]]) -> str:
+    """SHA-256 of each column's name, U+001F, its values joined by U+001F, then U+001E."""
+    digest = hashlib.sha256()
+    for name, values in columns:
+        digest.update(f"{name}\x1f{chr(0x1F).join(values)}\x1e".encode())
+    return digest.hexdigest()
 
 
 # --------------------------------------------------------------------------------------------

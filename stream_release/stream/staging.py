@@ -39,7 +39,7 @@ from stream_release.errors import HistoryStoreError
 from stream_release.faults import kill_point
 from stream_release.history.keys import RedisKeys
 from stream_release.history.types import PSEUDONYM_DTYPE
-from stream_release.io.snapshot import RawSnapshot, snapshot_from_columns
+from stream_release.io.snapshot import RawSnapshot, snapshot_from_distinct_rows
 
 _T = TypeVar("_T")
 log = logging.getLogger(__name__)
@@ -220,17 +220,22 @@ class RedisStaging:
         raw = self._call(
             "read staged rows", lambda: self._client.hgetall(self._keys.stage_rows(label))
         )
-        items = sorted(raw.items())
-        pseudonyms = np.array([k for k, _ in items], dtype=PSEUDONYM_DTYPE)
-        rows = [orjson.loads(v) for _, v in items]
-        qid = {
-            name: np.array([r[j] for r in rows], dtype=object)
-            for j, name in enumerate(self._schema.qid)
-        }
-        snapshot = snapshot_from_columns(
-            np.array([k.hex() for k, _ in items], dtype=object),
-            qid,
-            np.array([r[-1] for r in rows], dtype=object),
+        keys, values = list(raw), list(raw.values())
+        unsorted = np.array(keys, dtype=PSEUDONYM_DTYPE)
+        order = np.argsort(unsorted, kind="stable").tolist()
+        pseudonyms = unsorted[order]
+        # rows repeat (coarse QIDs): each distinct one is parsed once
+        distinct: dict[bytes, int] = {}
+        row_codes = np.fromiter(
+            (distinct.setdefault(values[i], len(distinct)) for i in order),
+            dtype=np.int32,
+            count=len(order),
+        )
+        snapshot = snapshot_from_distinct_rows(
+            [keys[i].hex() for i in order],
+            row_codes,
+            [orjson.loads(row) for row in distinct],
+            self._schema.qid,
             source=f"release {label!r} (staged)",
         )
         return pseudonyms, snapshot
