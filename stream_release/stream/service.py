@@ -297,8 +297,10 @@ class ReleaseService:
         for status in self.staging.ready():
             pseudonyms, raw = self.staging.load(status.label)
             kill_point("cut_loaded")
+            rows = raw.n_rows
             try:
                 table = encode(raw, self.settings.schema, self.hierarchies)
+                del raw  # the table holds what the release needs: free the strings first
                 manifest = self.publisher.publish(
                     table, label=status.label, pseudonyms=pseudonyms, cut_label=True
                 )
@@ -313,7 +315,7 @@ class ReleaseService:
                     extra={
                         "event": "release_refused",
                         "release": status.label,
-                        "rows": raw.n_rows,
+                        "rows": rows,
                         "error": type(exc).__name__,
                     },
                 )

@@ -221,6 +221,7 @@ class RedisStaging:
             "read staged rows", lambda: self._client.hgetall(self._keys.stage_rows(label))
         )
         keys, values = list(raw), list(raw.values())
+        del raw  # the dict's table is large: drop it before the snapshot is built
         unsorted = np.array(keys, dtype=PSEUDONYM_DTYPE)
         order = np.argsort(unsorted, kind="stable").tolist()
         pseudonyms = unsorted[order]

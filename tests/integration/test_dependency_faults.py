@@ -7,9 +7,13 @@
   same port and files: release 2, then release 3, are published, equal to offline
   ``anonymize`` of the same snapshots, and the archive passes the audit.
 * **Broker restarted.** Release 1 is published; the broker is killed and started again on the
-  same address (the local Tansu keeps messages in memory: it comes back empty, its topics are
-  created again, as after a cluster rebuild); release 2 is sent: the worker reconnects and
-  publishes it as sequence 2 (the history lives in Redis), equal to offline's.
+  same address; release 2 is sent: the worker reconnects and publishes it as sequence 2 (the
+  history lives in Redis), equal to offline's. The local Tansu keeps messages in memory only,
+  so it comes back empty: once the worker's consumers have rejoined, its log is restored
+  first (release 1 is sent again), as a durable broker would still hold it. Without that,
+  the offsets the worker's consumers hold point past a log that started again at 0, and they
+  skip part of release 2 (Kafka never moves a log's offsets backwards, so no real deployment
+  meets this).
 
 Each test starts its own Redis or broker (the session's are shared with other tests).
 """
@@ -97,6 +101,23 @@ def _wait_for_sequence(worker: Worker, bootstrap: str, topic: str, sequence: int
         lambda messages: sequence in {json.loads(m.value)["sequence"] for m in messages},
         f"release {sequence}",
     )
+
+
+def _wait_for_assignments(worker: Worker, offset: int, topic_names: list[str]) -> None:
+    """Wait until the worker's log, from byte ``offset`` on, shows a partition of each of
+    ``topic_names`` assigned to it (its consumers rejoined their groups)."""
+    deadline = time.monotonic() + 60
+    while True:
+        worker.check_alive()
+        with open(worker.log, "rb") as log:
+            log.seek(offset)
+            text = log.read().decode(errors="replace")
+        assigned = [line for line in text.splitlines() if "newly assigned partitions" in line]
+        if all(any(f"'{name}'" in line for line in assigned) for name in topic_names):
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"the worker did not rejoin its groups:\n{worker.tail()}")
+        time.sleep(0.2)
 
 
 @pytest.fixture
@@ -216,10 +237,17 @@ def test_a_restarted_broker_is_reconnected_to(
             first.proc.wait(timeout=10)
         time.sleep(OUTAGE_S)
         worker.check_alive()
+        seen = worker.log.stat().st_size
         with managed_process(
             "tansu", tansu_argv(bootstrap), broker_dir / "second.log", broker_dir
         ) as second:
             second.wait_until(lambda: kafka_answers(bootstrap))
+            asyncio.run(ensure_topics(kafka, topics.every))
+            _wait_for_assignments(worker, seen, [topics.records, topics.control])
+            # a durable broker comes back with its log; this one comes back empty, so its log
+            # is restored first (the offsets the worker's consumers hold stay valid); the
+            # worker cut release 1 already: its records are late now, its seal a no-op
+            _send(kafka, config, snaps[0])
             _send(kafka, config, snaps[1])
             _wait_for_sequence(worker, bootstrap, topics.manifests, 2)
             assert _groups_of(bootstrap, topics.releases, 2) == offline[2]
