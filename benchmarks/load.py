@@ -43,12 +43,9 @@ from stream_release.history.keys import RedisKeys
 from stream_release.history.types import ENTRY_DTYPE
 from stream_release.io.snapshot import RawSnapshot, snapshot_from_columns
 from stream_release.local_services import (
-    free_port,
-    kafka_answers,
+    local_broker_and_redis,
     managed_process,
-    redis_answers,
-    redis_argv,
-    tansu_argv,
+    worker_argv,
     worker_env,
 )
 from stream_release.stream.kafka import ensure_topics
@@ -231,15 +228,8 @@ def main() -> int:
     population = Population(read_csv_table(args.data_dir / "adult.csv"), args.rows, args.seed)
     with tempfile.TemporaryDirectory(prefix="sr-bench-load-") as tmp:
         work = Path(tmp)
-        bootstrap, redis_port = f"127.0.0.1:{free_port()}", free_port()
-        redis_url = f"redis://127.0.0.1:{redis_port}/0"
         archive = work / "archive"
-        with (
-            managed_process("tansu", tansu_argv(bootstrap), work / "tansu.log", work) as broker,
-            managed_process("redis", redis_argv(redis_port, work), work / "redis.log", work) as rd,
-        ):
-            broker.wait_until(lambda: kafka_answers(bootstrap))
-            rd.wait_until(lambda: redis_answers(redis_url))
+        with local_broker_and_redis(work) as (bootstrap, redis_url):
             client = redis.Redis.from_url(redis_url)
             baseline = int(client.info("memory")["used_memory"])
             config = write_demo_config(work)
@@ -252,7 +242,7 @@ def main() -> int:
                 archive=archive,
                 extra={"SR_PRIVACY_STRATEGY": args.strategy, "SR_PRIVACY_ALPHA": "2"},
             )
-            argv = [sys.executable, "-m", "stream_release.cli", "worker", "--config", str(config)]
+            argv = worker_argv(config)
             print(
                 f"load benchmark: {args.releases} releases of {args.rows:,} rows, one worker, "
                 "local Tansu + Redis",

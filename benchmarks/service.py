@@ -39,12 +39,9 @@ from stream_release.demo import write_demo_config
 from stream_release.history.keys import RedisKeys
 from stream_release.io.snapshot import RawSnapshot, snapshot_from_columns
 from stream_release.local_services import (
-    free_port,
-    kafka_answers,
+    local_broker_and_redis,
     managed_process,
-    redis_answers,
-    redis_argv,
-    tansu_argv,
+    worker_argv,
     worker_env,
 )
 from stream_release.stream.kafka import ensure_topics
@@ -167,14 +164,7 @@ def main() -> int:
     table = read_csv_table(args.data_dir / "adult.csv")
     with tempfile.TemporaryDirectory(prefix="sr-bench-service-") as tmp:
         work = Path(tmp)
-        bootstrap, redis_port = f"127.0.0.1:{free_port()}", free_port()
-        redis_url = f"redis://127.0.0.1:{redis_port}/0"
-        with (
-            managed_process("tansu", tansu_argv(bootstrap), work / "tansu.log", work) as broker,
-            managed_process("redis", redis_argv(redis_port, work), work / "redis.log", work) as rd,
-        ):
-            broker.wait_until(lambda: kafka_answers(bootstrap))
-            rd.wait_until(lambda: redis_answers(redis_url))
+        with local_broker_and_redis(work) as (bootstrap, redis_url):
             config = write_demo_config(work)
             kafka = KafkaSettings(bootstrap=bootstrap, idempotent=False)
             topics = kafka.topics
@@ -189,17 +179,10 @@ def main() -> int:
             per_round = produced // len(labels)
             ceiling = asyncio.run(raw_consume_rate(kafka, topics.records, produced))
             env = worker_env(bootstrap=bootstrap, redis_url=redis_url, archive=work / "archive")
-            worker_argv = [
-                sys.executable,
-                "-m",
-                "stream_release.cli",
-                "worker",
-                "--config",
-                str(config),
-            ]
             client = redis.Redis.from_url(redis_url)
             keys = RedisKeys(load_settings(config).history.prefix)
-            with managed_process("worker", worker_argv, work / "worker.log", work, env=env):
+            argv = worker_argv(config)
+            with managed_process("worker", argv, work / "worker.log", work, env=env):
                 rates = measure_ingest(client, keys, labels, per_round)
                 latency = asyncio.run(measure_latency(kafka, client, keys, table))
     ingest = statistics.median(rates)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -55,6 +54,7 @@ from stream_release.local_services import (
     redis_answers,
     redis_argv,
     tansu_argv,
+    worker_argv,
     worker_env,
 )
 from stream_release.release import warm_up
@@ -201,7 +201,7 @@ def run_streaming(
             worker = services.enter_context(
                 managed_process(
                     "the worker",
-                    [sys.executable, "-m", "stream_release.cli", "worker", "--config", str(config)],
+                    worker_argv(config),
                     work / "worker.log",
                     work,
                     env=env,

@@ -16,6 +16,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -250,3 +251,26 @@ def worker_env(
     )
     env.update(extra or {})
     return env
+
+
+def worker_argv(config: Path) -> list[str]:
+    """Command line of ``stream-release worker --config config`` with this interpreter."""
+    return [sys.executable, "-m", "stream_release.cli", "worker", "--config", str(config)]
+
+
+@contextmanager
+def local_broker_and_redis(directory: Path) -> Iterator[tuple[str, str]]:
+    """A Tansu broker and a Redis without persistence on free ports, both answering, their
+    logs in ``directory``: yields the bootstrap address and the Redis URL; both are stopped
+    when the block exits."""
+    bootstrap, port = f"127.0.0.1:{free_port()}", free_port()
+    url = f"redis://127.0.0.1:{port}/0"
+    with (
+        managed_process("tansu", tansu_argv(bootstrap), directory / "tansu.log", directory) as b,
+        managed_process(
+            "redis", redis_argv(port, directory), directory / "redis.log", directory
+        ) as r,
+    ):
+        b.wait_until(lambda: kafka_answers(bootstrap))
+        r.wait_until(lambda: redis_answers(url))
+        yield bootstrap, url

@@ -46,7 +46,6 @@ from helpers import adult_table, read_topic, write_config
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 from test_worker import (  # noqa: F401 - setup: a fixture, used by name
-    WORKER_COMMAND,
     Worker,
     _publish,
     _send,
@@ -60,7 +59,13 @@ from stream_release.config import SchemaSettings, TopicSettings
 from stream_release.datasets import ADULT_QID, Table
 from stream_release.history.keys import RedisKeys
 from stream_release.history.pseudonym import Pseudonymizer
-from stream_release.local_services import free_port, redis_answers, redis_argv, worker_env
+from stream_release.local_services import (
+    free_port,
+    redis_answers,
+    redis_argv,
+    worker_argv,
+    worker_env,
+)
 from stream_release.stream.messages import Rejection, decode_record
 from stream_release.stream.observability import HttpEndpoint, Metrics
 from stream_release.stream.redaction import Redactor
@@ -366,7 +371,7 @@ def test_worker_without_a_key_refuses_to_start_before_connecting(
         )
         del env["SR_HISTORY_KEY"]  # and SR_HISTORY_KEY_FILE is unset: no key at all
         done = subprocess.run(
-            [*WORKER_COMMAND, str(config)], env=env, cwd=tmp_path, capture_output=True, timeout=60
+            worker_argv(config), env=env, cwd=tmp_path, capture_output=True, timeout=60
         )
         for listener in listeners:
             listener.setblocking(False)
@@ -395,7 +400,7 @@ def test_worker_with_a_wrong_redis_password_exits_with_one_line(
             archive=tmp_path / "archive",
         )
         done = subprocess.run(
-            [*WORKER_COMMAND, str(config)], env=env, cwd=tmp_path, capture_output=True, timeout=60
+            worker_argv(config), env=env, cwd=tmp_path, capture_output=True, timeout=60
         )
     assert done.returncode == 2
     [line] = done.stderr.decode().splitlines()

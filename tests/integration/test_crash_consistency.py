@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ from typing import Any
 import pytest
 import redis
 from helpers import adult_series, fresh_topics, read_topic, redis_namespace, write_config
-from test_worker import KEY, Worker, _stop
+from test_worker import Worker, _stop, worker_environment
 
 from stream_release.audit import audit_directory
 from stream_release.config import KafkaSettings, TopicSettings, load_settings
@@ -40,7 +39,6 @@ from stream_release.faults import ENV, POINTS
 from stream_release.history.keys import RedisKeys
 from stream_release.io.release_files import decode_record
 from stream_release.io.snapshot import read_snapshot
-from stream_release.local_services import worker_env
 from stream_release.stream.kafka import ensure_topics
 from stream_release.stream.publish import publish_snapshot
 
@@ -143,14 +141,7 @@ def _run(
     schema = load_settings(config).schema
     asyncio.run(_send_series(kafka, [(s.stem, read_snapshot(s, schema)) for s in snaps]))
     archive = directory / "archive"
-    extra = {
-        "SR_KAFKA_TOPICS": topics.model_dump_json(),
-        "SR_KAFKA_GROUP_ID": f"sr-crash-{uuid.uuid4().hex}",
-        "SR_HISTORY_PREFIX": prefix,
-    }
-    env = worker_env(
-        bootstrap=bootstrap, redis_url=redis_url, archive=archive, key=KEY, extra=extra
-    )
+    env = worker_environment(bootstrap, redis_url, archive, topics, prefix)
     if kill_at is not None:
         killed = Worker(config, {**env, ENV: kill_at}, directory / "killed.log")
         killed.start()

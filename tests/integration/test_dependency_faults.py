@@ -24,14 +24,13 @@ import asyncio
 import json
 import signal
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
 from helpers import adult_series, fresh_topics, read_topic, write_config
-from test_worker import KEY, Worker, _stop, _wait_for
+from test_worker import Worker, _offline, _stop, _wait_for, worker_environment
 
 from stream_release.audit import audit_directory
 from stream_release.config import KafkaSettings, load_settings
@@ -44,9 +43,7 @@ from stream_release.local_services import (
     redis_answers,
     redis_argv,
     tansu_argv,
-    worker_env,
 )
-from stream_release.series import anonymize_files
 from stream_release.stream.kafka import ensure_topics
 from stream_release.stream.publish import publish_snapshot
 
@@ -54,15 +51,6 @@ pytestmark = pytest.mark.integration
 
 OUTAGE_S = 4.0
 """How long a dependency stays away while the worker runs."""
-
-
-def _offline(config: Path, snaps: list[Path], out: Path) -> dict[int, list[bytes]]:
-    """Group lines of offline ``anonymize`` on ``snaps``, by sequence."""
-    anonymize_files(load_settings(config, history={"key": KEY}), out, snaps)
-    return {
-        k: (out / f"release-{k:04d}.jsonl").read_bytes().splitlines()
-        for k in range(1, len(snaps) + 1)
-    }
 
 
 def _send(kafka: KafkaSettings, config: Path, snap: Path) -> None:
@@ -153,16 +141,7 @@ def test_redis_away_pauses_the_worker_and_nothing_uncommitted_is_published(
     offline = _offline(config, snaps, tmp_path / "offline")
     topics = fresh_topics()
     kafka = KafkaSettings(bootstrap=kafka_bootstrap, idempotent=False, topics=topics)
-    env = worker_env(
-        bootstrap=kafka_bootstrap,
-        redis_url=url,
-        archive=tmp_path / "archive",
-        key=KEY,
-        extra={
-            "SR_KAFKA_TOPICS": topics.model_dump_json(),
-            "SR_KAFKA_GROUP_ID": f"sr-test-{uuid.uuid4().hex}",
-        },
-    )
+    env = worker_environment(kafka_bootstrap, url, tmp_path / "archive", topics)
     worker = Worker(config, env, tmp_path / "worker.log")
     with _start_redis(directory, port) as first:
         first.wait_until(lambda: redis_answers(url))
@@ -189,7 +168,7 @@ def test_redis_away_pauses_the_worker_and_nothing_uncommitted_is_published(
     finally:
         worker.kill()
     assert sorted(_manifests(kafka_bootstrap, topics.manifests)) == [1, 2, 3]
-    for sequence, lines in offline.items():
+    for sequence, lines in enumerate(offline, start=1):
         assert _groups_of(kafka_bootstrap, topics.releases, sequence) == lines
     assert audit_directory(tmp_path / "archive").ok
     retries = [
@@ -211,17 +190,7 @@ def test_a_restarted_broker_is_reconnected_to(
     bootstrap = f"127.0.0.1:{free_port()}"
     topics = fresh_topics()
     kafka = KafkaSettings(bootstrap=bootstrap, idempotent=False, topics=topics)
-    env = worker_env(
-        bootstrap=bootstrap,
-        redis_url=redis_url,
-        archive=tmp_path / "archive",
-        key=KEY,
-        extra={
-            "SR_KAFKA_TOPICS": topics.model_dump_json(),
-            "SR_KAFKA_GROUP_ID": f"sr-test-{uuid.uuid4().hex}",
-            "SR_HISTORY_PREFIX": redis_prefix,
-        },
-    )
+    env = worker_environment(bootstrap, redis_url, tmp_path / "archive", topics, redis_prefix)
     worker = Worker(config, env, tmp_path / "worker.log")
     broker_dir = tmp_path / "tansu"
     broker_dir.mkdir()
@@ -250,7 +219,7 @@ def test_a_restarted_broker_is_reconnected_to(
             _send(kafka, config, snaps[0])
             _send(kafka, config, snaps[1])
             _wait_for_sequence(worker, bootstrap, topics.manifests, 2)
-            assert _groups_of(bootstrap, topics.releases, 2) == offline[2]
+            assert _groups_of(bootstrap, topics.releases, 2) == offline[1]
             assert _stop(worker) == 0
     finally:
         worker.kill()

@@ -37,7 +37,6 @@ import json
 import logging
 import math
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +49,15 @@ from aiokafka import AIOKafkaProducer, ConsumerRecord
 from helpers import adult_snapshot, adult_table, read_topic, write_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_worker import KEY, RELEASE_TIMEOUT_S, Worker, _publish, _stop, _wait_for
+from test_worker import (
+    KEY,
+    RELEASE_TIMEOUT_S,
+    Worker,
+    _publish,
+    _stop,
+    _wait_for,
+    worker_environment,
+)
 from test_worker_metrics import _get, _samples
 
 from stream_release.audit import audit_directory
@@ -60,7 +67,7 @@ from stream_release.datasets import ADULT_QID, ADULT_SENSITIVE
 from stream_release.grouping.encoding import load_hierarchies
 from stream_release.history.keys import RedisKeys
 from stream_release.history.pseudonym import Pseudonymizer
-from stream_release.local_services import free_port, worker_env
+from stream_release.local_services import free_port
 from stream_release.stream.kafka import ensure_topics
 from stream_release.stream.seal_watch import SealWatch
 from stream_release.stream.staging import (
@@ -504,17 +511,13 @@ def hostile(
 ) -> Iterator[Hostile]:
     """A worker with a small ``kafka.max_message_bytes``, on this test's topics and prefix."""
     archive = tmp_path / "archive"
-    env = worker_env(
-        bootstrap=kafka_bootstrap,
-        redis_url=redis_url,
-        archive=archive,
-        key=KEY,
-        extra={
-            "SR_KAFKA_TOPICS": kafka_topics.model_dump_json(),
-            "SR_KAFKA_MAX_MESSAGE_BYTES": str(MAX_MESSAGE_BYTES),
-            "SR_KAFKA_GROUP_ID": f"sr-test-{uuid.uuid4().hex}",
-            "SR_HISTORY_PREFIX": redis_prefix,
-        },
+    env = worker_environment(
+        kafka_bootstrap,
+        redis_url,
+        archive,
+        kafka_topics,
+        redis_prefix,
+        extra={"SR_KAFKA_MAX_MESSAGE_BYTES": str(MAX_MESSAGE_BYTES)},
     )
     for name in [n for n in env if n.startswith("SR_KAFKA_")]:  # for `publish`, run here
         monkeypatch.setenv(name, env[name])

@@ -14,7 +14,6 @@ import json
 import re
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -29,7 +28,7 @@ from stream_release.cli import main
 from stream_release.config import TopicSettings, load_settings
 from stream_release.datasets import ADULT_QID
 from stream_release.history.pseudonym import Pseudonymizer
-from stream_release.local_services import worker_env
+from stream_release.local_services import worker_argv, worker_env
 from stream_release.series import anonymize_files
 
 pytestmark = pytest.mark.integration
@@ -39,9 +38,34 @@ RELEASE_TIMEOUT_S = 60.0
 """Longest wait for the worker to publish what it was sent."""
 STOP_TIMEOUT_S = 10.0
 """A worker sent SIGTERM must have exited within this many seconds."""
-WORKER_COMMAND = [sys.executable, "-m", "stream_release.cli", "worker", "--config"]
 ID_PATTERN = re.compile(r"\bp-\d+")
 """The ids of the Adult series; they must never appear in the worker's log."""
+
+
+def worker_environment(
+    bootstrap: str,
+    redis_url: str,
+    archive: Path,
+    topics: TopicSettings,
+    prefix: str | None = None,
+    extra: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """The environment of a test worker: the local services (:func:`worker_env`), the test
+    key, this test's topics, a consumer group of its own, the Redis ``prefix`` (default: the
+    configuration's), then ``extra``."""
+    settings = {
+        "SR_KAFKA_TOPICS": topics.model_dump_json(),
+        "SR_KAFKA_GROUP_ID": f"sr-test-{uuid.uuid4().hex}",
+    }
+    if prefix is not None:
+        settings["SR_HISTORY_PREFIX"] = prefix
+    return worker_env(
+        bootstrap=bootstrap,
+        redis_url=redis_url,
+        archive=archive,
+        key=KEY,
+        extra={**settings, **(extra or {})},
+    )
 
 
 class Worker:
@@ -54,7 +78,7 @@ class Worker:
     def start(self) -> None:
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
-                [*WORKER_COMMAND, str(self.config)],
+                worker_argv(self.config),
                 env=self.env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -95,16 +119,8 @@ def setup(
         monkeypatch.setenv(name, value)
     config = write_config(tmp_path, shared_data)
     snaps = adult_series(shared_data, tmp_path, 20, rounds=2)
-    env = worker_env(
-        bootstrap=kafka_bootstrap,
-        redis_url=redis_url,
-        archive=tmp_path / "archive",
-        key=KEY,
-        extra={
-            **kafka,
-            "SR_KAFKA_GROUP_ID": f"sr-test-{uuid.uuid4().hex}",
-            "SR_HISTORY_PREFIX": redis_prefix,
-        },
+    env = worker_environment(
+        kafka_bootstrap, redis_url, tmp_path / "archive", kafka_topics, redis_prefix
     )
     worker = Worker(config, env, tmp_path / "worker.log")
     try:
@@ -114,9 +130,12 @@ def setup(
 
 
 def _offline(config: Path, snaps: list[Path], out: Path) -> list[list[bytes]]:
-    """The group lines of offline ``anonymize`` on ``snaps`` (also compiles the kernels)."""
+    """The group lines of offline ``anonymize`` on ``snaps``, release by release (also
+    compiles the kernels)."""
     anonymize_files(load_settings(config, history={"key": KEY}), out, snaps)
-    return [(out / f"release-{k:04d}.jsonl").read_bytes().splitlines() for k in (1, 2)]
+    return [
+        (out / f"release-{k:04d}.jsonl").read_bytes().splitlines() for k in range(1, len(snaps) + 1)
+    ]
 
 
 def _publish(config: Path, snap: Path) -> None:

@@ -11,7 +11,6 @@ import json
 import time
 import urllib.error
 import urllib.request
-import uuid
 from pathlib import Path
 
 import pytest
@@ -19,15 +18,15 @@ from helpers import adult_snapshot, write_config
 from prometheus_client.parser import text_string_to_metric_families
 from test_worker import (
     ID_PATTERN,
-    KEY,
     Worker,
     _publish,
     _stop,
     _wait_for,
+    worker_environment,
 )
 
 from stream_release.config import TopicSettings
-from stream_release.local_services import free_port, worker_env
+from stream_release.local_services import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -74,18 +73,13 @@ def test_worker_serves_metrics_and_health(
     config = write_config(tmp_path, shared_data)
     snap = adult_snapshot(shared_data, tmp_path / "m01.csv", ROWS)
     port = free_port()
-    env = worker_env(
-        bootstrap=kafka_bootstrap,
-        redis_url=redis_url,
-        archive=tmp_path / "archive",
-        key=KEY,
-        extra={
-            **kafka,
-            "SR_KAFKA_GROUP_ID": f"sr-test-{uuid.uuid4().hex}",
-            "SR_HISTORY_PREFIX": redis_prefix,
-            "SR_SERVICE_METRICS_HOST": "127.0.0.1",
-            "SR_SERVICE_METRICS_PORT": str(port),
-        },
+    env = worker_environment(
+        kafka_bootstrap,
+        redis_url,
+        tmp_path / "archive",
+        kafka_topics,
+        redis_prefix,
+        extra={"SR_SERVICE_METRICS_HOST": "127.0.0.1", "SR_SERVICE_METRICS_PORT": str(port)},
     )
     worker = Worker(config, env, tmp_path / "worker.log")
     worker.start()
