@@ -7,6 +7,7 @@ parameter, its value and the allowed domain; it returns the value as the right t
 from __future__ import annotations
 
 import math
+import numbers
 
 from stream_release.errors import InvalidParameter
 
@@ -45,3 +46,63 @@ def _as_float(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidParameter(f"{name} = {value!r}: must be a number")
     return float(value)
+
+
+def check_k(k: int) -> int:
+    """``k`` of k-anonymity / k-suppression: an integer crowd size >= 1.
+
+    ``numpy`` integers are accepted; ``bool`` and non-integral numbers (``20.0``) are not.
+    """
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral):
+        raise InvalidParameter(f"k = {k!r}: must be an integer >= 1 (e.g. k = 20)")
+    if k < 1:
+        raise InvalidParameter(
+            f"k = {k}: must be >= 1; a generalized tuple is published only if it occurs at "
+            "least k times (e.g. k = 20)"
+        )
+    return int(k)
+
+
+def check_beta(beta: float, *, allow_one: bool = False) -> float:
+    """``beta``, the per-record sampling probability: ``0 < beta < 1`` (``<= 1`` if allowed).
+
+    ``beta = 1`` samples every record (the identity); it is refused unless ``allow_one``,
+    because sampling is what makes safe k-anonymization private.
+    """
+    value = _as_float("beta", beta)
+    upper_ok = value <= 1.0 if allow_one else value < 1.0
+    if not (value > 0.0 and upper_ok):
+        domain = "0 < beta <= 1" if allow_one else "0 < beta < 1"
+        raise InvalidParameter(
+            f"beta = {beta!r}: the sampling probability must satisfy {domain} (e.g. beta = 0.1)"
+        )
+    return value
+
+
+def check_epsilon(epsilon: float, name: str = "epsilon") -> float:
+    """A privacy loss ``epsilon``: a finite real number >= 0."""
+    value = _as_float(name, epsilon)
+    if not (value >= 0.0 and math.isfinite(value)):
+        raise InvalidParameter(
+            f"{name} = {epsilon!r}: must be a finite number >= 0 (e.g. {name} = 1.0)"
+        )
+    return value
+
+
+def check_delta(delta: float, name: str = "delta") -> float:
+    """A failure probability ``delta``: a real number in ``[0, 1]``."""
+    value = _as_float(name, delta)
+    if not 0.0 <= value <= 1.0:
+        raise InvalidParameter(
+            f"{name} = {delta!r}: must be a probability in [0, 1] (e.g. {name} = 1e-6)"
+        )
+    return value
+
+
+def check_count(n: int, name: str = "n") -> int:
+    """A number of records ``n``: an integer >= 0."""
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+        raise InvalidParameter(f"{name} = {n!r}: must be an integer >= 0 (a number of records)")
+    if n < 0:
+        raise InvalidParameter(f"{name} = {n}: must be >= 0 (a number of records)")
+    return int(n)
