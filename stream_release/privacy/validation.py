@@ -106,3 +106,37 @@ def check_count(n: int, name: str = "n") -> int:
     if n < 0:
         raise InvalidParameter(f"{name} = {n}: must be >= 0 (a number of records)")
     return int(n)
+
+
+def check_open_probability(value: float, name: str = "p") -> float:
+    """A probability strictly between 0 and 1 (e.g. a retention probability ``p``)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidParameter(f"{name} = {value!r}: must be a number in (0, 1) (e.g. 0.5)")
+    if not 0.0 < float(value) < 1.0:
+        raise InvalidParameter(
+            f"{name} = {value!r}: must lie strictly between 0 and 1 (e.g. {name} = 0.5)"
+        )
+    return float(value)
+
+
+def check_positive(value: float, name: str) -> float:
+    """A finite real number > 0 (e.g. a relative error bound)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidParameter(f"{name} = {value!r}: must be a finite number > 0 (e.g. 0.5)")
+    if not (float(value) > 0.0 and math.isfinite(float(value))):
+        raise InvalidParameter(f"{name} = {value!r}: must be a finite number > 0 (e.g. 0.5)")
+    return float(value)
+
+
+def check_domain_size(m: int, name: str = "m") -> int:
+    """The size of a sensitive attribute's full domain: an integer >= 2."""
+    if isinstance(m, bool) or not isinstance(m, numbers.Integral):
+        raise InvalidParameter(
+            f"{name} = {m!r}: must be an integer >= 2, the number of values in the full "
+            "domain including values absent from the data (e.g. 14)"
+        )
+    if m < 2:
+        raise InvalidParameter(
+            f"{name} = {m}: must be >= 2; a one-value domain has nothing to hide (e.g. 14)"
+        )
+    return int(m)
