@@ -480,7 +480,7 @@ def _factorize_keys(keys):  # pragma: no cover - jit
 # The kernels run with fastmath (sums may be reassociated, so results can differ from a
 # sequential sum in the last bits) and error_model="numpy" (no ZeroDivisionError branch; no
 # divisor here is ever 0): both are needed for LLVM to vectorize the inner loops.
-_KERNEL = {"cache": True, "fastmath": True, "error_model": "numpy"}
+_KERNEL = {"cache": True, "fastmath": True, "error_model": "numpy", "nogil": True}
 
 
 @njit(**_KERNEL)

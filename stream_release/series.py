@@ -28,7 +28,6 @@ from stream_release.history.types import HistoryStore
 from stream_release.io.release_files import (
     ReleasePaths,
     discard_staged,
-    encode_lines,
     encode_record,
     finalize_release,
     is_staged,
@@ -118,7 +117,7 @@ class Publisher:
         )
         kill_point("planned")
         elapsed = time.perf_counter() - started
-        lines, manifest = render_release(
+        groups, manifest = render_release(
             table,
             plan,
             label=label,
@@ -128,7 +127,6 @@ class Publisher:
             source=source,
         )
         paths = ReleasePaths(self.out_dir, sequence)
-        groups = encode_lines(lines)
         stage_release(paths, groups, manifest, table.ids, plan.group)
         kill_point("files_staged")
         record = encode_record(groups, manifest)

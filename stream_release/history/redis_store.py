@@ -280,7 +280,7 @@ class RedisHistoryStore:
             pipe.set(seq_key, sequence)
             if label is not None:
                 pipe.hset(self._keys.labels, label, sequence)
-                pipe.delete(self._keys.stage_rows(label), self._keys.stage_seal(label))
+                pipe.unlink(self._keys.stage_rows(label), self._keys.stage_seal(label))
                 pipe.srem(self._keys.open_labels, label)
             kill_point("commit_queued")
             pipe.execute()

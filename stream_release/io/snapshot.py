@@ -407,10 +407,12 @@ def _as_text(values: Iterable[object]) -> list[str]:
 
 
 def _factorize_strings(values: Sequence[str]) -> Factorized:
-    index: dict[str, int] = {}
-    codes = np.fromiter(
-        (index.setdefault(v, len(index)) for v in values), dtype=np.int32, count=len(values)
-    )
+    distinct = dict.fromkeys(values)  # in order of first appearance
+    if len(distinct) == len(values):  # all distinct (ids): row i has code i
+        codes = np.arange(len(values), dtype=np.int32)
+        return Factorized(tuple(distinct), codes, codes.astype(np.int64))
+    index = {v: i for i, v in enumerate(distinct)}
+    codes = np.fromiter(map(index.__getitem__, values), dtype=np.int32, count=len(values))
     return Factorized(tuple(index), codes, _first_rows(codes))
 
 

@@ -14,6 +14,12 @@ is refused without touching Redis, and so is every new id beyond it (code 5), so
 nor the cut, which loads a release's rows into memory, grows without bound; both are logged
 (``event`` ``release_too_large``).
 
+The cut reads a release's rows from the process's own copy when it can: :class:`StagedCopy`
+keeps every row this process staged (outcome ``STAGED``), already numbered by distinct row, and
+the cut takes it only when it holds as many ids as Redis does (``HLEN``). Redis rows are only
+ever added by staging, each id once, so a copy of the same size holds exactly Redis's rows;
+after a restart, a retried call or a second worker it is short, and the cut reads Redis.
+
 Individuals are staged under their pseudonym (the keyed hash of the id): no raw id reaches
 Redis. A row is stored as the JSON array of its QID values (schema order, as strings) and its
 sensitive value, so the same record always stages the same bytes.
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import enum
 import logging
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -109,6 +116,52 @@ def staged_row(values: list[str], sensitive: str) -> bytes:
     return orjson.dumps([*values, sensitive])
 
 
+@dataclass
+class CopiedRows:
+    """The rows of one release that this process staged, in arrival order."""
+
+    pseudonyms: bytearray
+    """16 bytes per row."""
+    codes: array  # type: ignore[type-arg]
+    """``array('i')``: each row's number in ``distinct``."""
+    distinct: dict[bytes, int]
+    """Each distinct staged row and its number, in order of first appearance."""
+
+    @property
+    def count(self) -> int:
+        return len(self.codes)
+
+
+class StagedCopy:
+    """The rows this process staged, by release: the cut's source when complete (module
+    docstring), so it need not read them back from Redis."""
+
+    def __init__(self) -> None:
+        self._releases: dict[str, CopiedRows] = {}
+
+    def add(
+        self, label: str, pseudonyms: list[bytes], rows: list[bytes], outcomes: list[StageOutcome]
+    ) -> None:
+        """Keep the rows whose outcome is ``STAGED`` (new in Redis)."""
+        copy = self._releases.get(label)
+        if copy is None:
+            copy = self._releases[label] = CopiedRows(bytearray(), array("i"), {})
+        distinct, codes, keep = copy.distinct, copy.codes, copy.pseudonyms
+        staged = StageOutcome.STAGED
+        for pseudonym, row, outcome in zip(pseudonyms, rows, outcomes, strict=True):
+            if outcome is staged:
+                keep += pseudonym
+                codes.append(distinct.setdefault(row, len(distinct)))
+
+    def take(self, label: str, staged: int) -> CopiedRows | None:
+        """Remove the copy of ``label``; it is returned if it holds ``staged`` rows."""
+        copy = self._releases.pop(label, None)
+        return copy if copy is not None and copy.count == staged else None
+
+    def drop(self, label: str) -> None:
+        self._releases.pop(label, None)
+
+
 class RedisStaging:
     """Staging and publication state of the streaming service, in Redis.
 
@@ -132,6 +185,7 @@ class RedisStaging:
         self._keys = keys
         self._schema = schema
         self._max_rows = max_rows
+        self._copy = StagedCopy()
         lua = resources.files("stream_release.history").joinpath("lua")
         self._stage_rows = client.register_script(lua.joinpath("stage_rows.lua").read_text())
         self._stage_seal = client.register_script(lua.joinpath("stage_seal.lua").read_text())
@@ -159,7 +213,11 @@ class RedisStaging:
             codes = self._call("stage rows", lambda a=args: self._stage_rows(keys=keys, args=a))
             if start + BATCH < len(rows):
                 kill_point("stage_partial")
-            out.extend([_STAGE_OUTCOMES[c] for c in codes[:-1]])
+            outcomes = [_STAGE_OUTCOMES[c] for c in codes[:-1]]
+            self._copy.add(
+                label, pseudonyms[start : start + BATCH], rows[start : start + BATCH], outcomes
+            )
+            out.extend(outcomes)
             complete = bool(codes[-1])
         refused = out.count(StageOutcome.TOO_LARGE)
         if refused:
@@ -216,26 +274,50 @@ class RedisStaging:
 
     def load(self, label: str) -> tuple[NDArray[np.bytes_], RawSnapshot]:
         """The staged rows of ``label``: pseudonyms (n,) S16 and a snapshot whose ids are the
-        pseudonyms in hex (sorted, so the cut does not depend on arrival order)."""
-        raw = self._call(
-            "read staged rows", lambda: self._client.hgetall(self._keys.stage_rows(label))
-        )
-        keys, values = list(raw), list(raw.values())
-        del raw  # the dict's table is large: drop it before the snapshot is built
-        unsorted = np.array(keys, dtype=PSEUDONYM_DTYPE)
-        order = np.argsort(unsorted, kind="stable").tolist()
+        pseudonyms in hex (sorted, so the cut does not depend on arrival order). From this
+        process's copy when it holds every staged row (module docstring), else from Redis."""
+        key = self._keys.stage_rows(label)
+        staged = self._call("count staged rows", lambda: self._client.hlen(key))
+        copy = self._copy.take(label, staged)
+        if copy is not None:
+            unsorted = np.frombuffer(bytes(copy.pseudonyms), dtype=PSEUDONYM_DTYPE)
+            codes = np.frombuffer(copy.codes, dtype=np.int32)
+            distinct = list(copy.distinct)
+        else:
+            raw = self._call("read staged rows", lambda: self._client.hgetall(key))
+            unsorted = np.array(list(raw), dtype=PSEUDONYM_DTYPE)
+            numbers: dict[bytes, int] = {}
+            codes = np.fromiter(
+                (numbers.setdefault(row, len(numbers)) for row in raw.values()),
+                dtype=np.int32,
+                count=len(raw),
+            )
+            del raw  # the dict's table is large: drop it before the snapshot is built
+            distinct = list(numbers)
+        return self._snapshot(label, unsorted, codes, distinct)
+
+    def _snapshot(
+        self,
+        label: str,
+        unsorted: NDArray[np.bytes_],
+        codes: NDArray[np.int32],
+        distinct: list[bytes],
+    ) -> tuple[NDArray[np.bytes_], RawSnapshot]:
+        """Sort the rows by pseudonym and renumber their distinct rows in order of first
+        appearance (what :func:`snapshot_from_distinct_rows` takes)."""
+        order = np.argsort(unsorted, kind="stable")
         pseudonyms = unsorted[order]
-        # rows repeat (coarse QIDs): each distinct one is parsed once
-        distinct: dict[bytes, int] = {}
-        row_codes = np.fromiter(
-            (distinct.setdefault(values[i], len(distinct)) for i in order),
-            dtype=np.int32,
-            count=len(order),
-        )
+        sorted_codes = codes[order]
+        _, first = np.unique(sorted_codes, return_index=True)
+        appearance = np.argsort(first)  # old numbers in order of first appearance
+        renumber = np.empty(len(distinct), dtype=np.int32)
+        renumber[appearance] = np.arange(len(distinct), dtype=np.int32)
+        text = pseudonyms.tobytes().hex()  # not tolist(): it drops trailing NUL bytes
+        width = 2 * PSEUDONYM_DTYPE.itemsize
         snapshot = snapshot_from_distinct_rows(
-            [keys[i].hex() for i in order],
-            row_codes,
-            [orjson.loads(row) for row in distinct],
+            [text[i : i + width] for i in range(0, len(text), width)],
+            renumber[sorted_codes],
+            [orjson.loads(distinct[i]) for i in appearance.tolist()],
             self._schema.qid,
             source=f"release {label!r} (staged)",
         )
@@ -257,9 +339,10 @@ class RedisStaging:
         """Close release ``label`` without publishing it (its guarantee cannot be met): its
         label maps to :data:`REFUSED`, so its records and seal are late from now on, and its
         staged rows and seal are deleted, in one transaction."""
+        self._copy.drop(label)
         with self._client.pipeline(transaction=True) as pipe:
             pipe.hset(self._keys.labels, label, REFUSED)
-            pipe.delete(self._keys.stage_rows(label), self._keys.stage_seal(label))
+            pipe.unlink(self._keys.stage_rows(label), self._keys.stage_seal(label))
             pipe.srem(self._keys.open_labels, label)
             self._call("refuse a release", pipe.execute)
 

@@ -76,7 +76,7 @@ pytestmark = pytest.mark.integration
 ADMIN_PASSWORD = secrets.token_urlsafe(18)
 """``requirepass`` of the secured Redis (its ``default`` user: the test's own connection)."""
 SERVICE_COMMANDS = (
-    *("+get", "+set", "+mget", "+mset", "+del", "+rpush", "+lrange"),
+    *("+get", "+set", "+mget", "+mset", "+del", "+unlink", "+rpush", "+lrange"),
     *("+hget", "+hset", "+hsetnx", "+hlen", "+hexists", "+hgetall"),
     *("+sadd", "+srem", "+smembers", "+watch", "+unwatch", "+multi", "+exec", "+discard"),
     *("+evalsha", "+script|load", "+ping"),

@@ -86,6 +86,58 @@ def test_the_cut_reads_what_was_staged_in_a_canonical_order(staging: RedisStagin
     assert snapshot.sensitive.tolist() == ["flu", "x", "cold"]
 
 
+def test_the_cut_reads_the_same_rows_from_its_copy_as_from_redis(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """The staging process's own copy (complete: it staged every row) and a fresh process
+    (which must read Redis) load the same snapshot, byte for byte; a copy missing rows (some
+    staged by another process) is not used."""
+    rng = np.random.default_rng(7)
+    client = redis.Redis.from_url(redis_url)
+    keys = RedisKeys(redis_prefix)
+    pseudonyms = [rng.bytes(15) + b"\x00" if i % 5 == 0 else rng.bytes(16) for i in range(600)]
+    rows = [_row("MF"[i % 2], int(rng.integers(20, 25)), f"d{i % 3}") for i in range(600)]
+    for label, stager in (("whole", RedisStaging(client, keys, SCHEMA)), ("split", None)):
+        staging = stager or RedisStaging(client, keys, SCHEMA)
+        other = RedisStaging(client, keys, SCHEMA)
+        for start in range(0, 600, 150):
+            # "split": a quarter of the rows is staged by another process
+            by = other if stager is None and start == 300 else staging
+            by.stage(label, pseudonyms[start : start + 150], rows[start : start + 150])
+        # re-deliveries and refusals add nothing to the copy
+        staging.stage(label, pseudonyms[:50], rows[:50])
+        staging.stage(label, pseudonyms[:10], rows[10:20])
+        from_copy = staging.load(label)
+        from_redis = RedisStaging(client, keys, SCHEMA).load(label)
+        assert from_copy[0].tobytes() == from_redis[0].tobytes()
+        a, b = from_copy[1], from_redis[1]
+        assert a.ids.tolist() == b.ids.tolist() and a.sha256 == b.sha256
+        assert a.sensitive.tolist() == b.sensitive.tolist()
+        assert all(a.qid[q].tolist() == b.qid[q].tolist() for q in SCHEMA.qid)
+        assert sorted(a.ids.tolist()) == sorted(p.hex() for p in pseudonyms)
+
+
+def test_the_cut_takes_its_copy_only_when_it_has_as_many_rows_as_redis(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """Swap one staged row in Redis behind the stager's back (HLEN unchanged): the stager's
+    cut still reads its copy, a fresh process reads Redis. With one row more in Redis than in
+    the copy, the stager reads Redis too."""
+    client = redis.Redis.from_url(redis_url)
+    keys = RedisKeys(redis_prefix)
+    for label, extra in (("swap", False), ("more", True)):
+        staging = RedisStaging(client, keys, SCHEMA)
+        staging.stage(label, P[:3], [_row("M", 1, "x"), _row("F", 2, "y"), _row("M", 3, "z")])
+        client.hset(keys.stage_rows(label), P[4], _row("F", 9, "w"))
+        if not extra:
+            client.hdel(keys.stage_rows(label), P[0])
+        ids = {p.hex() for p in P[:3]} if not extra else {p.hex() for p in (*P[:3], P[4])}
+        assert set(staging.load(label)[1].ids.tolist()) == ids
+    assert set(RedisStaging(client, keys, SCHEMA).load("swap")[1].ids.tolist()) == {
+        p.hex() for p in (P[1], P[2], P[4])
+    }
+
+
 def test_commit_with_a_label_cuts_the_release_exactly_once(
     staging: RedisStaging, redis_url: str, redis_prefix: str
 ) -> None:
