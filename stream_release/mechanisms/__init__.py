@@ -1,0 +1,1 @@
+"""Release mechanisms of the companion papers (``[mechanism] kind``): see :mod:`.base`."""

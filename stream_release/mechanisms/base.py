@@ -1,0 +1,131 @@
+"""What every release mechanism gives the publisher (``[mechanism] kind``, CONTRACT §2).
+
+The publisher (offline ``anonymize`` and the worker alike, :class:`~stream_release.series.
+Publisher`) hands a mechanism one encoded snapshot, its rows sorted by pseudonym, and gets back
+a :class:`MechanismRelease`: which row went to which published group, what each group line says,
+the guarantee block of the manifest and the state to commit with the release.
+
+Reproducibility. A mechanism draws every random number from :class:`ReleaseRandomness`, keyed
+by a secret derived from the pseudonymisation key: a release cut again after a crash, or by
+offline ``anonymize`` on the same snapshot, is the same release byte for byte, and nobody
+without the key can predict a draw. Per-row draws that must stay the same across releases
+(a row's randomized value is drawn once and reused, papers 002 and 004) are keyed by what they
+belong to (``row_uniforms``), not by the release.
+
+State. A mechanism that keeps something across releases (a group's trial count, a person's
+budget) reads it through ``load_state`` by byte keys of its choosing (pseudonyms, keyed hashes
+of group keys) and returns the changed entries; the publisher commits them in the same
+transaction as the release record, so the state and the releases never disagree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from stream_release.table import EncodedTable
+
+StateLoader = Callable[[Sequence[bytes]], list[bytes | None]]
+"""Reads the committed state entries of the given keys (``None``: never written)."""
+
+
+@dataclass(frozen=True)
+class ReleaseRandomness:
+    """The random numbers of one release of one mechanism, derived from a secret.
+
+    ``secret``: at least 16 bytes, derived from the pseudonymisation key with the mechanism's
+    kind as personalisation (:meth:`derive`); ``sequence``: the release's sequence number.
+    """
+
+    secret: bytes
+    sequence: int
+
+    @classmethod
+    def derive(cls, key: bytes, kind: str, sequence: int) -> ReleaseRandomness:
+        """The randomness of release ``sequence`` of mechanism ``kind`` under ``key``."""
+        secret = hashlib.blake2b(
+            kind.encode("utf-8"), key=key[:64], digest_size=32, person=b"sr-mechanism"
+        ).digest()
+        return cls(secret, sequence)
+
+    def generator(self, purpose: str) -> np.random.Generator:
+        """A generator for the draws of this release made for ``purpose`` (fresh per
+        release: paper 000's fresh sample per release)."""
+        seed = hashlib.blake2b(
+            f"{purpose}\x1f{self.sequence}".encode(), key=self.secret, digest_size=32
+        ).digest()
+        return np.random.default_rng(np.frombuffer(seed, dtype=np.uint64))
+
+    def row_uniforms(
+        self, purpose: str, keys: Sequence[bytes], draws: int = 1
+    ) -> NDArray[np.float64]:
+        """(len(keys), draws) uniforms in [0, 1), the same for the same key in every release
+        (a row's randomized value is drawn once, then reused): BLAKE2b keyed by the secret, of
+        ``purpose`` and the key, 53 bits per uniform."""
+        if draws < 1 or draws > 8:
+            raise ValueError(f"draws = {draws}: between 1 and 8 uniforms per key")
+        tag = purpose.encode("utf-8") + b"\x1f"
+        digests = b"".join(
+            hashlib.blake2b(tag + k, key=self.secret, digest_size=8 * draws).digest() for k in keys
+        )
+        words = np.frombuffer(digests, dtype="<u8").reshape(len(keys), draws)
+        return (words >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
+
+
+@dataclass(frozen=True)
+class MechanismRelease:
+    """One release as a mechanism made it.
+
+    Attributes
+    ----------
+    group : (n,) int64
+        Published group of each table row, ``-1`` for a row not published (suppressed, not
+        sampled, out of budget). ``assignments-NNNN.csv`` is written from it.
+    sizes : (G,) int64
+        The ``size`` of each group line.
+    qids : list of G dicts
+        The ``qid`` object of each group line (JSON-ready).
+    sensitive : list of G dicts
+        The ``sensitive`` multiset of each group line, as published (e.g. randomized values).
+    extra : list of G dicts
+        Further fields of each group line (e.g. a scaling ``weight``); empty dicts if none.
+    guarantee : dict
+        The manifest's ``mechanism`` block: ``kind``, the parameters, the release's guarantee
+        and the series' total, each number named after its paper and theorem.
+    state : dict of bytes to bytes
+        State entries to commit with the release (new or changed only).
+    utility : dict
+        Mechanism-specific utility figures added to the manifest's ``utility`` block.
+    """
+
+    group: NDArray[np.int64]
+    sizes: NDArray[np.int64]
+    qids: list[dict[str, Any]]
+    sensitive: list[dict[str, int]]
+    guarantee: dict[str, Any]
+    extra: list[dict[str, Any]] = field(default_factory=list)
+    state: dict[bytes, bytes] = field(default_factory=dict)
+    utility: dict[str, Any] = field(default_factory=dict)
+
+
+class Mechanism(Protocol):
+    """A release mechanism other than the global guarantee's grouping."""
+
+    kind: str
+
+    def release(
+        self,
+        table: EncodedTable,
+        pseudonyms: NDArray[np.bytes_],
+        *,
+        sequence: int,
+        randomness: ReleaseRandomness,
+        load_state: StateLoader,
+    ) -> MechanismRelease:
+        """Release ``table`` (rows sorted by ``pseudonyms``) as release ``sequence``."""
+        ...
