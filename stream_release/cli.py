@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from stream_release.calc import add_calc_parser
 from stream_release.errors import StreamReleaseError
 
 
@@ -90,6 +91,8 @@ def _parser() -> argparse.ArgumentParser:
         help="publish with the offline code of `anonymize` instead (no broker, no Redis)",
     )
     demo.set_defaults(run=_demo)
+
+    add_calc_parser(sub)
     return parser
 
 
