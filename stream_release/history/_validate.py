@@ -6,6 +6,7 @@ storage, with the same messages whatever the backend, so the contract suite sees
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -151,6 +152,57 @@ def check_commit(
         raise ValueError("pseudonyms holds duplicates: commit each individual once")
     rows = HistoryRows(indptr, value, log_p, links)
     return Commit(seq, ps, indptr, to_entries(rows), order, vals, bytes(record))
+
+
+MAX_STATE_KEY_BYTES = 512
+"""Longest mechanism state key (the Redis key name holds it in hex)."""
+
+
+def check_state(state: object) -> dict[bytes, bytes]:
+    """Check the ``state`` argument of :meth:`HistoryStore.commit`: a mapping of non-empty
+    byte keys (at most :data:`MAX_STATE_KEY_BYTES`) to byte values; ``None`` is no state.
+
+    Raises
+    ------
+    TypeError
+        Not a mapping, or a key or value that is not bytes.
+    ValueError
+        An empty or too long key.
+    """
+    if state is None:
+        return {}
+    if not isinstance(state, Mapping):
+        raise TypeError(f"state must be a mapping of bytes to bytes, not {type(state).__name__}")
+    out: dict[bytes, bytes] = {}
+    for key, value in state.items():
+        if not isinstance(key, bytes | bytearray) or not isinstance(value, bytes | bytearray):
+            raise TypeError(
+                "state maps bytes to bytes; got a "
+                f"{type(key).__name__} key with a {type(value).__name__} value"
+            )
+        if not 0 < len(key) <= MAX_STATE_KEY_BYTES:
+            raise ValueError(
+                f"a state key has {len(key)} bytes; keys need 1 to {MAX_STATE_KEY_BYTES} bytes"
+            )
+        out[bytes(key)] = bytes(value)
+    return out
+
+
+def check_state_keys(keys: object) -> list[bytes]:
+    """Check the ``keys`` argument of :meth:`HistoryStore.load_state` (as in
+    :func:`check_state`); returns them as a list of bytes, in order."""
+    if isinstance(keys, bytes | bytearray | str) or not isinstance(keys, Sequence):
+        raise TypeError(f"keys must be a sequence of bytes keys, not {type(keys).__name__}")
+    out = []
+    for key in keys:
+        if not isinstance(key, bytes | bytearray):
+            raise TypeError(f"a state key must be bytes, not {type(key).__name__}")
+        if not 0 < len(key) <= MAX_STATE_KEY_BYTES:
+            raise ValueError(
+                f"a state key has {len(key)} bytes; keys need 1 to {MAX_STATE_KEY_BYTES} bytes"
+            )
+        out.append(bytes(key))
+    return out
 
 
 def argsort_pseudonyms(pseudonyms: NDArray[np.bytes_]) -> NDArray[np.intp]:

@@ -10,14 +10,21 @@ Layout of ``directory``::
         log_p       (M,) float64     log of the running product P(o, s), <= 0 (-inf allowed)
         links       (M,) uint32      releases that linked o to s
         values      (V,) unicode     the value dictionary, index = global value id
+        state_keys, state_values   (B,) uint8   the mechanism state entries (optional: absent
+        state_key_ptr, state_value_ptr (S+1,)   in a store written before they existed = no
+                                   int64        state): entry i is key
+                                                ``state_keys[state_key_ptr[i]:state_key_ptr[i+1]]``
+                                                with the matching slice of ``state_values``,
+                                                keys strictly ascending bytewise
     records/release-00000001.bin   the record of release 1, ...
     .lock                          flock(2) target serialising commits of several processes
 
-A commit writes the record file first (temporary file, fsync, rename), then the new history to
-a temporary file, fsyncs it, renames it over ``history.npz`` and fsyncs the directory. The
-sequence inside ``history.npz`` is the commit point: a record file whose sequence is above it
-belongs to a commit that did not happen, is never returned by :meth:`FileHistoryStore.record`
-and is overwritten by the next commit of that sequence. A crash therefore leaves either the
+A commit writes the record file first (temporary file, fsync, rename), then the new history
+(with the mechanism state entries of :meth:`FileHistoryStore.load_state`) to a temporary
+file, fsyncs it, renames it over ``history.npz`` and fsyncs the directory. The sequence
+inside ``history.npz`` is the commit point: a record file whose sequence is above it belongs
+to a commit that did not happen, is never returned by :meth:`FileHistoryStore.record` and is
+overwritten by the next commit of that sequence. A crash therefore leaves either the
 old or the new history, never a mixture.
 
 Loads and commits are vectorised (sorted-array lookups with ``np.searchsorted``, CSR gathers
@@ -32,8 +39,8 @@ import fcntl
 import os
 import secrets
 import zipfile
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
@@ -46,6 +53,8 @@ from stream_release.history._validate import (
     check_commit,
     check_pseudonyms,
     check_sequence,
+    check_state,
+    check_state_keys,
 )
 from stream_release.history.types import ENTRY_DTYPE, PSEUDONYM_DTYPE, HistoryRows
 
@@ -55,6 +64,7 @@ HISTORY_FILE = "history.npz"
 RECORDS_DIR = "records"
 _LOCK_FILE = ".lock"
 _ARRAYS = ("sequence", "pseudonyms", "indptr", "value", "log_p", "links", "values")
+_STATE_ARRAYS = ("state_keys", "state_key_ptr", "state_values", "state_value_ptr")
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,6 +79,8 @@ class _State:
     indptr: NDArray[np.int64]
     entries: NDArray[np.void]
     values: tuple[str, ...]
+    state: dict[bytes, bytes] = field(default_factory=dict)
+    """The mechanism state entries (byte key -> byte value)."""
 
     @classmethod
     def empty(cls) -> _State:
@@ -142,6 +154,11 @@ class FileHistoryStore:
             entries["links"].astype(np.int32),
         )
 
+    def load_state(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        """The committed mechanism state entry of each key (``None``: never written)."""
+        state = self._state().state
+        return [state.get(key) for key in check_state_keys(keys)]
+
     # -- the commit --------------------------------------------------------------------------
 
     def commit(
@@ -153,10 +170,13 @@ class FileHistoryStore:
         record: bytes,
         *,
         label: str | None = None,
+        state: Mapping[bytes, bytes] | None = None,
     ) -> None:
         """Atomically store release ``sequence`` (see the module docstring for how).
 
         ``label`` is refused: staging for the streaming service lives in Redis only.
+        ``state`` (mechanism state entries, byte key -> byte value) is written into the same
+        ``history.npz``, so it commits with the release.
 
         Raises
         ------
@@ -174,6 +194,7 @@ class FileHistoryStore:
                 "service needs a redis:// history"
             )
         c = check_commit(sequence, pseudonyms, history, values, record)
+        new_entries = check_state(state)
         try:
             self._dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -199,7 +220,8 @@ class FileHistoryStore:
             new_starts = c.indptr[:-1][c.order]
             new_counts = np.diff(c.indptr)[c.order]
             merged = _merge(state, new_ps, new_starts, new_counts, c.entries)
-            new_state = _State(c.sequence, *merged, c.values)
+            states = {**state.state, **new_entries} if new_entries else state.state
+            new_state = _State(c.sequence, *merged, c.values, states)
             self._write_atomic(self._record_path(c.sequence), lambda f: f.write(c.record))
             self._write_atomic(self._path, lambda f: _save(f, new_state))
             self._fsync_dir(self._dir)
@@ -248,6 +270,13 @@ class FileHistoryStore:
                         "the store is corrupt"
                     )
                 arrays = {name: npz[name] for name in _ARRAYS}
+                stored = [name for name in _STATE_ARRAYS if name in npz.files]
+                if stored and len(stored) != len(_STATE_ARRAYS):
+                    raise HistoryStoreError(
+                        f"the history {str(self._path)!r} has some mechanism state arrays but "
+                        f"not all of {list(_STATE_ARRAYS)}: the store is corrupt"
+                    )
+                state = _unpack_state(*(npz[name] for name in stored)) if stored else {}
         except HistoryStoreError:
             raise
         except (OSError, ValueError, zipfile.BadZipFile) as exc:
@@ -269,6 +298,7 @@ class FileHistoryStore:
             indptr,
             entries,
             tuple(arrays["values"].tolist()),
+            state,
         )
 
     @contextlib.contextmanager
@@ -315,9 +345,38 @@ class FileHistoryStore:
             os.close(fd)
 
 
+def _pack_state(
+    state: dict[bytes, bytes],
+) -> dict[str, NDArray[np.uint8] | NDArray[np.int64]]:
+    """The ``state_*`` arrays of ``history.npz`` (keys ascending bytewise)."""
+    keys = sorted(state)
+    out: dict[str, NDArray[np.uint8] | NDArray[np.int64]] = {}
+    for name, parts in (("key", keys), ("value", [state[k] for k in keys])):
+        ptr = np.zeros(len(parts) + 1, dtype=np.int64)
+        np.cumsum([len(p) for p in parts], out=ptr[1:])
+        out[f"state_{name}s"] = np.frombuffer(b"".join(parts), dtype=np.uint8)
+        out[f"state_{name}_ptr"] = ptr
+    return out
+
+
+def _unpack_state(
+    keys: NDArray[np.uint8],
+    key_ptr: NDArray[np.int64],
+    values: NDArray[np.uint8],
+    value_ptr: NDArray[np.int64],
+) -> dict[bytes, bytes]:
+    """Inverse of :func:`_pack_state`."""
+    kb, vb = keys.tobytes(), values.tobytes()
+    kp, vp = key_ptr.tolist(), value_ptr.tolist()
+    if len(kp) != len(vp) or (kp and (kp[-1] != len(kb) or vp[-1] != len(vb))):
+        raise HistoryStoreError("the mechanism state arrays of the history are inconsistent")
+    return {kb[kp[i] : kp[i + 1]]: vb[vp[i] : vp[i + 1]] for i in range(len(kp) - 1)}
+
+
 def _save(f: BinaryIO, state: _State) -> None:
     np.savez(
         f,
+        **_pack_state(state.state),
         sequence=np.int64(state.sequence),
         pseudonyms=state.pseudonyms,
         indptr=state.indptr,

@@ -23,6 +23,15 @@ a safe key part)::
     {prefix}:stage:<hex label>:seal  STRING  the sealed number of distinct ids
     {prefix}:stage:open              SET     labels (UTF-8) with staged rows or a seal
 
+A release mechanism other than the global guarantee (``[mechanism] kind``,
+:mod:`stream_release.mechanisms`) keeps its state across releases in::
+
+    {prefix}:mech:<hex key>          STRING  one state entry of the series' mechanism: the
+                                             value committed under the byte key ``key`` (a
+                                             name of the mechanism's choosing: a pseudonym, a
+                                             keyed hash of a group key, ``<kind>:series``),
+                                             written in the commit transaction of a release
+
 ``<hex pseudonym>`` is the 32 lowercase hex digits of the 16-byte keyed hash of the id
 (:mod:`stream_release.history.pseudonym`): no key contains an id. The braces are a Redis
 Cluster hash tag (STYLE.md §2 naming): every key of one individual maps to the same slot, so a
@@ -34,6 +43,8 @@ from these methods.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -58,6 +69,7 @@ class RedisKeys:
     * :meth:`individual` / :meth:`individuals` -- ``{prefix}:{ind:<hex>}:h``
     * :attr:`labels`, :attr:`published`, :attr:`open_labels`, :meth:`stage_rows`,
       :meth:`stage_seal` -- the streaming service's staging and publication state
+    * :meth:`mechanism_state` / :meth:`mechanism_states` -- ``{prefix}:mech:<hex key>``
     * :attr:`match` -- a ``SCAN MATCH`` pattern for every key of the namespace
 
     Parameters
@@ -157,6 +169,17 @@ class RedisKeys:
     def stage_seal(self, label: str) -> str:
         """``{prefix}:stage:<hex label>:seal``: the sealed record count of one release."""
         return f"{self.prefix}:stage:{label.encode().hex()}:seal"
+
+    def mechanism_state(self, key: bytes) -> str:
+        """``{prefix}:mech:<hex key>``: one committed state entry of the series' mechanism
+        (``key``: non-empty bytes of the mechanism's choosing, hex-encoded in the name)."""
+        if not isinstance(key, bytes | bytearray) or not key:
+            raise ValueError(f"a mechanism state key must be non-empty bytes, got {key!r:.40}")
+        return f"{self.prefix}:mech:{bytes(key).hex()}"
+
+    def mechanism_states(self, keys: Sequence[bytes]) -> list[str]:
+        """:meth:`mechanism_state` of every key, in order."""
+        return [self.mechanism_state(key) for key in keys]
 
     @property
     def match(self) -> str:

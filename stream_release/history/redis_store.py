@@ -24,8 +24,9 @@ purpose:
   a key name server-side (the EVAL page on redis.io forbids that for Cluster, STYLE.md §1).
 
 The transaction queues ``MSET`` of the new blobs in chunks of :data:`CHUNK` keys, ``DEL`` of
-individuals whose new history is empty, ``RPUSH`` of the new dictionary values, ``SET`` of the
-release record and last ``SET`` of the sequence.
+individuals whose new history is empty, ``RPUSH`` of the new dictionary values, ``MSET`` of the
+mechanism state entries (``{prefix}:mech:<hex key>``, :meth:`RedisHistoryStore.load_state`),
+``SET`` of the release record and last ``SET`` of the sequence.
 
 Known sharp edges
 -----------------
@@ -44,7 +45,7 @@ Known sharp edges
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -60,6 +61,8 @@ from stream_release.history._validate import (
     check_commit,
     check_pseudonyms,
     check_sequence,
+    check_state,
+    check_state_keys,
     decode_entries,
 )
 from stream_release.history.keys import RedisKeys
@@ -183,6 +186,22 @@ class RedisHistoryStore:
             )
         return decode_entries(b"".join(blobs), lengths // ENTRY_DTYPE.itemsize)
 
+    def load_state(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        """The committed mechanism state entry of each key (``None``: never written): one
+        pipeline of ``MGET`` commands of :data:`CHUNK` keys on ``{prefix}:mech:<hex key>``."""
+        names = self._keys.mechanism_states(check_state_keys(keys))
+        if not names:
+            return []
+
+        def fetch() -> list[list[bytes | None]]:
+            with self._client.pipeline(transaction=False) as pipe:
+                for start in range(0, len(names), CHUNK):
+                    pipe.mget(names[start : start + CHUNK])
+                return pipe.execute()
+
+        replies = self._call(f"load {len(names)} mechanism state entries", fetch)
+        return [None if v is None else bytes(v) for v in chain.from_iterable(replies)]
+
     # -- the commit --------------------------------------------------------------------------
 
     def commit(
@@ -194,11 +213,14 @@ class RedisHistoryStore:
         record: bytes,
         *,
         label: str | None = None,
+        state: Mapping[bytes, bytes] | None = None,
     ) -> None:
         """Atomically store release ``sequence`` (see the module docstring for how).
 
         With ``label`` (the streaming service), the same transaction maps the release label to
         ``sequence`` and deletes its staged rows and seal, so a release is cut exactly once.
+        ``state`` (mechanism state entries, byte key -> byte value) is set in the same
+        transaction.
 
         Raises
         ------
@@ -212,6 +234,10 @@ class RedisHistoryStore:
             Malformed arguments (see :func:`~stream_release.history._validate.check_commit`).
         """
         c = check_commit(sequence, pseudonyms, history, values, record)
+        entries = check_state(state)
+        state_args: list[bytes | str] = []
+        for key, value in entries.items():
+            state_args += [self._keys.mechanism_state(key), value]
         keys = self._keys.individuals(c.pseudonyms)
         counts = np.diff(c.indptr)
         filled = np.flatnonzero(counts)
@@ -226,7 +252,9 @@ class RedisHistoryStore:
         ]
         for attempt in range(1, WATCH_ATTEMPTS + 1):
             try:
-                self._try_commit(c.sequence, c.values, c.record, mset_args, emptied, label)
+                self._try_commit(
+                    c.sequence, c.values, c.record, mset_args, emptied, label, state_args
+                )
             except WatchError:
                 continue
             except RedisError as exc:
@@ -249,6 +277,7 @@ class RedisHistoryStore:
         mset_args: list[bytes],
         emptied: list[bytes],
         label: str | None = None,
+        state_args: Sequence[bytes | str] = (),
     ) -> None:
         """One WATCH / check / MULTI / EXEC round; WatchError if a watched key changed."""
         seq_key, values_key = self._keys.sequence, self._keys.values
@@ -276,6 +305,8 @@ class RedisHistoryStore:
                 pipe.delete(*emptied[start : start + CHUNK])
             if len(values) > len(stored):
                 pipe.rpush(values_key, *values[len(stored) :])
+            for start in range(0, len(state_args), step):
+                pipe.execute_command("MSET", *state_args[start : start + step])
             pipe.set(self._keys.record(sequence), record)
             pipe.set(seq_key, sequence)
             if label is not None:

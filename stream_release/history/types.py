@@ -10,6 +10,7 @@ keyed hash of the id, :mod:`stream_release.history.pseudonym`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -63,7 +64,8 @@ class HistoryStore(Protocol):
     """Where the history lives between releases. Implementations: Redis and a local file.
 
     A commit is atomic: the new entries of every individual of the release, the extended value
-    dictionary, the release record and the sequence number are all stored, or none is.
+    dictionary, the release record, the mechanism state entries and the sequence number are all
+    stored, or none is.
     """
 
     def last_sequence(self) -> int:
@@ -87,10 +89,12 @@ class HistoryStore(Protocol):
         record: bytes,
         *,
         label: str | None = None,
+        state: Mapping[bytes, bytes] | None = None,
     ) -> None:
         """Atomically replace the history of ``pseudonyms`` by ``history``, extend the value
         dictionary to ``values`` (the current one must be a prefix), store ``record`` as
-        release ``sequence`` and make ``sequence`` the last one.
+        release ``sequence``, set the mechanism ``state`` entries (byte key -> byte value, new
+        or changed; :meth:`load_state` reads them) and make ``sequence`` the last one.
 
         ``label`` (the streaming service's release label, Redis only) is mapped to ``sequence``
         and its staged rows and seal are deleted in the same transaction.
@@ -102,6 +106,11 @@ class HistoryStore(Protocol):
 
     def record(self, sequence: int) -> bytes | None:
         """The release record committed with ``sequence``, or None."""
+        ...
+
+    def load_state(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        """The committed mechanism state entry of each key, in order (``None``: never
+        written). The :data:`~stream_release.mechanisms.base.StateLoader` of a release."""
         ...
 
     def close(self) -> None: ...

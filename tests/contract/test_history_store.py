@@ -347,6 +347,48 @@ def test_large_round_trip_is_vectorised(store: HistoryStore) -> None:
     assert_rows_equal(take_rows(got, touched), new)
 
 
+def test_mechanism_state_commits_with_the_release(open_store: OpenStore) -> None:
+    """State entries are read back by key (None when never written), later commits overwrite
+    only the keys they name, another instance sees them, and a release without history (the
+    mechanisms' empty HistoryRows) commits."""
+    store = open_store()
+    keys = [b"sampled-k-anonymity:series", b"\x00\x01", A.ljust(16, b"\x00")]
+    assert store.load_state(keys) == [None, None, None]
+    assert store.load_state([]) == []
+    store.commit(
+        1,
+        np.zeros(0, dtype="S16"),
+        HistoryRows.empty(0),
+        (),
+        b"r1",
+        state={keys[0]: b'{"epsilon": 1.0}', keys[1]: b""},
+    )
+    assert store.last_sequence() == 1
+    assert store.load_state(keys) == [b'{"epsilon": 1.0}', b"", None]
+    store.commit(
+        2, np.zeros(0, dtype="S16"), HistoryRows.empty(0), (), b"r2", state={keys[0]: b"two"}
+    )
+    other = open_store()
+    assert other.load_state(keys[::-1]) == [None, b"", b"two"]
+    assert other.record(2) == b"r2"
+
+
+def test_mechanism_state_is_not_written_by_a_refused_commit(store: HistoryStore) -> None:
+    commit_first(store)
+    with pytest.raises(SequenceConflict):
+        store.commit(
+            3, np.zeros(0, dtype="S16"), HistoryRows.empty(0), VALUES, b"r", state={b"k": b"v"}
+        )
+    with pytest.raises(TypeError, match="state maps bytes to bytes"):
+        store.commit(
+            2, np.zeros(0, dtype="S16"), HistoryRows.empty(0), VALUES, b"r", state={"k": b"v"}
+        )
+    with pytest.raises(ValueError, match="1 to 512 bytes"):
+        store.load_state([b""])
+    assert store.load_state([b"k"]) == [None]
+    assert store.last_sequence() == 1
+
+
 # -- how each backend keeps a commit atomic ----------------------------------------------------
 
 
