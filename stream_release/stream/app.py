@@ -37,10 +37,13 @@ manifest; with ``service.metrics_port`` set (not 0) the app serves ``/metrics`` 
 
 Notes
 -----
-Faust's aiokafka producer enables idempotence only for transactions (``processing_guarantee =
-"exactly_once"``), which this app does not use, so ``kafka.idempotent`` has no effect on it;
-writes are acknowledged by all in-sync replicas (``producer_acks = -1``). A release sent twice
-(after a crash or a failed send) carries the same ``sequence``: consumers dedupe by it.
+Releases (group lines, manifests) go through the worker's own aiokafka producer
+(:mod:`stream_release.stream.release_producer`: record batches, ``acks="all"``, idempotence as
+``kafka.idempotent``). Rejections go through Faust's producer, which enables idempotence only
+for transactions (``processing_guarantee = "exactly_once"``, not used here), so
+``kafka.idempotent`` has no effect on it; its writes are acknowledged by all in-sync replicas
+(``producer_acks = -1``). A release sent twice (after a crash or a failed send) carries the
+same ``sequence``: consumers dedupe by it.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ from stream_release.stream.messages import Rejected
 from stream_release.stream.observability import HttpEndpoint, Metrics, health_payload
 from stream_release.stream.records_consumer import RecordConsumer
 from stream_release.stream.redaction import SentRejected
+from stream_release.stream.release_producer import ReleaseProducer
 from stream_release.stream.seal_watch import SealWatch
 from stream_release.stream.service import Incoming, Outgoing, PreparedBatch, ReleaseService
 
@@ -92,6 +96,8 @@ class ServiceRunner:
         """Whether the last publication attempt succeeded (``/health``)."""
         self.records: RecordConsumer | None = None
         """The consumer of ``topics.records`` (set by :func:`create_app`)."""
+        self.releases: ReleaseProducer | None = None
+        """The producer of group lines and manifests (set by :func:`create_app`)."""
 
     async def prepare_records(self, messages: list[Incoming]) -> PreparedBatch:
         """Decode, validate and pseudonymise a batch of ``topics.records`` messages in a
@@ -242,11 +248,9 @@ class ServiceRunner:
 
     async def _send(self, messages: Sequence[Outgoing]) -> None:
         """Send ``messages`` in order and wait until the broker acknowledged every one."""
-        producer = self.app.producer
-        deliveries = [
-            await producer.send(m.topic, m.key, m.value, None, None, None) for m in messages
-        ]
-        await asyncio.gather(*deliveries)
+        if self.releases is None:
+            raise RuntimeError("the release producer is not set (create_app sets it)")
+        await self.releases.send(messages)
 
     async def _locked(self, call: Callable[[A], T], argument: A) -> tuple[T, float]:
         """``call(argument)`` in a thread, holding the lock; with the seconds the call took."""
@@ -301,6 +305,8 @@ def create_app(
     runner = ServiceRunner(app, service, settings, metrics)
     runner.records = RecordConsumer(runner, settings, beacon=app.beacon)
     app.service(runner.records)  # type: ignore[arg-type]  # Faust starts instances too
+    runner.releases = ReleaseProducer(kafka, beacon=app.beacon)
+    app.service(runner.releases)  # type: ignore[arg-type]
     control = app.topic(kafka.topics.control, key_serializer="raw", value_serializer="raw")
 
     @app.agent(control, name="stage-seals")

@@ -3,6 +3,7 @@
 :func:`client_options` maps our settings to the keyword arguments every aiokafka client takes
 (``AIOKafkaProducer``, ``AIOKafkaConsumer``, ``AIOKafkaAdminClient``); :func:`producer_options`
 adds the producer's delivery settings. :func:`ensure_topics` creates missing topics.
+:func:`send_batched` sends many messages through aiokafka's batch API.
 
 Every failure of the Kafka client (unreachable bootstrap, refused credentials, timeout, a
 broker error code) is raised as :class:`~stream_release.errors.KafkaError` by
@@ -18,13 +19,16 @@ idempotent producer: ``InitProducerId`` answers ``UnknownError``. Settings for i
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 from collections.abc import Iterable
 from typing import Any
 
+from aiokafka import AIOKafkaProducer
 from aiokafka import errors as aiokafka_errors
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.helpers import create_ssl_context
+from aiokafka.partitioner import DefaultPartitioner
 
 from stream_release.config import KafkaSettings
 from stream_release.errors import ConfigError, InvalidParameter, KafkaError
@@ -84,7 +88,72 @@ def producer_options(settings: KafkaSettings) -> dict[str, Any]:
         "acks": "all",
         "enable_idempotence": settings.idempotent,
         "max_request_size": settings.max_message_bytes,
+        "max_batch_size": min(settings.max_message_bytes, BATCH_BYTES),
     }
+
+
+BATCH_BYTES = 1 << 20
+"""Largest record batch the producer builds (aiokafka's default, 16 KiB, holds about a hundred
+group lines: a million-row release would need two thousand requests)."""
+
+
+async def send_batched(
+    producer: AIOKafkaProducer,
+    topic: str,
+    messages: Iterable[tuple[bytes | None, bytes]],
+    *,
+    max_bytes: int,
+) -> int:
+    """Send ``(key, value)`` messages to ``topic`` and wait until the broker acknowledged every
+    one; returns how many were sent.
+
+    Each message goes to the partition aiokafka's default partitioner gives its key (murmur2,
+    as :meth:`AIOKafkaProducer.send` would; a random one for ``None``), in order within its
+    partition, in as few record batches as fit (``create_batch`` / ``send_batch``): a few
+    microseconds per message instead of the tens ``send`` costs. aiokafka keeps at most one
+    batch per partition in flight, so the order holds across batches.
+
+    Raises
+    ------
+    aiokafka.errors.MessageSizeTooLargeError
+        A message's key and value exceed ``max_bytes`` (``kafka.max_message_bytes``, the
+        producer's ``max_request_size``, which ``send`` would enforce); the messages before it
+        may have been sent.
+    aiokafka.errors.KafkaError
+        A batch was refused or timed out (:data:`CLIENT_ERRORS`; the caller maps it with
+        :func:`kafka_error`). Batches sent before it may have been written.
+    """
+    partitions = sorted(await producer.partitions_for(topic))
+    place = DefaultPartitioner()
+    batches: dict[int, Any] = {}
+    deliveries: list[asyncio.Future[Any]] = []
+    sent = 0
+    for key, value in messages:
+        if len(value) + (0 if key is None else len(key)) > max_bytes:
+            raise aiokafka_errors.MessageSizeTooLargeError(
+                f"a message of {len(value)} bytes is larger than {max_bytes} bytes"
+            )
+        partition = partitions[0] if len(partitions) == 1 else place(key, partitions, partitions)
+        batch = batches.get(partition)
+        if batch is None:
+            batch = batches[partition] = producer.create_batch()
+        if batch.append(key=key, value=value, timestamp=None) is None:
+            batch.close()
+            deliveries.append(await producer.send_batch(batch, topic, partition=partition))
+            batch = batches[partition] = producer.create_batch()
+            if batch.append(key=key, value=value, timestamp=None) is None:
+                raise aiokafka_errors.MessageSizeTooLargeError(
+                    f"a message of {len(value)} bytes does not fit in a record batch"
+                )
+        sent += 1
+    for partition, batch in batches.items():
+        batch.close()
+        deliveries.append(await producer.send_batch(batch, topic, partition=partition))
+    outcomes = await asyncio.gather(*deliveries, return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    return sent
 
 
 async def ensure_topics(
