@@ -1,0 +1,1202 @@
+r"""Mechanism ``dp-sanitised``: every record sanitised once, per-person budget (paper 004).
+
+Product sanitisation of [HLM14] (Eq. 7, Theorem 5): each record is sanitised independently by
+a 1-row mechanism that is (epsilon, delta)-DP between *any* two values of the domain, so the
+release of n records is (epsilon, delta)-DP for substituting one record, whatever n.
+Everything published (group lines, dashboard counts) is computed from the sanitised records
+and is post-processing (Theorem 4).
+
+* A numeric QID with configured bounds ``[lo, hi]``: the value is clipped into the bounds
+  (never dropped), ``Laplace(b)`` is added and the result clamped into the bounds
+  (Example 5; ``b`` from :func:`~stream_release.privacy.metric_dp.laplace_scale_tight` or
+  ``laplace_scale_paper``). Optionally snapped to a grid (``resolution``; post-processing).
+* A categorical QID (a hierarchy's leaves, or a configured domain list for a ``set``
+  attribute) and, by default, the sensitive attribute (a configured domain list): k-ary
+  randomised response (Example 6).
+* The record's (epsilon, delta) is split over its attributes (equal shares or weights) and
+  composes back by basic composition ([X], :func:`~stream_release.privacy.metric_dp.
+  split_budget`).
+
+Sanitised once, without storing it. A record's noise is a function of uniforms
+``ReleaseRandomness.row_uniforms("sanitise", key)`` with ``key = pseudonym || parameters ||
+record content``: the same record of the same person gets the same sanitised values in every
+release (re-serving it is post-processing, free), and nobody without the secret can predict
+them. A changed record, or the same record under changed parameters (epsilon, bounds,
+domains, scale rule, split), gets fresh independent uniforms and is charged again: two
+mechanisms sharing their uniforms could be combined to cancel the noise.
+
+Budget ledger (digest F2 [X], :func:`~stream_release.privacy.metric_dp.ledger_charge_batch`).
+State entry per person, key = the pseudonym (16 bytes), value = version byte ``0x01`` then
+one 24-byte entry per charged record: its keyed 8-byte digest and its cost (epsilon, delta) as
+two little-endian float64. A new record costs the record's (epsilon, delta); a record already
+charged costs nothing; a person whose next record would pass the caps
+(``epsilon_budget``, ``delta_budget``) is not published in this release (group ``-1``) and
+counted in the manifest (``refused_budget``).
+
+Group line: one per distinct sanitised QID row, ``qid`` = the sanitised values (numbers for
+numeric QIDs, category labels for categorical ones), ``size``, ``sensitive`` = counts of the
+sanitised sensitive values. The manifest's ``mechanism`` block is documented at
+:meth:`DPSanitised.release`; :func:`verify_release` audits a release from its files alone.
+
+Data-independent domains. The set of categories is part of the mechanism: an output domain
+computed from the data (the encoded ``set`` domain or ``sensitive_values``, which hold the
+values *present*) differs between neighbouring tables, and a category only one person holds
+would appear in the output domain because of that person. So a ``set`` QID and the sensitive
+attribute need a configured list (``domains``, ``sensitive_domain``); hierarchy leaves come
+from the configured hierarchy; numeric QIDs need configured ``bounds``. Values outside a
+configured list refuse the release (:class:`~stream_release.errors.SchemaError`).
+
+Notes
+-----
+Not protected: membership (substitution neighbours, n public), the number of records, whether
+and when a person's record changed (a new version is charged and may be refused for budget;
+``refused_budget`` is a count of such people). Several records of one person compose by the
+ledger. Floating-point Laplace from 53-bit uniforms is the textbook inverse-CDF sampler; its
+low-order bits can leak (Mironov 2012): use ``resolution`` to publish on a grid.
+
+References
+----------
+.. [HLM14] N. Holohan, D. J. Leith, O. Mason. Differential Privacy in Metric Spaces: Numerical,
+   Categorical and Functional Data Under the One Roof. arXiv:1402.6124 (2014). Digest:
+   /work/shared/research/seed-dp-metric-spaces.md (§3, §4, §7 F1-F5).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import numbers
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from stream_release.errors import ConfigError, HistoryStoreError, InvalidParameter, SchemaError
+from stream_release.mechanisms.base import (
+    MechanismRelease,
+    ReleaseRandomness,
+    StateLoader,
+)
+from stream_release.privacy.metric_dp import (
+    BUDGET_RTOL,
+    error_lower_bound_compact,
+    error_lower_bound_finite,
+    laplace_expected_error,
+    laplace_scale_paper,
+    laplace_scale_tight,
+    ledger_charge_batch,
+    rr_debiased_counts,
+    rr_expected_error,
+    rr_keep,
+    split_budget,
+)
+from stream_release.privacy.validation import check_delta, check_epsilon
+from stream_release.table import EncodedTable
+
+__all__ = [
+    "CAVEAT",
+    "KIND",
+    "DPSanitised",
+    "DPSanitisedSettings",
+    "SchemaLike",
+    "laplace_from_uniform",
+    "make_dp_sanitised",
+    "rr_from_uniform",
+    "verify_release",
+]
+
+KIND = "dp-sanitised"
+
+CAVEAT = (
+    "Per-record bounds of [HLM14] (1-row mechanism, Eq. 13), not bounds for aggregate counts. "
+    "Theorem 6 (numeric) holds for real-valued outputs too (balls taken in the output space), "
+    "so it bounds the clamped and the unclamped Laplace alike. Theorem 7 (categorical, "
+    "discrete metric) is proved only for mechanisms whose outputs lie in the domain D, as "
+    "randomised response's do; for outputs outside D only (1 - delta)(kappa/2) m / "
+    "(m + e^epsilon) holds (digest section 4)."
+)
+
+_WHERE = "mechanism.dp_sanitised"
+_PAPER = "Holohan, Leith, Mason. Differential Privacy in Metric Spaces. arXiv:1402.6124"
+_NEIGHBOURS = "substitution of one record, n public (membership not protected)"
+_STATE_VERSION = b"\x01"
+_ENTRY = struct.Struct("<8sdd")
+_DIGEST = 8
+_HALF_ULP = 2.0**-54  # half the spacing of row_uniforms' 53-bit grid
+_RTOL = 1e-9
+_MAX_DRAWS = 8  # ReleaseRandomness.row_uniforms per call
+
+
+# --- settings -----------------------------------------------------------------------------------
+
+
+class SchemaLike(Protocol):
+    """What :class:`DPSanitised` reads of the schema (``config.SchemaSettings`` fits)."""
+
+    @property
+    def qid(self) -> tuple[str, ...]: ...
+
+    @property
+    def hierarchies(self) -> Mapping[str, Any]: ...
+
+    @property
+    def numeric(self) -> tuple[str, ...] | None: ...
+
+
+class DPSanitisedSettings(BaseModel):
+    """The ``[mechanism.dp_sanitised]`` table: parameters of :class:`DPSanitised`.
+
+    ``epsilon``, ``delta``: one record's budget, split over its sanitised attributes
+    (Theorem 5 of [HLM14]: the same for the whole release). ``scale``: ``"tight"`` (smallest
+    (epsilon, delta)-DP Laplace scale) or ``"paper"`` (Example 5); equal when ``delta = 0``.
+    ``epsilon_budget``, ``delta_budget``: a person's lifetime caps over record versions.
+    ``bounds``: ``[lo, hi]`` of every numeric QID, fixed without looking at the data.
+    ``resolution``: optional grid step of a numeric QID's published value. ``domains``: the
+    category list of every ``set`` QID. ``sanitise_sensitive`` (default yes) with
+    ``sensitive_domain`` (its category list). ``weights`` (QID name -> weight, every QID;
+    default equal) and ``sensitive_weight``: the budget split.
+
+    Example (TOML)::
+
+        [mechanism]
+        kind = "dp-sanitised"
+        [mechanism.dp_sanitised]
+        epsilon = 2.0
+        epsilon_budget = 6.0
+        bounds = {age = [17, 90]}
+        sensitive_domain = ["Adm-clerical", "Craft-repair", ...]
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    epsilon: float
+    delta: float = 0.0
+    scale: Literal["tight", "paper"] = "tight"
+    epsilon_budget: float
+    delta_budget: float = 0.0
+    bounds: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    resolution: dict[str, float] = Field(default_factory=dict)
+    domains: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    sanitise_sensitive: bool = True
+    sensitive_domain: tuple[str, ...] | None = None
+    weights: dict[str, float] | None = None
+    sensitive_weight: float = 1.0
+
+    @model_validator(mode="after")
+    def _check(self) -> DPSanitisedSettings:
+        eps = check_epsilon(self.epsilon, "epsilon")
+        dlt = check_delta(self.delta, "delta")
+        if dlt >= 1.0:
+            raise ValueError(f"delta = {self.delta!r}: must be < 1 (e.g. delta = 0 or 1e-6)")
+        cap_e = check_epsilon(self.epsilon_budget, "epsilon_budget")
+        cap_d = check_delta(self.delta_budget, "delta_budget")
+        if cap_e < eps * (1.0 - BUDGET_RTOL) or cap_d < dlt * (1.0 - BUDGET_RTOL):
+            raise ValueError(
+                f"epsilon_budget = {cap_e!r}, delta_budget = {cap_d!r}: below one record's "
+                f"(epsilon, delta) = ({eps!r}, {dlt!r}), so no record could be published; set "
+                f"epsilon_budget >= epsilon and delta_budget >= delta (e.g. epsilon_budget = "
+                f"{3 * eps:g} for three record versions per person)"
+            )
+        for name, (lo, hi) in self.bounds.items():
+            if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+                raise ValueError(
+                    f"bounds.{name} = [{lo!r}, {hi!r}]: need finite lo <= hi, fixed without "
+                    f"looking at the data (e.g. bounds = {{{name} = [0, 100]}})"
+                )
+            if not math.isfinite(hi - lo):
+                raise ValueError(f"bounds.{name} = [{lo!r}, {hi!r}]: hi - lo overflows")
+        for name, step in self.resolution.items():
+            if name not in self.bounds:
+                raise ValueError(
+                    f"resolution.{name} = {step!r}: {name!r} has no bounds; a grid step is for "
+                    "a numeric QID listed in bounds"
+                )
+            if not (step > 0.0 and math.isfinite(step)):
+                raise ValueError(f"resolution.{name} = {step!r}: must be a finite number > 0")
+        both = sorted(set(self.bounds) & set(self.domains))
+        if both:
+            raise ValueError(
+                f"bounds and domains both name {both}: a QID is numeric (bounds) or "
+                "categorical (domains), not both; remove one"
+            )
+        for name, values in self.domains.items():
+            _check_domain(f"domains.{name}", values)
+        if self.sanitise_sensitive:
+            if self.sensitive_domain is None:
+                raise ValueError(
+                    "sensitive_domain = None: the sensitive attribute is sanitised "
+                    "(sanitise_sensitive = true) over a fixed list of its categories; list "
+                    'every possible value (e.g. sensitive_domain = ["flu", "cold", "hiv"]), '
+                    "not only those in the data, or set sanitise_sensitive = false"
+                )
+            _check_domain("sensitive_domain", self.sensitive_domain)
+        weights = dict(self.weights or {})
+        for name, w in [*weights.items(), ("sensitive_weight", self.sensitive_weight)]:
+            if not (w >= 0.0 and math.isfinite(w)):
+                label = name if name == "sensitive_weight" else f"weights.{name}"
+                raise ValueError(f"{label} = {w!r}: must be a finite number >= 0 (e.g. 1)")
+        for name, (lo, hi) in self.bounds.items():
+            zero = (self.weights is not None and weights.get(name, 1.0) == 0.0) or (
+                eps == 0.0 and dlt == 0.0
+            )
+            if hi > lo and zero:
+                raise ValueError(
+                    f"weights.{name} = 0 (or epsilon = delta = 0): numeric QID {name!r} with "
+                    f"bounds [{lo!r}, {hi!r}] gets no budget and no finite Laplace scale can "
+                    "hide it; give it a positive weight"
+                )
+        return self
+
+    def check_settings(self, settings: Any) -> None:
+        """Check the table against the rest of the configuration when it is loaded: every QID
+        of ``settings.schema`` has a data-independent domain (a numeric QID its bounds, a
+        ``set`` QID its domain list, a hierarchy QID nothing here), every name is a QID, and
+        ``settings.output.format`` is ``generalized``. Raises ``ValueError`` naming the key,
+        the value and the fix."""
+        output = getattr(settings, "output", None)
+        fmt = getattr(output, "format", "generalized")
+        if fmt != "generalized":
+            raise ValueError(
+                f"{_WHERE}: output.format = {fmt!r}, but this mode publishes each sanitised "
+                "row's values in the group line; set output.format = 'generalized'"
+            )
+        try:
+            _check_schema(self, settings.schema)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+
+
+def _check_domain(field: str, values: Sequence[str]) -> None:
+    if len(values) == 0:
+        raise ValueError(f"{field} = []: list every category of the attribute (at least one)")
+    seen: set[str] = set()
+    for v in values:
+        if v in seen:
+            raise ValueError(f"{field}: {v!r} listed twice; list each category once")
+        seen.add(v)
+
+
+# --- the plan of one table: which attribute is sanitised how ---------------------------------
+
+
+@dataclass(frozen=True)
+class _Attr:
+    """One sanitised attribute: its mechanism and the public entry of the manifest."""
+
+    name: str
+    numeric: bool
+    epsilon: float
+    delta: float
+    entry: dict[str, Any]
+    bounds: tuple[float, float] = (0.0, 0.0)
+    resolution: float | None = None
+    scale: float = 0.0
+    labels: tuple[str, ...] = ()
+    keep: float = 1.0
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The mechanism of every attribute of tables with one signature (names, kinds, leaves)."""
+
+    qid: tuple[_Attr, ...]
+    sensitive: _Attr | None
+    fingerprint: bytes
+
+    @property
+    def sanitised(self) -> tuple[_Attr, ...]:
+        return self.qid if self.sensitive is None else (*self.qid, self.sensitive)
+
+
+def _entry(spec: dict[str, Any], epsilon: float, delta: float, scale: str) -> dict[str, Any]:
+    """Recomputable public figures of one attribute from its public parameters."""
+    if spec["type"] == "numeric":
+        lo, hi = spec["bounds"]
+        w = hi - lo
+        b_paper = laplace_scale_paper(w, epsilon, delta)
+        b_tight = laplace_scale_tight(w, epsilon, delta)
+        b = b_tight if scale == "tight" else b_paper
+        err = laplace_expected_error(w, epsilon, delta, scale=scale, clamped=True)  # type: ignore[arg-type]
+        lb = error_lower_bound_compact(w, epsilon, delta)
+        return {
+            "scale": b,
+            "scale_paper": b_paper,
+            "scale_tight": b_tight,
+            "expected_error": err,
+            "expected_error_unclamped": b,
+            "lower_bound": lb,
+            "theorem": "6",
+            "ratio": err / lb if lb > 0 else None,
+        }
+    k = len(spec["domain"])
+    keep, p = rr_keep(k, epsilon, delta)
+    err = rr_expected_error(k, epsilon, delta)
+    lb = error_lower_bound_finite(k, epsilon, delta, outputs_in_domain=True)
+    return {
+        "domain_size": k,
+        "keep": keep,
+        "p_other": p,
+        "expected_error": err,
+        "lower_bound": lb,
+        "theorem": "7",
+        "ratio": err / lb if lb > 0 else None,
+    }
+
+
+def _fingerprint(
+    epsilon: float, delta: float, scale: str, specs: Sequence[tuple[str, dict[str, Any]]]
+) -> bytes:
+    """Digest of everything that determines a record's sanitised value from its uniforms."""
+    canon = [
+        [role, s["name"], s["type"], s.get("bounds"), s.get("domain"), s["epsilon"], s["delta"]]
+        for role, s in specs
+    ]
+    text = json.dumps([KIND, epsilon, delta, scale, canon], separators=(",", ":"))
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16, person=b"sr-dp-params").digest()
+
+
+# --- the mechanism ------------------------------------------------------------------------------
+
+
+class DPSanitised:
+    """Mechanism ``dp-sanitised`` (:class:`~stream_release.mechanisms.base.Mechanism`).
+
+    Parameters
+    ----------
+    settings : DPSanitisedSettings
+    schema : optional, the schema (``qid``, ``hierarchies``, ``numeric``; e.g.
+        ``config.SchemaSettings``): every QID is then checked now to have a data-independent
+        domain (bounds, a hierarchy or a domain list), not only at the first release.
+
+    Raises
+    ------
+    ConfigError
+        A QID without a data-independent domain, a numeric QID without bounds, a setting
+        naming an unknown QID, weights that miss a QID.
+    """
+
+    kind = KIND
+
+    def __init__(self, settings: DPSanitisedSettings, *, schema: SchemaLike | None = None):
+        self.settings = settings
+        self._cached: tuple[tuple[Any, ...], _Plan] | None = None
+        if schema is not None:
+            _check_schema(settings, schema)
+
+    def _plan(self, table: EncodedTable) -> _Plan:
+        """The plan for ``table``'s attributes (checked against the settings; cached)."""
+        signature = tuple(
+            (a.name, a.kind, tuple(a.domain.tolist()) if a.kind == "hierarchy" else None)
+            for a in table.attributes
+        )
+        if self._cached is not None and self._cached[0] == signature:
+            return self._cached[1]
+        s = self.settings
+        _check_names(s, table.qid_names)
+        specs: list[tuple[str, dict[str, Any]]] = []
+        for attribute in table.attributes:
+            name = attribute.name
+            if attribute.kind == "numeric":
+                _check_numeric(s, name)
+                spec = {"type": "numeric", "bounds": list(s.bounds[name])}
+            elif attribute.kind == "hierarchy":
+                _check_hierarchy(s, name)
+                leaves = [str(v) for v in attribute.domain.tolist()]
+                spec = {"type": "categorical", "domain": leaves, "source": "hierarchy"}
+            else:
+                if name in s.bounds:
+                    raise ConfigError(
+                        f"{_WHERE}.bounds.{name}: QID {name!r} is not numeric in the snapshot "
+                        "(a value is not a number); fix the data, or list its categories in "
+                        f"{_WHERE}.domains instead"
+                    )
+                if name not in s.domains:
+                    raise ConfigError(_no_domain(name))
+                spec = {"type": "categorical", "domain": list(s.domains[name])}
+                spec["source"] = "configured"
+            spec["weight"] = (s.weights or {}).get(name, 1.0)
+            specs.append(("qid", {"name": name, **spec}))
+        if s.sanitise_sensitive:
+            spec = {"name": "sensitive", "type": "categorical"}
+            spec.update(domain=list(s.sensitive_domain or ()), source="configured")
+            specs.append(("sensitive", {**spec, "weight": s.sensitive_weight}))
+        weights = [spec["weight"] for _, spec in specs]
+        if not any(w > 0 for w in weights):
+            raise ConfigError(
+                f"{_WHERE}.weights: every attribute has weight 0; give at least one a "
+                "positive weight"
+            )
+        split = split_budget(s.epsilon, s.delta, weights)
+        for (_, spec), e_j, d_j in zip(
+            specs, split.epsilon.tolist(), split.delta.tolist(), strict=True
+        ):
+            spec.update(epsilon=e_j, delta=d_j)
+        attrs = [_attr(spec, s) for _, spec in specs]
+        sensitive = attrs.pop() if s.sanitise_sensitive else None
+        plan = _Plan(tuple(attrs), sensitive, _fingerprint(s.epsilon, s.delta, s.scale, specs))
+        self._cached = (signature, plan)
+        return plan
+
+    # -- release ----------------------------------------------------------------------------
+
+    def release(
+        self,
+        table: EncodedTable,
+        pseudonyms: NDArray[np.bytes_],
+        *,
+        sequence: int,
+        randomness: ReleaseRandomness,
+        load_state: StateLoader,
+    ) -> MechanismRelease:
+        r"""Sanitise each new record once, charge the ledger, aggregate the sanitised rows.
+
+        Returns a :class:`MechanismRelease` whose ``guarantee`` (the manifest's ``mechanism``
+        block) holds: ``kind``, ``paper``, ``neighbours``; the per-record ``epsilon``,
+        ``delta``; ``scale`` (the rule); ``split`` (``"equal"`` or ``"weights"``); ``qid``
+        (name -> entry) and ``sensitive`` (an entry with ``"sanitised": true``, or
+        ``{"sanitised": false}``), each entry with ``type``, ``weight``, the ``epsilon`` and
+        ``delta`` shares, then for ``numeric``: ``bounds``, ``resolution``, ``scale`` (used),
+        ``scale_paper``, ``scale_tight``, ``expected_error`` (clamped),
+        ``expected_error_unclamped``; for ``categorical``: ``domain``, ``source``
+        (``hierarchy``/``configured``), ``domain_size``, ``keep``, ``p_other``,
+        ``expected_error`` (discrete metric); and ``lower_bound`` with its ``theorem``
+        (6 or 7) and ``ratio``; ``composition`` (basic composition of the shares);
+        ``budget`` (``epsilon_budget``, ``delta_budget``); ``refused_budget`` (people not
+        published: over their caps); ``published``; ``counts`` (``method``, ``n``, and per
+        sensitive value the de-biased ``estimate`` and its ``variance``,
+        :func:`~stream_release.privacy.metric_dp.rr_debiased_counts`); ``caveat``
+        (:data:`CAVEAT`); ``parameters_digest``.
+
+        Raises
+        ------
+        ConfigError
+            A QID of the table without a data-independent domain in the settings.
+        SchemaError
+            A value of a ``set`` QID or of the sensitive attribute outside its configured list.
+        HistoryStoreError
+            A corrupt ledger entry.
+        """
+        s = self.settings
+        plan = self._plan(table)
+        maps = _code_maps(table, plan)
+        n = table.n_rows
+        persons = _pseudonym_bytes(pseudonyms, n)
+        keys = _record_keys(table, plan, maps, persons)
+        digests = _record_digests(randomness, keys)
+
+        # ledger: a new record costs (epsilon, delta), a charged one nothing (digest F2)
+        unique = list(dict.fromkeys(persons))
+        people = {
+            p.hex(): _decode_ledger(v)
+            for p, v in zip(unique, load_state(unique), strict=True)
+            if v is not None
+        }
+        ledger = {"epsilon_cap": s.epsilon_budget, "delta_cap": s.delta_budget, "people": people}
+        batch = ledger_charge_batch(
+            ledger, [p.hex() for p in persons], [d.hex() for d in digests], s.epsilon, s.delta
+        )
+        charged = {persons[i] for i in np.flatnonzero(batch.granted & ~batch.cached).tolist()}
+        state = {p: _encode_ledger(batch.state["people"][p.hex()]) for p in charged}
+        refused = len({persons[i] for i in np.flatnonzero(~batch.granted).tolist()})
+
+        # sanitise the published records from their uniforms
+        rows = np.flatnonzero(batch.granted)
+        u = _uniforms(randomness, [keys[i] for i in rows.tolist()], len(plan.sanitised))
+        columns = [
+            _sanitise(a, table.attributes[j].domain, maps[j], table.qid[rows, j], u[:, j])
+            for j, a in enumerate(plan.qid)
+        ]
+        if plan.sensitive is not None:
+            sens = _sanitise(plan.sensitive, None, maps[-1], table.sensitive[rows], u[:, -1])
+            sens_labels = plan.sensitive.labels
+        else:
+            sens = table.sensitive[rows].astype(np.int64)
+            sens_labels = table.sensitive_values
+
+        # aggregate the distinct sanitised rows
+        distinct, inverse = _distinct_rows(columns, rows.size)
+        group = np.full(n, -1, dtype=np.int64)
+        group[rows] = inverse
+        n_groups = distinct.shape[0]
+        k = len(sens_labels)
+        sizes = np.bincount(inverse, minlength=n_groups).astype(np.int64)
+        counts = np.bincount(inverse * k + sens, minlength=n_groups * k).reshape(n_groups, k)
+        sensitive = [{sens_labels[c]: v for c, v in enumerate(row) if v} for row in counts.tolist()]
+        guarantee = {
+            **_static_guarantee(plan, s),
+            "refused_budget": refused,
+            "published": int(rows.size),
+            "counts": _counts(plan.sensitive, sens, sens_labels),
+            "caveat": CAVEAT,
+            "parameters_digest": plan.fingerprint.hex(),
+        }
+        return MechanismRelease(
+            group=group,
+            sizes=sizes,
+            qids=_qid_dicts(plan.qid, distinct),
+            sensitive=sensitive,
+            guarantee=guarantee,
+            extra=[{} for _ in range(n_groups)],
+            state=state,
+            utility={"distinct_rows": int(n_groups)},
+        )
+
+
+def make_dp_sanitised(section: DPSanitisedSettings, settings: Any) -> DPSanitised:
+    """The mechanism of ``section`` for the configuration ``settings`` (the registered
+    factory, ``pass_settings``): checks the schema's QIDs now (:class:`DPSanitised`)."""
+    return DPSanitised(section, schema=settings.schema)
+
+
+def _check_schema(s: DPSanitisedSettings, schema: SchemaLike) -> None:
+    """Every QID of ``schema`` has a data-independent domain; raises ConfigError."""
+    qid = tuple(schema.qid)
+    numeric = None if schema.numeric is None else set(schema.numeric)
+    _check_names(s, qid)
+    for name in qid:
+        if name in schema.hierarchies:
+            _check_hierarchy(s, name)
+        elif numeric is not None and name in numeric:
+            _check_numeric(s, name)
+        elif name not in s.bounds and name not in s.domains:
+            raise ConfigError(_no_domain(name))
+
+
+def _check_names(s: DPSanitisedSettings, qid: Sequence[str]) -> None:
+    known = set(qid)
+    for field, names in (
+        ("bounds", s.bounds),
+        ("domains", s.domains),
+        ("weights", s.weights or {}),
+    ):
+        unknown = sorted(set(names) - known)
+        if unknown:
+            raise ConfigError(
+                f"{_WHERE}.{field} names {unknown}, which are not QIDs (schema.qid = "
+                f"{list(qid)}); fix the names or remove them"
+            )
+    if s.weights is not None:
+        missing = [q for q in qid if q not in s.weights]
+        if missing:
+            raise ConfigError(
+                f"{_WHERE}.weights has no weight for {missing}: give every QID a weight (and "
+                "sensitive_weight for the sensitive attribute), or drop weights for an equal split"
+            )
+
+
+def _attr(spec: dict[str, Any], s: DPSanitisedSettings) -> _Attr:
+    fig = _entry(spec, spec["epsilon"], spec["delta"], s.scale)
+    if spec["type"] == "numeric":
+        resolution = s.resolution.get(spec["name"])
+        head = {"type": "numeric", "bounds": spec["bounds"], "resolution": resolution}
+    else:
+        head = {"type": "categorical", "domain": spec["domain"], "source": spec["source"]}
+    entry = {**head, **{k: spec[k] for k in ("weight", "epsilon", "delta")}, **fig}
+    if spec["type"] == "numeric":
+        lo, hi = spec["bounds"]
+        return _Attr(
+            spec["name"], True, spec["epsilon"], spec["delta"], entry,
+            bounds=(lo, hi), resolution=resolution, scale=fig["scale"],
+        )  # fmt: skip
+    return _Attr(
+        spec["name"], False, spec["epsilon"], spec["delta"], entry,
+        labels=tuple(spec["domain"]), keep=fig["keep"],
+    )  # fmt: skip
+
+
+def _static_guarantee(plan: _Plan, s: DPSanitisedSettings) -> dict[str, Any]:
+    if plan.sensitive is not None:
+        sensitive: dict[str, Any] = {"sanitised": True, **plan.sensitive.entry}
+    else:
+        sensitive = {"sanitised": False, "note": "published exactly: not protected"}
+    return {
+        "kind": KIND,
+        "paper": _PAPER,
+        "neighbours": _NEIGHBOURS,
+        "epsilon": s.epsilon,
+        "delta": s.delta,
+        "scale": s.scale,
+        "split": "equal" if s.weights is None else "weights",
+        "qid": {a.name: dict(a.entry) for a in plan.qid},
+        "sensitive": sensitive,
+        "composition": {
+            "epsilon": math.fsum(a.epsilon for a in plan.sanitised),
+            "delta": math.fsum(a.delta for a in plan.sanitised),
+            "rule": "basic",
+        },
+        "budget": {"epsilon_budget": s.epsilon_budget, "delta_budget": s.delta_budget},
+    }
+
+
+def _check_numeric(s: DPSanitisedSettings, name: str) -> None:
+    if name in s.domains:
+        raise ConfigError(
+            f"{_WHERE}.domains.{name}: QID {name!r} is numeric; give {_WHERE}.bounds.{name} "
+            "= [lo, hi] instead, or make it categorical by leaving it out of schema.numeric"
+        )
+    if name not in s.bounds:
+        raise ConfigError(_no_bounds(name))
+
+
+def _check_hierarchy(s: DPSanitisedSettings, name: str) -> None:
+    if name in s.bounds or name in s.domains:
+        where = "bounds" if name in s.bounds else "domains"
+        raise ConfigError(
+            f"{_WHERE}.{where}.{name}: QID {name!r} has a hierarchy, so it is published as one "
+            f"of the hierarchy's leaves; remove {where}.{name} or its hierarchy"
+        )
+
+
+def _no_bounds(name: str) -> str:
+    return (
+        f"{_WHERE}.bounds has no entry for numeric QID {name!r}: Laplace sanitisation needs "
+        f"bounds fixed without looking at the data; add bounds = {{{name} = [lo, hi]}} "
+        f"(e.g. {name} = [0, 100]) to [{_WHERE}]; values outside are clipped, never dropped"
+    )
+
+
+def _no_domain(name: str) -> str:
+    return (
+        f"{_WHERE}: QID {name!r} has no data-independent domain: give {_WHERE}.bounds.{name} "
+        f"= [lo, hi] if it is numeric, a hierarchy (schema.hierarchies.{name}), or list every "
+        f"category in {_WHERE}.domains.{name} (the categories present in the data would reveal "
+        "who is in it)"
+    )
+
+
+def _code_map(
+    what: str, present: Sequence[object], labels: Sequence[str], field: str
+) -> NDArray[np.int64]:
+    index = {v: i for i, v in enumerate(labels)}
+    out = np.fromiter((index.get(str(v), -1) for v in present), dtype=np.int64, count=len(present))
+    bad = [str(present[i]) for i in np.flatnonzero(out < 0).tolist()]
+    if bad:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise SchemaError(
+            f"{what}: value {bad[0]!r}{more} is not in {_WHERE}.{field}; add it to the list "
+            "or map it to a listed category before release"
+        )
+    return out
+
+
+# --- kernels -----------------------------------------------------------------------------------
+
+
+def _pseudonym_bytes(pseudonyms: NDArray[Any], n: int) -> list[bytes]:
+    arr = np.asarray(pseudonyms)
+    if arr.shape != (n,):
+        raise InvalidParameter(f"pseudonyms: shape {arr.shape}, need ({n},), one per table row")
+    if arr.dtype.kind == "S":  # exact bytes: indexing an S array drops trailing NULs
+        size = arr.dtype.itemsize
+        raw = np.ascontiguousarray(arr).tobytes()
+        return [raw[i * size : (i + 1) * size] for i in range(n)]
+    return [bytes(p) for p in arr.tolist()]
+
+
+def _code_maps(table: EncodedTable, plan: _Plan) -> list[NDArray[np.int64] | None]:
+    """Per sanitised attribute: table code -> index in its domain (``None`` for numeric).
+
+    Raises SchemaError for a value outside a configured list."""
+    maps: list[NDArray[np.int64] | None] = []
+    for attribute, a in zip(table.attributes, plan.qid, strict=True):
+        if a.numeric:
+            maps.append(None)
+        elif attribute.kind == "hierarchy":  # codes are leaf indices of the hierarchy
+            maps.append(np.arange(len(a.labels), dtype=np.int64))
+        else:
+            present = attribute.domain.tolist()
+            maps.append(_code_map(f"QID {a.name!r}", present, a.labels, f"domains.{a.name}"))
+    if plan.sensitive is not None:
+        present = list(table.sensitive_values)
+        maps.append(
+            _code_map("the sensitive attribute", present, plan.sensitive.labels, "sensitive_domain")
+        )
+    return maps
+
+
+def _record_keys(
+    table: EncodedTable,
+    plan: _Plan,
+    maps: Sequence[NDArray[np.int64] | None],
+    persons: Sequence[bytes],
+) -> list[bytes]:
+    """``pseudonym || parameters digest || content``; content = each sanitised attribute's raw
+    value: float64 for a numeric QID, uint32 domain index for a categorical one."""
+    n = table.n_rows
+    parts: list[NDArray[np.uint8]] = []
+    for j, (a, code_map) in enumerate(zip(plan.sanitised, maps, strict=True)):
+        codes = table.qid[:, j] if j < len(plan.qid) else table.sensitive
+        if a.numeric:
+            col = np.asarray(table.attributes[j].domain, dtype="<f8")[codes]
+        else:
+            assert code_map is not None
+            col = code_map[codes].astype("<u4")
+        parts.append(np.ascontiguousarray(col).view(np.uint8).reshape(n, -1))
+    content = np.ascontiguousarray(np.concatenate(parts, axis=1))
+    width = content.shape[1]
+    raw = content.tobytes()
+    head = plan.fingerprint
+    return [p + head + raw[i * width : (i + 1) * width] for i, p in enumerate(persons)]
+
+
+def _record_digests(randomness: ReleaseRandomness, keys: Sequence[bytes]) -> list[bytes]:
+    """Keyed 8-byte digest of each record key: stable across releases, opaque without the
+    secret (a small domain of values could otherwise be tested against the ledger)."""
+    secret = randomness.secret
+    return [
+        hashlib.blake2b(b"record\x1f" + k, key=secret, digest_size=_DIGEST).digest() for k in keys
+    ]
+
+
+def _uniforms(randomness: ReleaseRandomness, keys: Sequence[bytes], draws: int) -> NDArray[Any]:
+    """(len(keys), draws) uniforms, at most 8 per ``row_uniforms`` call."""
+    if draws == 0 or not keys:
+        return np.zeros((len(keys), draws))
+    chunks = []
+    for c, start in enumerate(range(0, draws, _MAX_DRAWS)):
+        purpose = "sanitise" if c == 0 else f"sanitise/{c}"
+        chunks.append(randomness.row_uniforms(purpose, keys, min(_MAX_DRAWS, draws - start)))
+    return np.concatenate(chunks, axis=1)
+
+
+def laplace_from_uniform(u: NDArray[np.float64], scale: float) -> NDArray[np.float64]:
+    r"""Laplace(``scale``) noise by the inverse CDF of uniforms on the grid ``k 2^-53``.
+
+    ``a = min(u, 1 - u)`` moved half a grid step inward (exact in float64, in
+    ``[2^-54, 1/2)``, symmetric under ``k -> 2^53 - 1 - k``); ``L = scale ln(2a)`` for
+    ``u < 1/2``, ``-scale ln(2a)`` otherwise: ``P(L <= x) = e^{x/scale}/2`` for ``x < 0``,
+    the Laplace CDF, up to the grid. ``|L| <= scale ln 2^53 = 36.7 scale``.
+    """
+    lower = u < 0.5
+    a = np.where(lower, u + _HALF_ULP, (1.0 - u) - _HALF_ULP)
+    magnitude = -scale * np.log(2.0 * a)
+    return np.where(lower, -magnitude, magnitude)
+
+
+def rr_from_uniform(
+    codes: NDArray[np.int64], u: NDArray[np.float64], domain_size: int, keep: float
+) -> NDArray[np.int64]:
+    r"""k-ary randomised response (Example 6 of [HLM14]) from one uniform per code.
+
+    ``u < keep``: the code itself; otherwise ``(code + 1 + j) mod K`` with
+    ``j = floor((u - keep) / (1 - keep) m)``, uniform over the ``m = K - 1`` other codes.
+    """
+    c = codes.astype(np.int64)
+    if domain_size == 1:
+        return c.copy()
+    m = domain_size - 1
+    kept = u < keep
+    j = np.minimum(np.floor(np.maximum(u - keep, 0.0) / (1.0 - keep) * m), m - 1).astype(np.int64)
+    return np.where(kept, c, (c + 1 + j) % domain_size)
+
+
+def _sanitise(
+    a: _Attr,
+    domain: NDArray[Any] | None,
+    code_map: NDArray[np.int64] | None,
+    codes: NDArray[np.integer],
+    u: NDArray[np.float64],
+) -> NDArray[Any]:
+    """Sanitised column from one uniform per row: float64 values in ``[lo, hi]`` (numeric:
+    clip, add Laplace, clamp, snap) or int64 domain indices (categorical: randomised
+    response)."""
+    if not a.numeric:
+        assert code_map is not None
+        return rr_from_uniform(code_map[codes], u, len(a.labels), a.keep)
+    assert domain is not None
+    lo, hi = a.bounds
+    x = np.clip(np.asarray(domain, dtype=np.float64)[codes], lo, hi)
+    if a.scale > 0.0:
+        x = np.clip(x + laplace_from_uniform(u, a.scale), lo, hi)
+    if a.resolution is not None:
+        x = np.clip(lo + np.round((x - lo) / a.resolution) * a.resolution, lo, hi)
+    return x
+
+
+def _distinct_rows(
+    columns: Sequence[NDArray[Any]], n: int
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """Distinct rows of the sanitised columns in lexicographic order, and each row's index."""
+    matrix = np.column_stack([c.astype(np.float64) for c in columns]) + 0.0  # no -0.0
+    if n == 0:
+        return matrix, np.empty(0, dtype=np.int64)
+    order = np.lexsort(matrix.T[::-1])
+    ordered = matrix[order]
+    new = np.ones(n, dtype=bool)
+    new[1:] = np.any(ordered[1:] != ordered[:-1], axis=1)
+    inverse = np.empty(n, dtype=np.int64)
+    inverse[order] = np.cumsum(new) - 1
+    return ordered[new], inverse
+
+
+def _qid_dicts(attrs: Sequence[_Attr], distinct: NDArray[np.float64]) -> list[dict[str, Any]]:
+    cols: list[list[Any]] = []
+    for j, a in enumerate(attrs):
+        col = distinct[:, j].tolist()
+        cols.append(col if a.numeric else [a.labels[int(v)] for v in col])
+    names = [a.name for a in attrs]
+    return [dict(zip(names, row, strict=True)) for row in zip(*cols, strict=True)]
+
+
+def _counts(
+    sensitive: _Attr | None, sens: NDArray[np.int64], labels: Sequence[str]
+) -> dict[str, Any]:
+    """Dashboard counts of the sensitive values (post-processing of the sanitised column)."""
+    n = int(sens.size)
+    raw = np.bincount(sens, minlength=len(labels)).astype(np.float64)
+    if sensitive is None:
+        return {
+            "method": "exact (sensitive attribute not sanitised)",
+            "n": n,
+            "estimate": dict(zip(labels, raw.tolist(), strict=True)),
+            "variance": dict.fromkeys(labels, 0.0),
+        }
+    if len(labels) < 2 or (sensitive.epsilon == 0.0 and sensitive.delta == 0.0):
+        return {
+            "method": "none (one category, or no budget: nothing to estimate)",
+            "n": n,
+            "estimate": dict(zip(labels, raw.tolist(), strict=True)),
+            "variance": dict.fromkeys(labels, 0.0),
+        }
+    est = rr_debiased_counts(sens, len(labels), sensitive.epsilon, sensitive.delta)
+    return {
+        "method": "rr-debiased",
+        "n": n,
+        "estimate": dict(zip(labels, est.estimate.tolist(), strict=True)),
+        "variance": dict(zip(labels, est.variance.tolist(), strict=True)),
+    }
+
+
+# --- ledger state encoding ---------------------------------------------------------------------
+
+
+def _decode_ledger(value: bytes) -> dict[str, list[float]]:
+    body = value[1:]
+    if value[:1] != _STATE_VERSION or len(body) % _ENTRY.size:
+        raise HistoryStoreError(
+            f"dp-sanitised ledger entry of {len(value)} bytes is corrupt (version "
+            f"{value[:1]!r}, need 0x01 then 24-byte entries); restore the state store"
+        )
+    return {digest.hex(): [eps, dlt] for digest, eps, dlt in _ENTRY.iter_unpack(body)}
+
+
+def _encode_ledger(records: Mapping[str, Sequence[float]]) -> bytes:
+    return _STATE_VERSION + b"".join(
+        _ENTRY.pack(bytes.fromhex(d), float(c[0]), float(c[1])) for d, c in records.items()
+    )
+
+
+# --- audit from the published files alone -------------------------------------------------------
+
+_MAX_LINE_PROBLEMS = 20
+
+
+def verify_release(manifest: dict[str, Any], lines: list[dict[str, Any]]) -> list[str]:
+    r"""Audit one ``dp-sanitised`` release from its manifest and group lines alone.
+
+    Recomputes from the published parameters (per-record epsilon, delta, scale rule, weights,
+    bounds, domains): the budget split and its basic composition, every Laplace scale
+    (Example 5 and the tight rule), randomised-response probabilities (Example 6), expected
+    errors and Theorem 6/7 lower bounds, the parameters digest; checks every numeric value
+    inside its bounds (and on its grid), every category inside its domain, every line's
+    sensitive counts summing to its size, no two lines with the same sanitised row, and the
+    dashboard counts against the lines (:func:`~stream_release.privacy.metric_dp.
+    rr_debiased_counts` of the published sanitised values).
+
+    Parameters
+    ----------
+    manifest : the release's manifest (its ``mechanism`` block is read), or the block itself
+    lines : the release's group lines
+
+    Returns
+    -------
+    list of str, one line per problem found; empty when the release is consistent.
+    """
+    block = manifest.get("mechanism", manifest) if isinstance(manifest, dict) else None
+    if not isinstance(block, dict) or block.get("kind") != KIND:
+        kind = block.get("kind") if isinstance(block, dict) else None
+        return [f"manifest: mechanism.kind = {kind!r}, not {KIND!r}"]
+    try:
+        specs, eps, dlt, scale = _published_specs(block)
+    except (KeyError, TypeError, ValueError) as exc:
+        return [f"manifest: mechanism block unreadable ({exc}); cannot audit"]
+    try:
+        split = split_budget(eps, dlt, [s["weight"] for _, s in specs])
+    except InvalidParameter as exc:
+        return [f"manifest: the weights cannot split the budget ({exc})"]
+    for (_, spec), e_j, d_j in zip(
+        specs, split.epsilon.tolist(), split.delta.tolist(), strict=True
+    ):
+        spec.update(epsilon=e_j, delta=d_j)
+    problems = _check_parameters(block, specs, eps, dlt, scale)
+    problems += _check_lines(manifest, block, specs, lines)
+    return problems
+
+
+def _published_specs(
+    block: dict[str, Any],
+) -> tuple[list[tuple[str, dict[str, Any]]], float, float, str]:
+    eps = check_epsilon(block["epsilon"], "mechanism.epsilon")
+    dlt = check_delta(block["delta"], "mechanism.delta")
+    if dlt >= 1.0:
+        raise ValueError(f"mechanism.delta = {dlt!r} >= 1")
+    scale = block["scale"]
+    if scale not in ("tight", "paper"):
+        raise ValueError(f"mechanism.scale = {scale!r}, not 'tight' or 'paper'")
+    specs: list[tuple[str, dict[str, Any]]] = []
+    qid = block["qid"]
+    if not isinstance(qid, dict) or not qid:
+        raise ValueError("mechanism.qid must map every QID name to its entry")
+    for name, entry in qid.items():
+        specs.append(("qid", {**_spec(f"mechanism.qid.{name}", entry), "name": name}))
+    sens = block["sensitive"]
+    if not isinstance(sens, dict):
+        raise ValueError("mechanism.sensitive must be an object")
+    if sens.get("sanitised"):
+        spec = _spec("mechanism.sensitive", sens)
+        if spec["type"] != "categorical":
+            raise ValueError("mechanism.sensitive: type must be 'categorical'")
+        specs.append(("sensitive", {**spec, "name": "sensitive"}))
+    return specs, eps, dlt, scale
+
+
+def _spec(where: str, entry: object) -> dict[str, Any]:
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where} must be an object")
+    weight = entry["weight"]
+    if isinstance(weight, bool) or not isinstance(weight, numbers.Real):
+        raise ValueError(f"{where}.weight = {weight!r} is not a number")
+    if entry["type"] == "numeric":
+        lo, hi = entry["bounds"]
+        if not all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in (lo, hi)):
+            raise ValueError(f"{where}.bounds = {entry['bounds']!r}: not two numbers")
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+            raise ValueError(f"{where}.bounds = {entry['bounds']!r}: need finite lo <= hi")
+        step = entry.get("resolution")
+        if step is not None and not (isinstance(step, numbers.Real) and step > 0):
+            raise ValueError(f"{where}.resolution = {step!r}: not a number > 0")
+        return {"type": "numeric", "bounds": [lo, hi], "resolution": step, "weight": weight}
+    if entry["type"] == "categorical":
+        domain = entry["domain"]
+        if (
+            not isinstance(domain, list)
+            or not domain
+            or not all(isinstance(v, str) for v in domain)
+            or len(set(domain)) != len(domain)
+        ):
+            raise ValueError(f"{where}.domain: need a non-empty list of distinct strings")
+        return {"type": "categorical", "domain": domain, "weight": weight}
+    raise ValueError(f"{where}.type = {entry['type']!r}, not 'numeric' or 'categorical'")
+
+
+def _close(a: object, b: object) -> bool:
+    if a is None or b is None:
+        return a is b
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b
+    if not (isinstance(a, numbers.Real) and isinstance(b, numbers.Real)):
+        return False
+    return math.isclose(float(a), float(b), rel_tol=_RTOL, abs_tol=1e-12)
+
+
+def _check_parameters(
+    block: dict[str, Any],
+    specs: list[tuple[str, dict[str, Any]]],
+    eps: float,
+    dlt: float,
+    scale: str,
+) -> list[str]:
+    problems: list[str] = []
+    for role, spec in specs:
+        e_j, d_j = spec["epsilon"], spec["delta"]
+        where = f"mechanism.qid.{spec['name']}" if role == "qid" else "mechanism.sensitive"
+        entry = block["qid"][spec["name"]] if role == "qid" else block["sensitive"]
+        try:
+            expected = {"epsilon": e_j, "delta": d_j, **_entry(spec, e_j, d_j, scale)}
+        except InvalidParameter as exc:
+            problems.append(f"{where}: no valid mechanism for these parameters ({exc})")
+            continue
+        for key, value in expected.items():
+            if not _close(entry.get(key), value):
+                problems.append(
+                    f"{where}.{key} = {entry.get(key)!r}, but the published parameters give "
+                    f"{value!r}"
+                )
+    comp = block.get("composition", {})
+    if not (
+        _close(comp.get("epsilon"), eps)
+        and _close(comp.get("delta"), dlt)
+        and _close(math.fsum(s["epsilon"] for _, s in specs), eps)
+    ):
+        problems.append(
+            f"mechanism.composition = {comp!r}: the attributes' shares must compose (basic "
+            f"composition) to the record's (epsilon, delta) = ({eps!r}, {dlt!r})"
+        )
+    budget = block.get("budget", {})
+    cap_e, cap_d = budget.get("epsilon_budget"), budget.get("delta_budget")
+    if not (
+        isinstance(cap_e, numbers.Real)
+        and isinstance(cap_d, numbers.Real)
+        and cap_e >= eps * (1 - BUDGET_RTOL)
+        and cap_d >= dlt * (1 - BUDGET_RTOL)
+    ):
+        problems.append(
+            f"mechanism.budget = {budget!r}: caps must be numbers >= one record's "
+            f"(epsilon, delta) = ({eps!r}, {dlt!r})"
+        )
+    digest = _fingerprint(eps, dlt, scale, [(role, spec) for role, spec in specs]).hex()
+    if block.get("parameters_digest") != digest:
+        problems.append(
+            f"mechanism.parameters_digest = {block.get('parameters_digest')!r}, but the "
+            f"published parameters give {digest!r}"
+        )
+    if block.get("caveat") != CAVEAT:
+        problems.append("mechanism.caveat: missing or altered (Theorem 7 needs outputs in D)")
+    refused = block.get("refused_budget")
+    if isinstance(refused, bool) or not isinstance(refused, int) or refused < 0:
+        problems.append(f"mechanism.refused_budget = {refused!r}: must be an integer >= 0")
+    return problems
+
+
+def _check_lines(
+    manifest: dict[str, Any],
+    block: dict[str, Any],
+    specs: list[tuple[str, dict[str, Any]]],
+    lines: list[dict[str, Any]],
+) -> list[str]:
+    problems: list[str] = []
+    qid_specs = {s["name"]: s for role, s in specs if role == "qid"}
+    domains = {n: set(s["domain"]) for n, s in qid_specs.items() if s["type"] == "categorical"}
+    sens_spec = next((s for role, s in specs if role == "sensitive"), None)
+    sens_domain = None if sens_spec is None else set(sens_spec["domain"])
+    totals: dict[str, int] = {}
+    seen_rows: set[str] = set()
+    seen_groups: set[str] = set()
+    published = 0
+    bad = 0
+
+    def report(text: str) -> None:
+        nonlocal bad
+        bad += 1
+        if bad <= _MAX_LINE_PROBLEMS:
+            problems.append(text)
+
+    for i, line in enumerate(lines):
+        where = f"line {i + 1}"
+        if not isinstance(line, dict):
+            report(f"{where}: not an object")
+            continue
+        for field in ("release", "sequence"):
+            if field in manifest and field in line and line[field] != manifest[field]:
+                report(f"{where}: {field} = {line[field]!r}, the manifest's is {manifest[field]!r}")
+        group = repr(line.get("group", i))
+        if group in seen_groups:
+            report(f"{where}: group {group} appears twice")
+        seen_groups.add(group)
+        size = line.get("size")
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            report(f"{where}: size = {size!r}, not an integer >= 1")
+            size = 0
+        published += size
+        qid = line.get("qid")
+        if not isinstance(qid, dict) or set(qid) != set(qid_specs):
+            found = sorted(qid) if isinstance(qid, dict) else qid
+            report(f"{where}: qid has {found!r}, need exactly {sorted(qid_specs)}")
+            continue
+        for name, value in qid.items():
+            if name in domains:
+                ok = isinstance(value, str) and value in domains[name]
+                problem = "" if ok else "is not in its domain"
+            else:
+                problem = _value_problem(qid_specs[name], value)
+            if problem:
+                report(f"{where}: qid.{name} = {value!r} {problem}")
+        row = json.dumps([qid[name] for name in qid_specs])
+        if row in seen_rows:
+            report(f"{where}: the sanitised row {row} is already another line's (not aggregated)")
+        seen_rows.add(row)
+        sens = line.get("sensitive")
+        if not isinstance(sens, dict):
+            report(f"{where}: sensitive is not an object of value counts")
+            continue
+        counted = 0
+        for value, count in sens.items():
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                report(f"{where}: sensitive[{value!r}] = {count!r}, not an integer >= 1")
+                continue
+            if sens_domain is not None and value not in sens_domain:
+                report(f"{where}: sensitive value {value!r} is not in mechanism.sensitive.domain")
+            totals[value] = totals.get(value, 0) + count
+            counted += count
+        if counted != size:
+            report(f"{where}: the sensitive counts sum to {counted}, size is {size}")
+    if bad > _MAX_LINE_PROBLEMS:
+        problems.append(f"... and {bad - _MAX_LINE_PROBLEMS} more line problems")
+    for where, value in (("mechanism.published", block.get("published")),
+                         ("manifest.published", manifest.get("published", published))):  # fmt: skip
+        if value != published:
+            problems.append(f"{where} = {value!r}, but the lines hold {published}")
+    problems += _check_counts(block.get("counts"), sens_spec, totals, published)
+    return problems
+
+
+def _value_problem(spec: dict[str, Any], value: object) -> str:
+    """What is wrong with a numeric QID's published value ("" if nothing)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return "is not a number"
+    lo, hi = spec["bounds"]
+    v = float(value)
+    if not (math.isfinite(v) and lo <= v <= hi):
+        return f"is outside its bounds [{lo!r}, {hi!r}]"
+    step = spec.get("resolution")
+    if step is not None and v != hi:
+        k = (v - lo) / step
+        if abs(k - round(k)) > 1e-6:
+            return f"is not on its grid lo + k * {step!r}"
+    return ""
+
+
+def _check_counts(
+    counts: object, sens_spec: dict[str, Any] | None, totals: dict[str, int], n: int
+) -> list[str]:
+    if not isinstance(counts, dict):
+        return ["mechanism.counts: missing"]
+    problems: list[str] = []
+    if counts.get("n") != n:
+        problems.append(f"mechanism.counts.n = {counts.get('n')!r}, but the lines hold {n}")
+    estimate, variance = counts.get("estimate"), counts.get("variance")
+    if not isinstance(estimate, dict) or not isinstance(variance, dict):
+        return [*problems, "mechanism.counts: estimate and variance must be objects"]
+    if sens_spec is None:
+        labels = list(estimate)
+        if set(totals) - set(labels):
+            problems.append(
+                f"mechanism.counts: no estimate for {sorted(set(totals) - set(labels))}"
+            )
+        want_e = [float(totals.get(v, 0)) for v in labels]
+        want_v = [0.0] * len(labels)
+    else:
+        labels = list(sens_spec["domain"])
+        codes = np.repeat(np.arange(len(labels)), [totals.get(v, 0) for v in labels])
+        e_s, d_s = sens_spec["epsilon"], sens_spec["delta"]
+        if len(labels) < 2 or (e_s == 0.0 and d_s == 0.0):
+            want_e = np.bincount(codes, minlength=len(labels)).astype(float).tolist()
+            want_v = [0.0] * len(labels)
+        else:
+            est = rr_debiased_counts(codes, len(labels), e_s, d_s)
+            want_e, want_v = est.estimate.tolist(), est.variance.tolist()
+    if list(estimate) != labels or list(variance) != labels:
+        problems.append(f"mechanism.counts: categories {list(estimate)}, need {labels}")
+        return problems
+    for label, e, v in zip(labels, want_e, want_v, strict=True):
+        if not (_close(estimate[label], e) and _close(variance[label], v)):
+            problems.append(
+                f"mechanism.counts[{label!r}] = ({estimate[label]!r}, {variance[label]!r}), but "
+                f"the lines give (estimate, variance) = ({e!r}, {v!r})"
+            )
+    return problems
