@@ -38,6 +38,14 @@ numeric QIDs, category labels for categorical ones), ``size``, ``sensitive`` = c
 sanitised sensitive values. The manifest's ``mechanism`` block is documented at
 :meth:`DPSanitised.release`; :func:`verify_release` audits a release from its files alone.
 
+Configuration and registration. The table ``[mechanism.dp_sanitised]``
+(:class:`DPSanitisedSettings`; ``check_settings`` checks it against the schema when the
+configuration is loaded), the factory :func:`make_dp_sanitised` ``(section, settings)`` and
+the audit :func:`verify_release` ``(manifest, lines)``. The manifest states no figure of the
+input outside the mechanism (``MechanismRelease.input_statistics`` stays false); the
+``refused_budget`` count it does state is ``n - published``, with n public under the
+paper's neighbours (substitution).
+
 Data-independent domains. The set of categories is part of the mechanism: an output domain
 computed from the data (the encoded ``set`` domain or ``sensitive_values``, which hold the
 values *present*) differs between neighbouring tables, and a category only one person holds
@@ -52,7 +60,8 @@ Not protected: membership (substitution neighbours, n public), the number of rec
 and when a person's record changed (a new version is charged and may be refused for budget;
 ``refused_budget`` is a count of such people). Several records of one person compose by the
 ledger. Floating-point Laplace from 53-bit uniforms is the textbook inverse-CDF sampler; its
-low-order bits can leak (Mironov 2012): use ``resolution`` to publish on a grid.
+low-order bits can leak (Mironov 2012): use ``resolution`` to publish on a grid (the reported
+expected error is the unsnapped value's; snapping adds at most ``resolution / 2``).
 
 References
 ----------
@@ -402,6 +411,12 @@ class DPSanitised:
         for attribute in table.attributes:
             name = attribute.name
             if attribute.kind == "numeric":
+                if name in s.domains:  # detected from the data (schema.numeric unset)
+                    raise SchemaError(
+                        f"QID {name!r}: every value of this snapshot is a number, so it was "
+                        f"encoded as numeric, but {_WHERE}.domains lists its categories; "
+                        f"declare schema.numeric (without {name!r}) so it stays categorical"
+                    )
                 _check_numeric(s, name)
                 spec = {"type": "numeric", "bounds": list(s.bounds[name])}
             elif attribute.kind == "hierarchy":
@@ -409,11 +424,11 @@ class DPSanitised:
                 leaves = [str(v) for v in attribute.domain.tolist()]
                 spec = {"type": "categorical", "domain": leaves, "source": "hierarchy"}
             else:
-                if name in s.bounds:
-                    raise ConfigError(
-                        f"{_WHERE}.bounds.{name}: QID {name!r} is not numeric in the snapshot "
-                        "(a value is not a number); fix the data, or list its categories in "
-                        f"{_WHERE}.domains instead"
+                if name in s.bounds:  # detected from the data (schema.numeric unset)
+                    raise SchemaError(
+                        f"QID {name!r}: a value of this snapshot is not a number, but "
+                        f"{_WHERE}.bounds gives it bounds; fix the value, or declare "
+                        f"schema.numeric = [{name!r}, ...] so bad values are rejected on input"
                     )
                 if name not in s.domains:
                     raise ConfigError(_no_domain(name))
@@ -736,7 +751,7 @@ def _record_keys(
         else:
             assert code_map is not None
             col = code_map[codes].astype("<u4")
-        parts.append(np.ascontiguousarray(col).view(np.uint8).reshape(n, -1))
+        parts.append(np.ascontiguousarray(col).view(np.uint8).reshape(n, col.itemsize))
     content = np.ascontiguousarray(np.concatenate(parts, axis=1))
     width = content.shape[1]
     raw = content.tobytes()
@@ -896,7 +911,7 @@ def _encode_ledger(records: Mapping[str, Sequence[float]]) -> bytes:
 _MAX_LINE_PROBLEMS = 20
 
 
-def verify_release(manifest: dict[str, Any], lines: list[dict[str, Any]]) -> list[str]:
+def verify_release(manifest: Mapping[str, Any], lines: Sequence[Mapping[str, Any]]) -> list[str]:
     r"""Audit one ``dp-sanitised`` release from its manifest and group lines alone.
 
     Recomputes from the published parameters (per-record epsilon, delta, scale rule, weights,
@@ -917,9 +932,9 @@ def verify_release(manifest: dict[str, Any], lines: list[dict[str, Any]]) -> lis
     -------
     list of str, one line per problem found; empty when the release is consistent.
     """
-    block = manifest.get("mechanism", manifest) if isinstance(manifest, dict) else None
-    if not isinstance(block, dict) or block.get("kind") != KIND:
-        kind = block.get("kind") if isinstance(block, dict) else None
+    block = manifest.get("mechanism", manifest) if isinstance(manifest, Mapping) else None
+    if not isinstance(block, Mapping) or block.get("kind") != KIND:
+        kind = block.get("kind") if isinstance(block, Mapping) else None
         return [f"manifest: mechanism.kind = {kind!r}, not {KIND!r}"]
     try:
         specs, eps, dlt, scale = _published_specs(block)
@@ -939,7 +954,7 @@ def verify_release(manifest: dict[str, Any], lines: list[dict[str, Any]]) -> lis
 
 
 def _published_specs(
-    block: dict[str, Any],
+    block: Mapping[str, Any],
 ) -> tuple[list[tuple[str, dict[str, Any]]], float, float, str]:
     eps = check_epsilon(block["epsilon"], "mechanism.epsilon")
     dlt = check_delta(block["delta"], "mechanism.delta")
@@ -950,12 +965,12 @@ def _published_specs(
         raise ValueError(f"mechanism.scale = {scale!r}, not 'tight' or 'paper'")
     specs: list[tuple[str, dict[str, Any]]] = []
     qid = block["qid"]
-    if not isinstance(qid, dict) or not qid:
+    if not isinstance(qid, Mapping) or not qid:
         raise ValueError("mechanism.qid must map every QID name to its entry")
     for name, entry in qid.items():
         specs.append(("qid", {**_spec(f"mechanism.qid.{name}", entry), "name": name}))
     sens = block["sensitive"]
-    if not isinstance(sens, dict):
+    if not isinstance(sens, Mapping):
         raise ValueError("mechanism.sensitive must be an object")
     if sens.get("sanitised"):
         spec = _spec("mechanism.sensitive", sens)
@@ -966,7 +981,7 @@ def _published_specs(
 
 
 def _spec(where: str, entry: object) -> dict[str, Any]:
-    if not isinstance(entry, dict):
+    if not isinstance(entry, Mapping):
         raise ValueError(f"{where} must be an object")
     weight = entry["weight"]
     if isinstance(weight, bool) or not isinstance(weight, numbers.Real):
@@ -1005,7 +1020,7 @@ def _close(a: object, b: object) -> bool:
 
 
 def _check_parameters(
-    block: dict[str, Any],
+    block: Mapping[str, Any],
     specs: list[tuple[str, dict[str, Any]]],
     eps: float,
     dlt: float,
@@ -1064,10 +1079,10 @@ def _check_parameters(
 
 
 def _check_lines(
-    manifest: dict[str, Any],
-    block: dict[str, Any],
+    manifest: Mapping[str, Any],
+    block: Mapping[str, Any],
     specs: list[tuple[str, dict[str, Any]]],
-    lines: list[dict[str, Any]],
+    lines: Sequence[Mapping[str, Any]],
 ) -> list[str]:
     problems: list[str] = []
     qid_specs = {s["name"]: s for role, s in specs if role == "qid"}
@@ -1088,7 +1103,7 @@ def _check_lines(
 
     for i, line in enumerate(lines):
         where = f"line {i + 1}"
-        if not isinstance(line, dict):
+        if not isinstance(line, Mapping):
             report(f"{where}: not an object")
             continue
         for field in ("release", "sequence"):
@@ -1104,8 +1119,8 @@ def _check_lines(
             size = 0
         published += size
         qid = line.get("qid")
-        if not isinstance(qid, dict) or set(qid) != set(qid_specs):
-            found = sorted(qid) if isinstance(qid, dict) else qid
+        if not isinstance(qid, Mapping) or set(qid) != set(qid_specs):
+            found = sorted(qid) if isinstance(qid, Mapping) else qid
             report(f"{where}: qid has {found!r}, need exactly {sorted(qid_specs)}")
             continue
         for name, value in qid.items():
@@ -1121,7 +1136,7 @@ def _check_lines(
             report(f"{where}: the sanitised row {row} is already another line's (not aggregated)")
         seen_rows.add(row)
         sens = line.get("sensitive")
-        if not isinstance(sens, dict):
+        if not isinstance(sens, Mapping):
             report(f"{where}: sensitive is not an object of value counts")
             continue
         counted = 0
@@ -1164,13 +1179,13 @@ def _value_problem(spec: dict[str, Any], value: object) -> str:
 def _check_counts(
     counts: object, sens_spec: dict[str, Any] | None, totals: dict[str, int], n: int
 ) -> list[str]:
-    if not isinstance(counts, dict):
+    if not isinstance(counts, Mapping):
         return ["mechanism.counts: missing"]
     problems: list[str] = []
     if counts.get("n") != n:
         problems.append(f"mechanism.counts.n = {counts.get('n')!r}, but the lines hold {n}")
     estimate, variance = counts.get("estimate"), counts.get("variance")
-    if not isinstance(estimate, dict) or not isinstance(variance, dict):
+    if not isinstance(estimate, Mapping) or not isinstance(variance, Mapping):
         return [*problems, "mechanism.counts: estimate and variance must be objects"]
     if sens_spec is None:
         labels = list(estimate)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 import math
 import re
 from pathlib import Path
@@ -451,8 +452,9 @@ def test_negative_control_with_half_the_noise_fails(neighbours: tuple[Any, ...])
 def test_verify_release_catches_tampering(tmp_path: Path) -> None:
     table, ps = table_of(tmp_path, SMALL_ROWS)
     rel = run(DPSanitised(settings()), table, ps)
-    manifest = {"release": "r1", "sequence": 1, "mechanism": rel.guarantee}
-    lines = lines_of(rel)
+    # as read back from manifest-0001.json and release-0001.jsonl
+    manifest = json.loads(json.dumps({"release": "r1", "sequence": 1, "mechanism": rel.guarantee}))
+    lines = [json.loads(json.dumps(line)) for line in lines_of(rel)]
     assert verify_release(manifest, lines) == []
 
     def problems(edit: Any) -> list[str]:
@@ -550,3 +552,37 @@ def test_adult_release(adult: tuple[EncodedTable, np.ndarray, tuple[str, ...]]) 
     # release 2 of the same snapshot: the same lines, nothing charged
     again = run(mech, table, ps, store, sequence=2)
     assert again.state == {} and (again.qids, again.sensitive) == (rel.qids, rel.sensitive)
+
+
+def test_wide_and_empty_tables(tmp_path: Path) -> None:
+    # more attributes than one row_uniforms call draws (8): independent draws per attribute
+    names = [f"c{j}" for j in range(11)]
+    columns = {n: ["a", "b", "a", "b"] for n in names}
+    table = encode_columns(tmp_path, columns, ["flu", "flu", "cold", "hiv"])
+    ps = np.array([hashlib.blake2b(i.encode(), digest_size=16).digest() for i in table.ids])
+    order = np.argsort(ps)
+    table, ps = table.take(order), ps[order]
+    mech = DPSanitised(
+        DPSanitisedSettings(epsilon=12.0, epsilon_budget=12.0, sensitive_domain=DISEASES,
+                            domains=dict.fromkeys(names, ("a", "b")))
+    )  # fmt: skip
+    rel = run(mech, table, ps)
+    assert int(rel.sizes.sum()) == 4 and verify_release(rel.guarantee, lines_of(rel)) == []
+    assert all(set(q) == set(names) for q in rel.qids)
+    empty = run(mech, table.take(np.array([], dtype=np.int64)), ps[:0])
+    assert (empty.group.size, empty.sizes.size, empty.qids, empty.state) == (0, 0, [], {})
+    assert empty.guarantee["published"] == 0 and empty.guarantee["counts"]["n"] == 0
+    assert verify_release(empty.guarantee, []) == []
+
+
+def test_kind_detected_from_the_data_must_match_the_settings(tmp_path: Path) -> None:
+    # schema.numeric unset: 'age' with a non-number, or 'city' with numbers only, is the
+    # snapshot's fault (SchemaError: the release is refused, the service goes on)
+    rows = [(*r[:1], "unknown", *r[2:]) if r[0] == "a" else r for r in SMALL_ROWS]
+    table, ps = table_of(tmp_path, rows)
+    with pytest.raises(SchemaError, match=r"QID 'age': a value of this snapshot is not a number"):
+        run(DPSanitised(settings(domains={"city": CITIES})), table, ps)
+    rows = [(*r[:3], "75001", r[4]) for r in SMALL_ROWS]
+    table, ps = table_of(tmp_path, rows)
+    with pytest.raises(SchemaError, match=r"QID 'city': every value of this snapshot is a number"):
+        run(DPSanitised(settings(domains={"city": ("75001",)})), table, ps)
