@@ -204,7 +204,7 @@ class DPSanitisedSettings(BaseModel):
             raise ValueError(f"delta = {self.delta!r}: must be < 1 (e.g. delta = 0 or 1e-6)")
         cap_e = check_epsilon(self.epsilon_budget, "epsilon_budget")
         cap_d = check_delta(self.delta_budget, "delta_budget")
-        if cap_e < eps * (1.0 - BUDGET_RTOL) or cap_d < dlt * (1.0 - BUDGET_RTOL):
+        if eps > cap_e * (1.0 + BUDGET_RTOL) or dlt > cap_d * (1.0 + BUDGET_RTOL):  # as the ledger
             raise ValueError(
                 f"epsilon_budget = {cap_e!r}, delta_budget = {cap_d!r}: below one record's "
                 f"(epsilon, delta) = ({eps!r}, {dlt!r}), so no record could be published; set "
@@ -505,22 +505,10 @@ class DPSanitised:
         digests = _record_digests(randomness, keys)
 
         # ledger: a new record costs (epsilon, delta), a charged one nothing (digest F2)
-        unique = list(dict.fromkeys(persons))
-        people = {
-            p.hex(): _decode_ledger(v)
-            for p, v in zip(unique, load_state(unique), strict=True)
-            if v is not None
-        }
-        ledger = {"epsilon_cap": s.epsilon_budget, "delta_cap": s.delta_budget, "people": people}
-        batch = ledger_charge_batch(
-            ledger, [p.hex() for p in persons], [d.hex() for d in digests], s.epsilon, s.delta
-        )
-        charged = {persons[i] for i in np.flatnonzero(batch.granted & ~batch.cached).tolist()}
-        state = {p: _encode_ledger(batch.state["people"][p.hex()]) for p in charged}
-        refused = len({persons[i] for i in np.flatnonzero(~batch.granted).tolist()})
+        granted, state, refused = _charge(s, persons, digests, load_state)
 
         # sanitise the published records from their uniforms
-        rows = np.flatnonzero(batch.granted)
+        rows = np.flatnonzero(granted)
         u = _uniforms(randomness, [keys[i] for i in rows.tolist()], len(plan.sanitised))
         columns = [
             _sanitise(a, table.attributes[j].domain, maps[j], table.qid[rows, j], u[:, j])
@@ -558,7 +546,7 @@ class DPSanitised:
             guarantee=guarantee,
             extra=[{} for _ in range(n_groups)],
             state=state,
-            utility={"distinct_rows": int(n_groups)},
+            utility={},
         )
 
 
@@ -887,6 +875,73 @@ def _counts(
     }
 
 
+# --- ledger -------------------------------------------------------------------------------------
+
+
+def _charge(
+    s: DPSanitisedSettings,
+    persons: Sequence[bytes],
+    digests: Sequence[bytes],
+    load_state: StateLoader,
+) -> tuple[NDArray[np.bool_], dict[bytes, bytes], int]:
+    """Charge each row's record to its person (``ledger_charge_batch``'s rules).
+
+    Returns ``granted`` (n,), the changed state entries and the number of people refused.
+    Two cases are settled here without the general function, by its rules: a person's only
+    row whose digest is already charged (cached: granted, free) and a person's only row with
+    no ledger yet (charged (epsilon, delta), within any cap the settings accept). Everything
+    else (a new record of a person with a ledger, several rows of one person) goes through
+    :func:`~stream_release.privacy.metric_dp.ledger_charge_batch`.
+    """
+    n = len(persons)
+    unique = list(dict.fromkeys(persons))
+    stored = dict(zip(unique, load_state(unique), strict=True))
+    rows_of: dict[bytes, int] = {}
+    for p in persons:
+        rows_of[p] = rows_of.get(p, 0) + 1
+    granted = np.zeros(n, dtype=bool)
+    state: dict[bytes, bytes] = {}
+    first = _ENTRY.pack(b"\0" * _DIGEST, s.epsilon, s.delta)[_DIGEST:]  # one record's cost
+    general: list[int] = []
+    for i, (p, d) in enumerate(zip(persons, digests, strict=True)):
+        value = stored[p]
+        if value is not None and (value[:1] != _STATE_VERSION or (len(value) - 1) % _ENTRY.size):
+            _decode_ledger(value)  # raises: a corrupt entry
+        if rows_of[p] > 1:
+            general.append(i)
+        elif value is None:
+            granted[i] = True
+            state[p] = _STATE_VERSION + d + first
+        elif _has_digest(value, d):
+            granted[i] = True
+        else:
+            general.append(i)
+    if general:
+        people = {
+            persons[i].hex(): _decode_ledger(stored[persons[i]])
+            for i in general
+            if stored[persons[i]] is not None
+        }
+        ledger = {"epsilon_cap": s.epsilon_budget, "delta_cap": s.delta_budget, "people": people}
+        batch = ledger_charge_batch(
+            ledger,
+            [persons[i].hex() for i in general],
+            [digests[i].hex() for i in general],
+            s.epsilon,
+            s.delta,
+        )
+        granted[general] = batch.granted
+        for i in np.asarray(general)[batch.granted & ~batch.cached].tolist():
+            state[persons[i]] = _encode_ledger(batch.state["people"][persons[i].hex()])
+    refused = len({persons[i] for i in np.flatnonzero(~granted).tolist()})
+    return granted, state, refused
+
+
+def _has_digest(value: bytes, digest: bytes) -> bool:
+    """Whether a ledger entry (``_encode_ledger``) holds ``digest``."""
+    return any(value[k : k + _DIGEST] == digest for k in range(1, len(value), _ENTRY.size))
+
+
 # --- ledger state encoding ---------------------------------------------------------------------
 
 
@@ -1057,8 +1112,8 @@ def _check_parameters(
     if not (
         isinstance(cap_e, numbers.Real)
         and isinstance(cap_d, numbers.Real)
-        and cap_e >= eps * (1 - BUDGET_RTOL)
-        and cap_d >= dlt * (1 - BUDGET_RTOL)
+        and eps <= cap_e * (1 + BUDGET_RTOL)
+        and dlt <= cap_d * (1 + BUDGET_RTOL)
     ):
         problems.append(
             f"mechanism.budget = {budget!r}: caps must be numbers >= one record's "

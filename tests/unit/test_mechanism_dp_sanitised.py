@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from stream_release.config import OutputSettings, SchemaSettings
 from stream_release.datasets import ADULT_QID, ADULT_SENSITIVE, read_csv_table
-from stream_release.errors import ConfigError, SchemaError
+from stream_release.errors import ConfigError, HistoryStoreError, SchemaError
 from stream_release.grouping.encoding import encode, load_hierarchies
 from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.mechanisms.base import MechanismRelease, ReleaseRandomness
@@ -586,3 +586,13 @@ def test_kind_detected_from_the_data_must_match_the_settings(tmp_path: Path) -> 
     table, ps = table_of(tmp_path, rows)
     with pytest.raises(SchemaError, match=r"QID 'city': every value of this snapshot is a number"):
         run(DPSanitised(settings(domains={"city": ("75001",)})), table, ps)
+
+
+def test_a_corrupt_ledger_entry_stops_the_release(tmp_path: Path) -> None:
+    table, ps = table_of(tmp_path, SMALL_ROWS)
+    mech, store = DPSanitised(settings()), Store()
+    run(mech, table, ps, store)
+    person = next(iter(store.entries))
+    store.entries[person] = store.entries[person][:-3]
+    with pytest.raises(HistoryStoreError, match=r"ledger entry of 22 bytes is corrupt"):
+        run(mech, table, ps, store, sequence=2)
