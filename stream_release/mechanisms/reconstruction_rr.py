@@ -1,0 +1,873 @@
+r"""Mode ``reconstruction-private-rr``: reconstruction-private randomized response [WHF12].
+
+Every row's sensitive value is published through uniform perturbation (Eq. 1: kept with
+probability ``p``, otherwise replaced by a uniform draw from the configured domain of ``m``
+values), and each *micro group* (the rows equal on every QID, published with their exact QID
+values) contributes at most ``floor(s*)`` independent randomization trials, ever, where
+``s* = s(f = 1)`` is the data-independent cap of Theorem 5.13 (Eq. 10) or Theorem 5.11 (Eq. 9).
+A group larger than the cap is Sampled, Perturbed and Scaled back to its size (Algorithm 1),
+so every group of every release is (ε,δ)-reconstruction-private (Theorem 5.16) and aggregate
+counts keep their expectation (Theorem 5.18). The math is :mod:`stream_release.privacy.
+reconstruction`; this module binds it to the :class:`~stream_release.mechanisms.base.Mechanism`
+interface, its keyed randomness and its committed state.
+
+What is fixed data-independently
+--------------------------------
+* ``m`` and the code of every value: the configured ``domain`` (or the leaves of the ARX file
+  ``domain_hierarchy``, e.g. ``adult_hierarchy_occupation.csv``), never the values seen so far.
+  A snapshot value outside the domain is refused (:class:`~stream_release.errors.SchemaError`).
+* The cap: ``f = 1`` for every group (``cap_policy = "worst_case"`` of :func:`~stream_release.
+  privacy.reconstruction.rp_randomize`); a per-group ``s(f_max)`` would leak ``f_max`` through
+  the published counts and fall below trials already published when a group drifts.
+
+Serial rules (digest §5 F4)
+---------------------------
+1. *Sticky values.* A row's randomized value is a keyed function of (pseudonym, true value):
+   ``ReleaseRandomness.row_uniforms("perturb", pseudonym + 0x1f + value)``, two uniforms: keep
+   if ``u0 < p``, else ``floor(u1 m)``. The same person with the same value publishes the same
+   randomized value in every release, without storing it; a changed value is a new record.
+2. *Trial ledger.* ``T_g``, the number of distinct trials ever published for micro group ``g``,
+   never decreases; fresh trials are drawn only while ``T_g < floor(s*)``. A row that was a
+   trial of ``g`` before stays its trial (it adds nothing new).
+
+State (committed with the release through ``load_state`` / ``MechanismRelease.state``)
+--------------------------------------------------------------------------------------
+* ``b"g" + H(qid)``: ``T_g`` as ASCII decimal. ``H(qid)`` is BLAKE2b-128 keyed by the
+  mechanism's secret of the QID names and the group's exact QID values as JSON: it reveals
+  nothing without the key.
+* ``b"t" + H(H(qid) + pseudonym + 0x1f + value)``: a trial marker (value: ASCII sequence of its
+  first release), one per (group, person, value) ever published as a trial; it says which rows
+  are reused trials. Entries are never removed (a returning person must find their trial).
+* ``b"p"``: the canonical JSON of ``p, epsilon, delta, bound, domain``, written by the first
+  release; a later release under other parameters is refused (:class:`~stream_release.errors.
+  ConfigError`), since it would redraw sticky values and re-read the ledger under another cap.
+
+Group lines
+-----------
+One line per micro group that has at least one trial in this release::
+
+    {"group": 0, "size": 12, "qid": {"age": 39, "sex": "Male", ...},
+     "sensitive": {"Adm-clerical": 5, "Sales": 7},
+     "trials": 12, "trials_total": 12, "weight": 1.0}
+
+* ``size`` = ``|g|``, every row of the micro group in this snapshot (NA-only counts are exact).
+* ``sensitive`` = the published (randomized) values of all ``|g|`` rows, Algorithm 1's ``g2*``:
+  each trial publishes its own randomized value; every other row publishes a copy of a present
+  trial *with the same original value* (Scaling; digest §5 F4), or, when its value has no
+  present trial (the budget is spent), a uniform random value (noise). Counts sum to ``size``.
+* ``trials`` = ``n_g``, the independent trials present in this release; ``trials_total`` =
+  ``T_g`` after it; ``weight`` = ``|g| / n_g`` (Scaling's ``b'``). Both depend on group sizes
+  and membership history only, never on sensitive values, so they are safe to publish; the
+  estimator needs them for its variance and the audit for the cap.
+
+``group`` of :class:`~stream_release.mechanisms.base.MechanismRelease` (the private
+assignments) maps every row to its micro group's line, whether the row is a trial, a copy or
+noise. It is ``-1`` only for the rows of a micro group with no trial in this release: its
+ledger is full and none of its earlier trials is still present, so nothing about its values
+can be published (the line would be pure noise); those rows are counted as suppressed.
+
+Analysts
+--------
+:func:`reconstruct` answers ``COUNT(*) WHERE <QID predicate> AND SA = x`` from the group lines
+(Lemma 1, unbiased) with its variance; :func:`verify_release` audits one release from its
+files alone and :func:`verify_series` the never-decreasing ledger across releases.
+
+References
+----------
+.. [WHF12] K. Wang, C. Han, A. W.-C. Fu. Randomization Resilient To Sensitive
+   Reconstruction. arXiv:1202.3179, 2012. Digest:
+   /work/shared/research/seed-reconstruction-privacy.md (§3, §5).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import numbers
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+from numpy.typing import NDArray
+from pydantic import BaseModel, ConfigDict, ValidationInfo, model_validator
+
+from stream_release.errors import (
+    ConfigError,
+    GuaranteeUnsatisfiable,
+    HistoryStoreError,
+    InvalidParameter,
+    SchemaError,
+)
+from stream_release.grouping.generalize import generalize_groups
+from stream_release.mechanisms.base import MechanismRelease, ReleaseRandomness, StateLoader
+from stream_release.privacy.reconstruction import (
+    Bound,
+    CountEstimate,
+    reconstruct_count,
+    rp_cap,
+    serial_rp_randomize,
+)
+from stream_release.privacy.validation import (
+    check_open_probability,
+    check_positive,
+)
+from stream_release.table import EncodedTable
+
+__all__ = [
+    "KIND",
+    "ReconstructionRR",
+    "ReconstructionRRSettings",
+    "reconstruct",
+    "verify_release",
+    "verify_series",
+]
+
+KIND = "reconstruction-private-rr"
+
+PAPER = (
+    "K. Wang, C. Han, A. W.-C. Fu. Randomization Resilient To Sensitive Reconstruction. "
+    "arXiv:1202.3179"
+)
+SERIAL_RULE = (
+    "A row's randomized value is drawn once per (person, sensitive value), keyed by the "
+    "pseudonym, and reused in every later release; a micro group's count of published trials "
+    "(trials_total) never decreases and never exceeds max_trials, so every trial an adversary "
+    "has seen across the series counts toward the cap of Theorem 5.13/5.11."
+)
+SCALING = (
+    "Each micro group publishes all its rows: its trials with their randomized values, every "
+    "other row as a copy of a present trial with the same original value (Algorithm 1's "
+    "Scaling, value-matched), and a uniform random value for a row whose value has no present "
+    "trial (only once the group's trial budget is spent). A group with no trial present is "
+    "suppressed."
+)
+ESTIMATOR = (
+    "Lemma 1: over the lines matching a QID predicate, est = (O* - |S| (1-p)/m) / p with O* the "
+    "published count of the value and |S| the summed sizes; Var(est) = sum_g size_g weight_g "
+    "v(F'_g) / p^2 with v(f) = f q1 (1-q1) + (1-f) q0 (1-q0), q1 = p + (1-p)/m, q0 = (1-p)/m."
+)
+
+_LEDGER = b"g"
+_TRIAL = b"t"
+_PARAMS = b"p"
+_DIGEST = 16
+_SEP = b"\x1f"
+_REL_TOL = 1e-9
+
+
+# --- settings ------------------------------------------------------------------------------
+
+
+class ReconstructionRRSettings(BaseModel):
+    """Parameters of ``reconstruction-private-rr`` (the ``[mechanism]`` keys of this mode).
+
+    Attributes
+    ----------
+    p : retention probability of uniform perturbation (Eq. 1), ``0 < p < 1``
+    epsilon : relative reconstruction error, ``0 < ε <= 1 + (1-p)/(m p)`` (Corollary 4.10)
+    delta : floor on the Chernoff tail bounds, ``0 < δ < 1`` (Definition 3)
+    bound : ``"theorem_5_13"`` (Eq. 10, the paper's algorithm; default) or
+        ``"theorem_5_11"`` (Eq. 9, full Chernoff bounds, a smaller cap)
+    domain : the full sensitive domain, every value the attribute can take (absent ones
+        included), in a fixed order; ``m = len(domain) >= 2``
+    domain_hierarchy : instead of ``domain``, an ARX hierarchy file (``leaf;...;*``) whose leaves,
+        in depth-first order, are the domain; read when the settings are validated. A relative
+        path is taken from the validation context's ``base_dir`` (``model_validate(raw,
+        context={"base_dir": config_dir})``), else from the working directory.
+
+    The cap at ``f = 1`` must be at least 1, so that a one-row group can be published.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    p: float
+    epsilon: float
+    delta: float
+    bound: Bound = "theorem_5_13"
+    domain: tuple[str, ...] = ()
+    domain_hierarchy: Path | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _load_domain(cls, data: Any, info: ValidationInfo) -> Any:
+        if not isinstance(data, Mapping) or data.get("domain_hierarchy") is None:
+            return data
+        path = Path(str(data["domain_hierarchy"]))
+        base = (info.context or {}).get("base_dir")
+        if base is not None and not path.is_absolute():
+            path = Path(base) / path
+        leaves = _hierarchy_leaves(path)
+        given = data.get("domain")
+        if given and tuple(given) != leaves:
+            raise ValueError(
+                f"domain = {list(given)!r} differs from the leaves of domain_hierarchy = "
+                f"{str(path)!r} ({list(leaves)!r}): give one of them"
+            )
+        return {**data, "domain": leaves, "domain_hierarchy": path}
+
+    @model_validator(mode="after")
+    def _check(self) -> ReconstructionRRSettings:
+        try:
+            _check_domain(self.domain)
+            check_open_probability(self.p, "p")
+            check_positive(self.epsilon, "epsilon")
+            check_open_probability(self.delta, "delta")
+            cap = rp_cap(self.p, self.epsilon, self.delta, self.m, 1.0, bound=self.bound)
+        except InvalidParameter as exc:
+            raise ValueError(str(exc)) from None
+        if cap < 1.0:
+            raise ValueError(
+                f"p = {self.p}, epsilon = {self.epsilon}, delta = {self.delta}, m = {self.m}: "
+                f"the cap of {self.bound} at f = 1 is {cap:.4g} < 1, so not even a one-row "
+                "group can be published; lower p, epsilon or delta"
+            )
+        return self
+
+    @property
+    def m(self) -> int:
+        """``m``, the size of the full sensitive domain."""
+        return len(self.domain)
+
+    @property
+    def caps(self) -> dict[str, float]:
+        """``s(f = 1)`` under Theorem 5.13 (Eq. 10) and Theorem 5.11 (Eq. 9)."""
+        args = (self.p, self.epsilon, self.delta, self.m, 1.0)
+        return {
+            "theorem_5_13": rp_cap(*args, bound="theorem_5_13"),
+            "theorem_5_11": rp_cap(*args, bound="theorem_5_11"),
+        }
+
+    @property
+    def max_trials(self) -> int:
+        """``floor(s*)`` of the configured bound: the most trials a micro group ever publishes."""
+        return math.floor(self.caps[self.bound])
+
+    def parameters(self) -> dict[str, Any]:
+        """The parameters a series must keep: ``p, epsilon, delta, bound, domain``."""
+        return {
+            "p": self.p,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "bound": self.bound,
+            "domain": list(self.domain),
+        }
+
+
+def _hierarchy_leaves(path: Path) -> tuple[str, ...]:
+    # imported here: stream_release.grouping.encoding imports stream_release.config, which
+    # imports this module's settings
+    from stream_release.grouping.encoding import load_hierarchy
+
+    try:
+        return load_hierarchy(path, "sensitive domain").leaves
+    except SchemaError as exc:
+        raise ValueError(f"domain_hierarchy = {str(path)!r}: {exc}") from None
+
+
+def _check_domain(domain: tuple[str, ...]) -> None:
+    if len(domain) < 2:
+        raise InvalidParameter(
+            f"domain = {list(domain)!r}: list the full sensitive domain, at least 2 values, "
+            "absent ones included (or set domain_hierarchy to the attribute's ARX file); m is "
+            "fixed by it, never by the data"
+        )
+    if any(not v for v in domain):
+        raise InvalidParameter(f"domain = {list(domain)!r}: a value is empty; remove it")
+    twice = sorted(v for v, count in Counter(domain).items() if count > 1)
+    if twice:
+        raise InvalidParameter(f"domain: values {twice} are listed twice; list each value once")
+
+
+# --- the mechanism -------------------------------------------------------------------------
+
+
+class ReconstructionRR:
+    """``reconstruction-private-rr``: Algorithm 1 of [WHF12] under the serial rules.
+
+    See the module docstring for the group lines, the state and the guarantee block.
+    """
+
+    kind: str = KIND
+
+    def __init__(self, settings: ReconstructionRRSettings) -> None:
+        if not isinstance(settings, ReconstructionRRSettings):
+            raise InvalidParameter(
+                f"settings = {settings!r}: must be a ReconstructionRRSettings "
+                "(e.g. ReconstructionRRSettings(p=0.5, epsilon=0.5, delta=0.3, domain=[...]))"
+            )
+        self.settings = settings
+        self._code = {v: i for i, v in enumerate(settings.domain)}
+        self._value_bytes = [v.encode("utf-8") for v in settings.domain]
+        self._params = orjson.dumps(settings.parameters(), option=orjson.OPT_SORT_KEYS)
+
+    def release(
+        self,
+        table: EncodedTable,
+        pseudonyms: NDArray[np.bytes_],
+        *,
+        sequence: int,
+        randomness: ReleaseRandomness,
+        load_state: StateLoader,
+    ) -> MechanismRelease:
+        """Release ``table`` as release ``sequence`` (see the module docstring).
+
+        Raises
+        ------
+        SchemaError : a sensitive value outside the configured domain
+        ConfigError : the series was started under other parameters
+        GuaranteeUnsatisfiable : a group's ledger already exceeds the cap (never on a state
+            this mechanism wrote)
+        HistoryStoreError : a state entry that cannot be parsed
+
+        Notes
+        -----
+        Cost: two keyed BLAKE2b per row and one per micro group, and one ``load_state`` of
+        ``1 + G + n`` keys. A synthetic 10^6-row snapshot whose QID tuples are nearly all
+        distinct (980,256 micro groups) takes about 8 s on one core, mostly hashing and the
+        group lines' Python objects.
+        """
+        s = self.settings
+        n = table.n_rows
+        pseudonyms = np.asarray(pseudonyms)
+        if pseudonyms.shape != (n,):
+            raise InvalidParameter(
+                f"pseudonyms: shape {pseudonyms.shape}, need one per table row ({n})"
+            )
+        codes = self._domain_codes(table)
+        micro = _micro_groups(table.qid)
+        n_micro = int(micro.max()) + 1 if n else 0
+        qids = generalize_groups(table, micro)
+        keyed = _keyed_hash(randomness.secret)
+        names = orjson.dumps(list(table.qid_names))
+        group_hash = [keyed(names + orjson.dumps(list(q.values()))) for q in qids]
+        person = _exact_bytes(pseudonyms)
+        if len(set(person)) != n:
+            raise InvalidParameter("pseudonyms: a pseudonym occurs twice; one row per individual")
+        row_keys = [
+            ps + _SEP + self._value_bytes[c] for ps, c in zip(person, codes.tolist(), strict=True)
+        ]
+        sticky = self._sticky(randomness, row_keys, codes)
+        trial_keys = [
+            _TRIAL + keyed(group_hash[g] + k) for g, k in zip(micro.tolist(), row_keys, strict=True)
+        ]
+        ledger_keys = [_LEDGER + h for h in group_hash]
+
+        entries = load_state([_PARAMS, *ledger_keys, *trial_keys])
+        if len(entries) != 1 + n_micro + n:
+            raise HistoryStoreError(
+                f"load_state returned {len(entries)} entries for {1 + n_micro + n} keys"
+            )
+        state: dict[bytes, bytes] = {}
+        if entries[0] is None:
+            state[_PARAMS] = self._params
+        elif entries[0] != self._params:
+            raise ConfigError(
+                f"mechanism parameters {self._params.decode()} differ from those this series "
+                f"started with, {entries[0].decode(errors='replace')}: a series keeps its p, "
+                "epsilon, delta, bound and domain (start a new history to change them)"
+            )
+        used = np.array([_parse_count(e) for e in entries[1 : 1 + n_micro]], dtype=np.int64)
+        known = np.array([e is not None for e in entries[1 + n_micro :]], dtype=bool)
+        cap = s.max_trials
+        if np.any(used > cap):
+            g = int(np.argmax(used))
+            raise GuaranteeUnsatisfiable(
+                f"micro group {qids[g]} has published {used[g]} trials, above max_trials = {cap} "
+                f"of {s.bound} at p = {s.p}, epsilon = {s.epsilon}, delta = {s.delta}, "
+                f"m = {s.m}; the guarantee cannot be restored (keep the series' parameters)"
+            )
+
+        keys_arr = np.array(trial_keys, dtype=f"S{1 + _DIGEST}")
+        ledger_idx = np.flatnonzero(used > 0)
+        serial = serial_rp_randomize(
+            micro,
+            codes,
+            keys_arr,
+            p=s.p,
+            epsilon=s.epsilon,
+            delta=s.delta,
+            m=s.m,
+            rng=randomness.generator("sampling"),
+            known_keys=keys_arr[known],
+            known_values=sticky[known],
+            ledger_keys=ledger_idx,
+            ledger_counts=used[ledger_idx],
+            bound=s.bound,
+        )
+        # Trials and copies publish the sticky value of their trial row (the library drew its
+        # own coins for fresh trials; these keyed ones replace them, same distribution); noise
+        # rows keep the library's uniform draw.
+        source = serial.source
+        published = np.where(source >= 0, sticky[np.maximum(source, 0)], serial.published)
+        trials = np.zeros(n_micro, dtype=np.int64)
+        fresh = np.zeros(n_micro, dtype=np.int64)
+        trials[serial.group_ids] = serial.trials
+        fresh[serial.group_ids] = serial.fresh
+        total = used + fresh
+        sizes_all = np.bincount(micro, minlength=n_micro).astype(np.int64)
+        if np.any(total > cap) or np.any(trials > total) or np.any(trials > sizes_all):
+            raise GuaranteeUnsatisfiable(
+                "a micro group would exceed its trial cap; nothing is released (a bug: report it)"
+            )
+
+        keep = trials > 0
+        renumber = np.cumsum(keep) - 1
+        group = np.where(keep[micro], renumber[micro], -1).astype(np.int64)
+        kept = np.flatnonzero(keep)
+        sizes = sizes_all[kept]
+        sensitive = self._counts(group[group >= 0], published[group >= 0], kept.shape[0])
+        extra = [
+            {"trials": t, "trials_total": tt, "weight": sz / t}
+            for t, tt, sz in zip(
+                trials[kept].tolist(), total[kept].tolist(), sizes.tolist(), strict=True
+            )
+        ]
+        for g in np.flatnonzero(fresh > 0).tolist():
+            state[ledger_keys[g]] = str(int(total[g])).encode()
+        fresh_rows = np.flatnonzero(serial.trial & ~known)
+        marker = str(int(sequence)).encode()
+        for i in fresh_rows.tolist():
+            state[trial_keys[i]] = marker
+
+        caps = s.caps
+        guarantee: dict[str, Any] = {
+            "kind": KIND,
+            "paper": PAPER,
+            "definition": "(epsilon, delta)-reconstruction-privacy of every micro group "
+            "(Definition 3), by Theorem 5.16 for Algorithm 1 with the cap of "
+            + ("Theorem 5.13 (Eq. 10)" if s.bound == "theorem_5_13" else "Theorem 5.11 (Eq. 9)"),
+            **s.parameters(),
+            "m": s.m,
+            "f": 1.0,
+            "cap": {
+                "theorem_5_13": caps["theorem_5_13"],
+                "theorem_5_11": caps["theorem_5_11"],
+            },
+            "max_trials": cap,
+            "groups": int(kept.shape[0]),
+            "trials": int(trials.sum()),
+            "fresh_trials": int(fresh.sum()),
+            "largest_trials": int(trials.max()) if n_micro else 0,
+            "largest_trials_total": int(total[kept].max()) if kept.size else 0,
+            "rows_published": int(sizes.sum()),
+            "rows_suppressed": int(n - sizes.sum()),
+            "serial_rule": SERIAL_RULE,
+            "scaling": SCALING,
+            "estimator": ESTIMATOR,
+        }
+        capped = int(np.count_nonzero(trials[kept] < sizes))
+        utility = {
+            "micro_groups": n_micro,
+            "capped_groups": capped,
+            "mean_weight": float(np.mean(sizes / trials[kept])) if kept.size else 0.0,
+        }
+        return MechanismRelease(
+            group=group,
+            sizes=sizes,
+            qids=[qids[g] for g in kept.tolist()],
+            sensitive=sensitive,
+            guarantee=guarantee,
+            extra=extra,
+            state=state,
+            utility=utility,
+        )
+
+    def _domain_codes(self, table: EncodedTable) -> NDArray[np.int64]:
+        remap = np.array([self._code.get(v, -1) for v in table.sensitive_values], dtype=np.int64)
+        unknown = [v for v, c in zip(table.sensitive_values, remap.tolist(), strict=True) if c < 0]
+        if unknown:
+            raise SchemaError(
+                f"sensitive value {unknown[0]!r} is not in the mechanism's domain"
+                + (f" (nor are {len(unknown) - 1} others)" if len(unknown) > 1 else "")
+                + "; add it to [mechanism] domain (the full domain fixes m and must not depend "
+                "on the data)"
+            )
+        if table.n_rows == 0:
+            return np.zeros(0, dtype=np.int64)
+        return remap[table.sensitive]
+
+    def _sticky(
+        self, randomness: ReleaseRandomness, row_keys: Sequence[bytes], codes: NDArray[np.int64]
+    ) -> NDArray[np.int64]:
+        """Eq. (1) with keyed uniforms: keep if ``u0 < p``, else ``floor(u1 m)``."""
+        if not row_keys:
+            return np.zeros(0, dtype=np.int64)
+        m = self.settings.m
+        u = randomness.row_uniforms("perturb", row_keys, draws=2)
+        replacement = np.minimum((u[:, 1] * m).astype(np.int64), m - 1)
+        return np.where(u[:, 0] < self.settings.p, codes, replacement)
+
+    def _counts(
+        self, group: NDArray[np.int64], published: NDArray[np.int64], n_groups: int
+    ) -> list[dict[str, int]]:
+        m = self.settings.m
+        cells, counts = np.unique(group * m + published, return_counts=True)
+        out: list[dict[str, int]] = [{} for _ in range(n_groups)]
+        domain = self.settings.domain
+        for cell, count in zip(cells.tolist(), counts.tolist(), strict=True):
+            g, c = divmod(cell, m)
+            out[g][domain[c]] = count
+        return out
+
+
+def _micro_groups(qid: NDArray[np.int32]) -> NDArray[np.int64]:
+    """(n,) micro group id per row: rows equal on every QID code share one id; ids ascend in
+    lexicographic order of the code tuples."""
+    n = qid.shape[0]
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    if qid.ndim != 2 or qid.shape[1] == 0:
+        return np.zeros(n, dtype=np.int64)
+    order = np.lexsort(qid.T[::-1])
+    ordered = qid[order]
+    new = np.ones(n, dtype=bool)
+    new[1:] = np.any(ordered[1:] != ordered[:-1], axis=1)
+    group = np.empty(n, dtype=np.int64)
+    group[order] = np.cumsum(new) - 1
+    return group
+
+
+def _canonical(qid: Mapping[str, Any]) -> bytes:
+    """A group line's QID object as canonical JSON (attribute order kept): the identity of a
+    micro group across releases for the audit."""
+    return orjson.dumps([[k, v] for k, v in qid.items()])
+
+
+def _keyed_hash(secret: bytes) -> Callable[[bytes], bytes]:
+    """BLAKE2b-128 keyed by ``secret`` (personalised ``sr-rr``); the keyed state is set up once
+    and copied per message, which halves the cost of a hash."""
+    base = hashlib.blake2b(key=secret[:64], digest_size=_DIGEST, person=b"sr-rr")
+
+    def digest(data: bytes) -> bytes:
+        h = base.copy()
+        h.update(data)
+        return h.digest()
+
+    return digest
+
+
+def _exact_bytes(pseudonyms: NDArray[Any]) -> list[bytes]:
+    """Each pseudonym's bytes at full width (``bytes(arr[i])`` drops trailing NULs)."""
+    if pseudonyms.dtype.kind != "S":
+        raise InvalidParameter(
+            f"pseudonyms: dtype {pseudonyms.dtype}, need fixed-width bytes (S16 keyed hashes)"
+        )
+    width = pseudonyms.dtype.itemsize
+    raw = np.ascontiguousarray(pseudonyms).tobytes()
+    return [raw[i : i + width] for i in range(0, len(raw), width)]
+
+
+def _parse_count(entry: bytes | None) -> int:
+    if entry is None:
+        return 0
+    try:
+        value = int(entry)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise HistoryStoreError(
+            f"a trial ledger entry holds {entry[:32]!r}, not a count >= 0; the mechanism state "
+            "is corrupt"
+        )
+    return value
+
+
+# --- the audit, from the published files alone -------------------------------------------------
+
+
+def verify_release(manifest: Mapping[str, Any], lines: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Problems of one ``reconstruction-private-rr`` release, from its published files alone.
+
+    Recomputes both caps of Theorems 5.13 and 5.11 (at ``f = 1``) from the manifest's
+    ``p, epsilon, delta, bound, domain`` with :mod:`stream_release.privacy.reconstruction` and
+    checks that the manifest states them, that every group line's ``trials`` and
+    ``trials_total`` are within ``floor(cap)``, that its counts are consistent (sensitive
+    counts are non-negative integers over the domain summing to ``size``, ``trials <= size``,
+    ``trials <= trials_total``, ``weight = size / trials``), that micro groups are distinct, and
+    that the manifest's totals match the lines.
+
+    Parameters
+    ----------
+    manifest : the manifest (its ``mechanism`` block is used when present) or the block itself
+    lines : the group lines of ``release-NNNN.jsonl``; this mode's fields (``trials``,
+        ``trials_total``, ``weight``) at top level or under ``extra``
+
+    Returns
+    -------
+    list of str, one line per problem; empty when the release passes.
+    """
+    problems: list[str] = []
+    block = _block(manifest)
+    if block.get("kind") != KIND:
+        return [f"mechanism kind is {block.get('kind')!r}, not {KIND!r}"]
+    try:
+        settings = ReconstructionRRSettings(
+            p=block.get("p"),
+            epsilon=block.get("epsilon"),
+            delta=block.get("delta"),
+            bound=block.get("bound"),
+            domain=tuple(block.get("domain") or ()),
+        )
+    except (ValueError, TypeError) as exc:
+        return [f"manifest parameters are invalid: {exc}"]
+    if block.get("m") != settings.m:
+        problems.append(f"manifest m = {block.get('m')!r} but its domain has {settings.m} values")
+    stated = block.get("cap") if isinstance(block.get("cap"), Mapping) else {}
+    for bound, value in settings.caps.items():
+        got = stated.get(bound)
+        if not _is_number(got) or not math.isclose(got, value, rel_tol=_REL_TOL):
+            problems.append(
+                f"manifest cap.{bound} = {got!r}, recomputed {value!r} from p, epsilon, delta, m"
+            )
+    cap = settings.max_trials
+    if block.get("max_trials") != cap:
+        problems.append(
+            f"manifest max_trials = {block.get('max_trials')!r}, recomputed "
+            f"floor(cap.{settings.bound}) = {cap}"
+        )
+    domain = set(settings.domain)
+    seen_groups: set[Any] = set()
+    seen_qids: set[bytes] = set()
+    qid_names: tuple[str, ...] | None = None
+    total_trials = total_size = largest = largest_total = 0
+    for index, line in enumerate(lines):
+        where = f"line {index + 1} (group {line.get('group')!r})"
+        if line.get("group") in seen_groups:
+            problems.append(f"{where}: group number repeated")
+        seen_groups.add(line.get("group"))
+        for key in ("sequence", "release"):
+            if key in line and key in manifest and line[key] != manifest[key]:
+                problems.append(f"{where}: {key} = {line[key]!r}, manifest says {manifest[key]!r}")
+        qid = line.get("qid")
+        if not isinstance(qid, Mapping):
+            problems.append(f"{where}: qid missing; a micro group publishes its exact QIDs")
+        else:
+            names = tuple(qid)
+            if qid_names is None:
+                qid_names = names
+            elif names != qid_names:
+                problems.append(f"{where}: qid attributes {list(names)}, others {list(qid_names)}")
+            key = _canonical(qid)
+            if key in seen_qids:
+                problems.append(f"{where}: micro group {dict(qid)} published twice")
+            seen_qids.add(key)
+        size, trials, trials_total = (_field(line, k) for k in ("size", "trials", "trials_total"))
+        weight = _field(line, "weight")
+        if not (_is_int(size) and size >= 1):
+            problems.append(f"{where}: size = {size!r}, need an integer >= 1")
+            continue
+        if not (_is_int(trials) and 1 <= trials <= size):
+            problems.append(f"{where}: trials = {trials!r}, need an integer in [1, size = {size}]")
+            continue
+        if trials > cap:
+            problems.append(
+                f"{where}: trials = {trials} above the cap floor(s) = {cap} ({settings.bound}, "
+                f"p = {settings.p}, epsilon = {settings.epsilon}, delta = {settings.delta}, "
+                f"m = {settings.m})"
+            )
+        if not (_is_int(trials_total) and trials <= trials_total):
+            problems.append(
+                f"{where}: trials_total = {trials_total!r}, need an integer >= trials = {trials}"
+            )
+        elif trials_total > cap:
+            problems.append(
+                f"{where}: trials_total = {trials_total} above the cap floor(s) = {cap} "
+                f"({settings.bound}): the series published more trials than allowed"
+            )
+        else:
+            largest_total = max(largest_total, trials_total)
+        if not (_is_number(weight) and math.isclose(weight, size / trials, rel_tol=_REL_TOL)):
+            problems.append(f"{where}: weight = {weight!r}, need size / trials = {size / trials!r}")
+        problems.extend(_check_counts(where, line.get("sensitive"), size, domain))
+        total_trials += trials
+        total_size += size
+        largest = max(largest, trials)
+    if seen_groups and seen_groups != set(range(len(lines))):
+        problems.append(f"group numbers are not 0..{len(lines) - 1}")
+    for key, value in (
+        ("groups", len(lines)),
+        ("trials", total_trials),
+        ("largest_trials", largest),
+        ("largest_trials_total", largest_total),
+        ("rows_published", total_size),
+    ):
+        if block.get(key) != value:
+            problems.append(f"manifest {key} = {block.get(key)!r}, the lines give {value}")
+    return problems
+
+
+def verify_series(
+    releases: Iterable[tuple[Mapping[str, Any], Sequence[Mapping[str, Any]]]],
+) -> list[str]:
+    """Problems of a series: :func:`verify_release` of each release, then serial rule 2.
+
+    A micro group (same exact QIDs) may never publish a smaller ``trials_total`` than in an
+    earlier release, and every release must keep the first one's parameters.
+
+    Parameters
+    ----------
+    releases : ``(manifest, lines)`` per release, in sequence order
+    """
+    problems: list[str] = []
+    last: dict[bytes, tuple[int, Any]] = {}
+    first_params: dict[str, Any] | None = None
+    for manifest, lines in releases:
+        label = f"release {manifest.get('sequence', '?')}"
+        problems.extend(f"{label}: {p}" for p in verify_release(manifest, lines))
+        block = _block(manifest)
+        params = {k: block.get(k) for k in ("p", "epsilon", "delta", "bound", "domain")}
+        if first_params is None:
+            first_params = params
+        elif params != first_params:
+            problems.append(f"{label}: parameters {params} differ from the series' {first_params}")
+        for line in lines:
+            qid, total = line.get("qid"), _field(line, "trials_total")
+            if not isinstance(qid, Mapping) or not _is_int(total):
+                continue
+            key = _canonical(qid)
+            if key in last and total < last[key][0]:
+                problems.append(
+                    f"{label}: micro group {dict(qid)} has trials_total = {total}, down from "
+                    f"{last[key][0]} in release {last[key][1]}; the ledger must never decrease"
+                )
+            last[key] = (total, manifest.get("sequence"))
+    return problems
+
+
+def _check_counts(where: str, sensitive: Any, size: int, domain: set[str]) -> list[str]:
+    if not isinstance(sensitive, Mapping):
+        return [f"{where}: sensitive = {sensitive!r}, need an object value -> count"]
+    problems = []
+    outside = sorted(set(sensitive) - domain)
+    if outside:
+        problems.append(f"{where}: sensitive values {outside} are not in the manifest's domain")
+    counts = list(sensitive.values())
+    if not all(_is_int(c) and c >= 0 for c in counts):
+        problems.append(f"{where}: sensitive counts {counts} must be integers >= 0")
+    elif sum(counts) != size:
+        problems.append(f"{where}: sensitive counts sum to {sum(counts)}, size is {size}")
+    return problems
+
+
+# --- the analyst's estimator -----------------------------------------------------------------
+
+Where = Mapping[str, Any] | Callable[[Mapping[str, Any]], bool] | None
+"""A QID predicate: ``None`` (every group); a mapping attribute -> value (equality) or -> list
+of values (any of them); or a function of a line's ``qid`` object returning a bool."""
+
+
+def reconstruct(
+    lines: Sequence[Mapping[str, Any]],
+    manifest: Mapping[str, Any],
+    value: str,
+    where: Where = None,
+) -> CountEstimate:
+    r"""Estimated ``COUNT(*) WHERE <where> AND SA = value`` from published group lines.
+
+    Aggregate reconstruction of §3.1 and Lemma 1 of [WHF12] on the groups ``S`` whose exact
+    QIDs satisfy ``where``: ``est = (O* - |S| (1-p)/m) / p`` with ``O* = sum_g sensitive_g[value]``
+    and ``|S| = sum_g size_g``, unbiased by Theorem 5.18 (unclipped: it can be negative or above
+    ``|S|``). The variance is that of :func:`~stream_release.privacy.reconstruction.
+    reconstruct_count` with each group's ``trials`` (``Var = sum_g size_g weight_g v(F'_g) /
+    p²``); ``p`` and ``m`` come from the manifest.
+
+    Parameters
+    ----------
+    lines : the group lines of one release (``size``, ``qid``, ``sensitive``, ``trials``)
+    manifest : the release's manifest (or its ``mechanism`` block)
+    value : a value of the manifest's ``domain``
+    where : QID predicate, see :data:`Where`
+
+    Returns
+    -------
+    CountEstimate (estimate, frequency, observed, size, variance, standard_error)
+
+    Notes
+    -----
+    Rows whose value had no trial present in their group published uniform noise (only once a
+    group's budget is spent): they bias ``est`` toward ``|S|/m`` and the variance misses them.
+    Consecutive releases share sticky values: their estimates are correlated, not independent.
+
+    Examples
+    --------
+    The digest's example (|S| = 100, p = 0.5, m = 14, O* = 40):
+
+    >>> block = {"kind": KIND, "p": 0.5, "m": 14, "domain": [f"v{i}" for i in range(14)]}
+    >>> line = {"qid": {"a": 1}, "size": 100, "trials": 100, "sensitive": {"v0": 40, "v1": 60}}
+    >>> round(reconstruct([line], block, "v0").estimate, 3)
+    72.857
+    """
+    block = _block(manifest)
+    if block.get("kind") != KIND:
+        raise InvalidParameter(f"manifest: mechanism kind {block.get('kind')!r}, not {KIND!r}")
+    domain = list(block.get("domain") or ())
+    if value not in domain:
+        raise InvalidParameter(
+            f"value = {value!r}: not in the release's sensitive domain {domain}; pick one of them"
+        )
+    p, m = block.get("p"), block.get("m", len(domain))
+    match = _predicate(where)
+    chosen = [line for line in lines if match(line.get("qid") or {})]
+    if not chosen:
+        raise InvalidParameter(
+            f"where = {where!r}: no published group matches, so the count has no estimate "
+            "(|S| = 0); widen the predicate"
+        )
+    observed = [int((line.get("sensitive") or {}).get(value, 0)) for line in chosen]
+    size = [int(line["size"]) for line in chosen]
+    trials = [int(_field(line, "trials") or line["size"]) for line in chosen]
+    return reconstruct_count(observed, size, p, m, trials=trials)
+
+
+def _predicate(where: Where) -> Callable[[Mapping[str, Any]], bool]:
+    if where is None:
+        return lambda qid: True
+    if callable(where):
+        return where
+    if not isinstance(where, Mapping):
+        raise InvalidParameter(
+            f"where = {where!r}: give a mapping attribute -> value (or list of values), a "
+            "function of the qid object, or None"
+        )
+    wanted = {
+        k: (list(v) if isinstance(v, list | tuple | set | frozenset) else [v])
+        for k, v in where.items()
+    }
+
+    def match(qid: Mapping[str, Any]) -> bool:
+        for name, allowed in wanted.items():
+            if name not in qid:
+                raise InvalidParameter(
+                    f"where: attribute {name!r} is not a QID of the release ({list(qid)})"
+                )
+            if qid[name] not in allowed:
+                return False
+        return True
+
+    return match
+
+
+# --- shared helpers ---------------------------------------------------------------------------
+
+
+def _block(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+    inner = manifest.get("mechanism")
+    return inner if isinstance(inner, Mapping) else manifest
+
+
+def _field(line: Mapping[str, Any], name: str) -> Any:
+    if name in line:
+        return line[name]
+    extra = line.get("extra")
+    return extra.get(name) if isinstance(extra, Mapping) else None
+
+
+def _is_int(x: object) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+def _is_number(x: object) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(float(x))
