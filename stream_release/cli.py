@@ -126,6 +126,11 @@ def _anonymize(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
 
     def report(manifest: dict[str, Any]) -> None:
+        if "mechanism" in manifest:  # another [mechanism] kind: no breach block
+            from stream_release.mechanisms import describe_release
+
+            print(describe_release(manifest))
+            return
         u, b = manifest["utility"], manifest["breach"]
         print(
             f"release {manifest['sequence']:>4} {manifest['release']}: "

@@ -15,6 +15,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     field_validator,
@@ -92,8 +93,87 @@ class GroupingSettings(_Section):
     but NCP from 0.42 to 0.49)."""
 
 
+MechanismKind = Literal[
+    "global-guarantee", "sampled-k-anonymity", "reconstruction-private-rr", "dp-sanitised"
+]
+"""``[mechanism] kind`` (equal to :data:`stream_release.mechanisms.MechanismKind`)."""
+
+
 class MechanismSettings(_Section):
-    kind: Literal["global-guarantee"] = "global-guarantee"
+    """``[mechanism]``: which release mechanism the series uses, and its section.
+
+    Each kind but the default has its own table, validated by the section model its module
+    registers (:data:`stream_release.mechanisms.MECHANISMS`)::
+
+        [mechanism]
+        kind = "sampled-k-anonymity"
+        [mechanism.sampled_k_anonymity]
+        k = 20
+        beta = 0.1
+        epsilon = 1.0
+        levels = {age = 2, sex = 0}
+
+    The active kind's table is required; a table of another registered kind is validated too
+    (so switching ``kind`` cannot reveal a stale mistake). From the environment:
+    ``SR_MECHANISM_KIND``, and a table as JSON (``SR_MECHANISM_SAMPLED_K_ANONYMITY='{...}'``).
+    """
+
+    kind: MechanismKind = "global-guarantee"
+    sampled_k_anonymity: dict[str, Any] | None = None
+    reconstruction_private_rr: dict[str, Any] | None = None
+    dp_sanitised: dict[str, Any] | None = None
+    _sections: dict[str, BaseModel] = PrivateAttr(default_factory=dict)
+
+    @property
+    def section(self) -> BaseModel | None:
+        """The validated section model of the active kind (``None`` for the default)."""
+        return self._sections.get(self.kind)
+
+    @model_validator(mode="after")
+    def _check_sections(self) -> MechanismSettings:
+        # imported here: the mechanism modules import this module
+        from stream_release.mechanisms import (
+            GLOBAL_GUARANTEE,
+            KINDS,
+            MECHANISMS,
+            registration,
+            section_name,
+        )
+
+        if self.kind != GLOBAL_GUARANTEE:
+            try:
+                registration(self.kind)
+            except ConfigError as exc:  # a kind whose module is not in this version
+                raise ValueError(str(exc)) from None
+        for kind in KINDS[1:]:
+            name = section_name(kind)
+            raw = getattr(self, name)
+            if raw is None:
+                if kind == self.kind:
+                    raise ValueError(
+                        f"mechanism.kind = {kind!r} needs the table [mechanism.{name}] with its "
+                        "parameters (see README, Mechanisms)"
+                    )
+                continue
+            if kind not in MECHANISMS:  # not in this version: only its kind is refused
+                continue
+            model = registration(kind).settings_model()
+            try:
+                self._sections[kind] = model.model_validate(raw)
+            except ValidationError as exc:
+                raise ValueError(_describe_section(f"mechanism.{name}", exc)) from None
+        return self
+
+
+def _describe_section(where: str, exc: ValidationError) -> str:
+    """``where.key = value: message`` of the first error of a section model."""
+    first = exc.errors()[0]
+    loc = ".".join(str(part) for part in first["loc"])
+    key = f"{where}.{loc}" if loc else where
+    given = first.get("input")
+    message = first["msg"].removeprefix("Value error, ")
+    shown = f" = {given!r}" if loc and not isinstance(given, dict) else ""
+    return f"{key}{shown}: {message}"
 
 
 class HistorySettings(_Section):
@@ -269,6 +349,16 @@ class Settings(BaseSettings):
     def _schema_default(cls, value: Any) -> Any:
         return SchemaSettings() if value is None else value
 
+    @model_validator(mode="after")
+    def _check_mechanism(self) -> Settings:
+        """A mechanism section checked against the rest of the configuration (QID names,
+        output format): its model's optional ``check_settings(settings)``."""
+        section = self.mechanism.section
+        check = getattr(section, "check_settings", None)
+        if check is not None:
+            check(self)
+        return self
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -316,6 +406,8 @@ def _describe(exc: ValidationError) -> str:
     where = ".".join(str(part) for part in first["loc"]).replace("schema_", "schema")
     given = first.get("input")
     message = first["msg"].removeprefix("Value error, ")
+    if message.startswith("mechanism."):  # a message that names its own key and value
+        return f"config {message}"
     shown = f" = {given!r}" if where and not isinstance(given, dict) else ""
     return f"config {where}{shown}: {message}" if where else f"config: {message}"
 

@@ -3,6 +3,9 @@
 Shared by offline ``anonymize`` and the streaming worker, so both publish the same content.
 The utility report's kernels release the GIL, so they run in a thread while the lines are
 built and encoded (a million-row release: about a second less on two cores).
+
+:func:`render_release` renders the global guarantee's plan; :func:`render_mechanism_release`
+the release of any other ``[mechanism] kind`` (:mod:`stream_release.mechanisms`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from stream_release.grouping.generalize import (
     multisets,
 )
 from stream_release.io.release_files import encode_lines, group_lines
+from stream_release.mechanisms.base import MechanismRelease
 from stream_release.metrics import utility_report
 from stream_release.release import ReleasePlan
 from stream_release.table import EncodedTable
@@ -70,6 +74,123 @@ def render_release(
     if source is not None:
         manifest["source"] = source
     return groups, manifest
+
+
+LINE_FIELDS = frozenset({"release", "sequence", "group", "size", "qid", "sensitive", "members"})
+"""Keys of a group line (CONTRACT §4) that a mechanism's extra fields may not use."""
+
+
+def render_mechanism_release(
+    table: EncodedTable,
+    out: MechanismRelease,
+    *,
+    label: str,
+    sequence: int,
+    settings: Settings,
+    elapsed_s: float,
+    source: dict[str, Any] | None = None,
+) -> tuple[bytes, dict[str, Any]]:
+    """The bytes of ``release-NNNN.jsonl`` and the manifest of a mechanism's release.
+
+    Group lines (CONTRACT §4): ``release``, ``sequence``, ``group``, ``size``, ``qid``,
+    ``sensitive``, then the mechanism's extra fields. The manifest: ``release``,
+    ``sequence``, ``published`` (rows with a group), ``groups``, ``format``, ``schema``,
+    ``mechanism`` (the mechanism's guarantee block) and ``utility`` (``avg_group_size``,
+    ``max_group_size``, ``min_group_size``, ``groups``, ``published`` from the published
+    sizes, plus the mechanism's own figures). No ``l``, ``strategy`` or ``breach``: those are
+    the global guarantee's, and no breach history is kept for another kind.
+
+    Figures of the input (``records_in``, ``suppressed``, ``elapsed_s``, the source file's
+    sha256, and the utility report against the input: ``suppression``, ``query_error``,
+    ``ncp``, ...) are added only when ``out.input_statistics`` is true
+    (:mod:`stream_release.mechanisms.base`); ``source`` otherwise keeps only the file name.
+
+    Raises
+    ------
+    ValueError
+        ``out`` is inconsistent: ``group`` not one entry per row, a group id outside
+        ``0..G-1``, sizes different from the rows assigned, per-line lists of another
+        length, or an extra field that shadows a line field.
+    """
+    _check_mechanism_release(table, out)
+    lines = list(group_lines(label, sequence, out.sizes, out.qids, None, out.sensitive))
+    for line, extra in zip(lines, out.extra or [{}] * len(lines), strict=True):
+        line.update(extra)
+    groups = encode_lines(lines)
+    published = int(np.count_nonzero(out.group >= 0))
+    if out.input_statistics:
+        rng = np.random.default_rng([settings.output.query_seed, sequence])
+        utility = utility_report(
+            table,
+            out.group,
+            format="generalized",
+            queries=settings.output.queries,
+            rng=rng,
+        )
+    else:
+        sizes = out.sizes
+        n_groups = int(sizes.shape[0])
+        utility = {
+            "avg_group_size": published / n_groups if n_groups else 0.0,
+            "max_group_size": int(sizes.max()) if n_groups else 0,
+            "min_group_size": int(sizes.min()) if n_groups else 0,
+            "groups": n_groups,
+            "published": published,
+        }
+    utility.update(out.utility)
+    manifest: dict[str, Any] = {"release": label, "sequence": sequence}
+    if out.input_statistics:
+        manifest["records_in"] = table.n_rows
+    manifest["published"] = published
+    if out.input_statistics:
+        manifest["suppressed"] = table.n_rows - published
+    manifest.update(
+        {
+            "groups": int(out.sizes.shape[0]),
+            "format": "generalized",
+            "schema": {
+                "id": settings.schema.id,
+                "qid": list(table.qid_names),
+                "sensitive": settings.schema.sensitive,
+            },
+            "mechanism": out.guarantee,
+            "utility": utility,
+        }
+    )
+    if out.input_statistics:
+        manifest["elapsed_s"] = round(elapsed_s, 6)
+    if source is not None:
+        manifest["source"] = (
+            source if out.input_statistics else {k: v for k, v in source.items() if k == "file"}
+        )
+    return groups, manifest
+
+
+def _check_mechanism_release(table: EncodedTable, out: MechanismRelease) -> None:
+    n = table.n_rows
+    if out.group.shape != (n,):
+        raise ValueError(f"mechanism release: group has shape {out.group.shape}, expected ({n},)")
+    g = int(out.sizes.shape[0])
+    for name in ("qids", "sensitive"):
+        if len(getattr(out, name)) != g:
+            raise ValueError(
+                f"mechanism release: {len(getattr(out, name))} {name} for {g} group sizes"
+            )
+    if out.extra and len(out.extra) != g:
+        raise ValueError(f"mechanism release: {len(out.extra)} extra dicts for {g} groups")
+    clash = sorted({key for extra in out.extra for key in extra} & LINE_FIELDS)
+    if clash:
+        raise ValueError(f"mechanism release: extra fields {clash} shadow group line fields")
+    assigned = out.group[out.group >= 0]
+    if assigned.size and int(assigned.max()) >= g:
+        raise ValueError(f"mechanism release: a row is in group {int(assigned.max())} of {g}")
+    counts = np.bincount(assigned, minlength=g)
+    if not np.array_equal(counts, out.sizes):
+        bad = int(np.flatnonzero(counts != out.sizes)[0])
+        raise ValueError(
+            f"mechanism release: group {bad} has size {int(out.sizes[bad])} but "
+            f"{int(counts[bad])} rows"
+        )
 
 
 def _lines(

@@ -5,13 +5,21 @@ read and validate -> encode -> pseudonymise ids -> load history -> plan (group, 
 bound) -> stage the files -> commit history and release record atomically -> rename the files
 into place. A crash before the commit leaves nothing; a crash after it leaves staged files that
 the next run finalises (the store's sequence says the release happened).
+
+Another ``[mechanism] kind`` (:mod:`stream_release.mechanisms`) replaces "load history -> plan"
+by the mechanism's release, with randomness keyed by the pseudonymisation key, the kind and the
+sequence, and commits the mechanism's state entries instead of a breach history (which it does
+not keep: the commit's history is empty, and the manifest has no ``breach`` block). A series
+keeps one kind: each manifest states it (``mechanism.kind``; none = the global guarantee), and
+a publisher configured with another kind than the series' last release is refused
+(:class:`~stream_release.errors.ConfigError`) before it publishes anything.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +27,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stream_release.config import Settings
-from stream_release.errors import HistoryStoreError
+from stream_release.errors import ConfigError, HistoryStoreError
 from stream_release.faults import kill_point
 from stream_release.grouping.encoding import encode, load_hierarchies
 from stream_release.history import make_history_store
 from stream_release.history.pseudonym import Pseudonymizer, load_key
-from stream_release.history.types import HistoryStore
+from stream_release.history.types import HistoryRows, HistoryStore
 from stream_release.io.release_files import (
     ReleasePaths,
+    decode_record_manifest,
     discard_staged,
     encode_record,
     finalize_release,
@@ -35,19 +44,41 @@ from stream_release.io.release_files import (
     stage_release,
 )
 from stream_release.io.snapshot import read_snapshot
-from stream_release.publication import render_release
+from stream_release.mechanisms import GLOBAL_GUARANTEE, Mechanism, make_mechanism
+from stream_release.mechanisms.base import ReleaseRandomness
+from stream_release.publication import render_mechanism_release, render_release
 from stream_release.release import plan_release
 from stream_release.table import EncodedTable
+
+RANDOMNESS_PURPOSE = "mechanism"
+"""What the mechanisms' randomness is derived for (:meth:`Pseudonymizer.derived_key`)."""
 
 
 @dataclass(frozen=True)
 class Publisher:
-    """A series: where its files go and where its history lives."""
+    """A series: where its files go and where its history lives.
+
+    ``mechanism`` is built from ``settings.mechanism`` (``None`` for the global guarantee);
+    building it may raise :class:`~stream_release.errors.ConfigError` (e.g. a hierarchy level
+    above the hierarchy's height).
+    """
 
     settings: Settings
     out_dir: Path
     store: HistoryStore
     pseudonymizer: Pseudonymizer
+    mechanism: Mechanism | None = field(default=None, init=False, repr=False)
+    _kind_checked: list[int] = field(default_factory=lambda: [0], init=False, repr=False)
+    """The last sequence whose ``mechanism.kind`` is known to be ours (a one-cell box: the
+    dataclass is frozen)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mechanism", make_mechanism(self.settings))
+
+    @property
+    def kind(self) -> str:
+        """The configured ``[mechanism] kind``."""
+        return self.settings.mechanism.kind
 
     @classmethod
     def open(
@@ -63,8 +94,10 @@ class Publisher:
         return publisher
 
     def recover(self) -> None:
-        """Finalise a release whose history was committed but whose files were not renamed."""
+        """Finalise a release whose history was committed but whose files were not renamed;
+        refuse a series of another mechanism kind (:meth:`check_kind`)."""
         committed = self.store.last_sequence()
+        self.check_kind(committed)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         done = published_sequences(self.out_dir)
         last_file = done[-1] if done else 0
@@ -78,6 +111,31 @@ class Publisher:
                 f"the history store is at release {committed} but {self.out_dir} holds releases up "
                 f"to {last_file}: use the --out directory and --history store of the same series"
             )
+
+    def check_kind(self, last: int) -> None:
+        """Refuse to continue a series whose release ``last`` was made by another kind.
+
+        Raises
+        ------
+        ConfigError
+            The record of release ``last`` states another ``mechanism.kind`` (none = the
+            global guarantee) than this configuration.
+        """
+        if last < 1 or self._kind_checked[0] == last:
+            return
+        record = self.store.record(last)
+        if record is None:
+            raise HistoryStoreError(f"the history store has no record of its release {last}")
+        block = decode_record_manifest(record).get("mechanism")
+        kind = block.get("kind", GLOBAL_GUARANTEE) if isinstance(block, dict) else GLOBAL_GUARANTEE
+        if kind != self.kind:
+            raise ConfigError(
+                f"mechanism.kind = {self.kind!r}, but the series in {self.store!r} was "
+                f"published with mechanism.kind = {kind!r} (release {last}); a series keeps "
+                "its mechanism: use the configuration it was started with, or start a new "
+                "series (another --out and --history, or another history.prefix)"
+            )
+        self._kind_checked[0] = last
 
     def publish(
         self,
@@ -104,6 +162,11 @@ class Publisher:
             # rows in pseudonym order: the release does not depend on the input's row order,
             # so the service (which stages rows by pseudonym) and offline runs agree
             table, pseudonyms = table.take(order), pseudonyms[order]
+        if self.mechanism is not None:
+            return self._publish_mechanism(
+                self.mechanism, table, pseudonyms, label, sequence, source, cut_label, started
+            )
+        self.check_kind(sequence - 1)
         history = self.store.load(pseudonyms)
         privacy = self.settings.privacy
         plan = plan_release(
@@ -136,6 +199,60 @@ class Publisher:
         else:
             self.store.commit(sequence, published, plan.history, plan.values, record)
         kill_point("committed")
+        self._kind_checked[0] = sequence
+        finalize_release(paths)
+        kill_point("finalized")
+        return manifest
+
+    def _publish_mechanism(
+        self,
+        mechanism: Mechanism,
+        table: EncodedTable,
+        pseudonyms: NDArray[np.bytes_],
+        label: str,
+        sequence: int,
+        source: dict[str, Any] | None,
+        cut_label: bool,
+        started: float,
+    ) -> dict[str, Any]:
+        """:meth:`publish` through ``mechanism`` (rows already in pseudonym order)."""
+        self.check_kind(sequence - 1)
+        randomness = ReleaseRandomness.derive(
+            self.pseudonymizer.derived_key(RANDOMNESS_PURPOSE), self.kind, sequence
+        )
+        out = mechanism.release(
+            table,
+            pseudonyms,
+            sequence=sequence,
+            randomness=randomness,
+            load_state=self.store.load_state,
+        )
+        kill_point("planned")
+        groups, manifest = render_mechanism_release(
+            table,
+            out,
+            label=label,
+            sequence=sequence,
+            settings=self.settings,
+            elapsed_s=time.perf_counter() - started,
+            source=source,
+        )
+        paths = ReleasePaths(self.out_dir, sequence)
+        stage_release(paths, groups, manifest, table.ids, out.group)
+        kill_point("files_staged")
+        record = encode_record(groups, manifest)
+        # no breach history: an empty commit of individuals, the dictionary unchanged
+        self.store.commit(
+            sequence,
+            np.zeros(0, dtype="S16"),
+            HistoryRows.empty(0),
+            self.store.values(),
+            record,
+            label=label if cut_label else None,
+            state=out.state,
+        )
+        kill_point("committed")
+        self._kind_checked[0] = sequence
         finalize_release(paths)
         kill_point("finalized")
         return manifest

@@ -46,6 +46,7 @@ MIN_KEY_BYTES = 16
 _MAX_BLAKE2B_KEY = 64
 _DIGEST_SIZE = PSEUDONYM_DTYPE.itemsize
 _DERIVE_PERSON = b"sr-pseudonym-key"
+_DERIVED_PERSON = b"sr-derived-key"
 
 DEFAULT_KEY_FILE = "pseudonym.key"
 """Name of the key file created in the offline store's directory."""
@@ -74,7 +75,7 @@ class Pseudonymizer:
         ``key`` is shorter than 16 bytes.
     """
 
-    __slots__ = ("_hasher",)
+    __slots__ = ("_hasher", "_key")
 
     def __init__(self, key: bytes) -> None:
         if not isinstance(key, bytes | bytearray):
@@ -89,6 +90,7 @@ class Pseudonymizer:
             key = hashlib.blake2b(key, digest_size=_MAX_BLAKE2B_KEY, person=_DERIVE_PERSON).digest()
         # The keyed state after absorbing the key block; copying it skips one compression per id.
         self._hasher = hashlib.blake2b(key=key, digest_size=_DIGEST_SIZE)
+        self._key = key
 
     def __repr__(self) -> str:
         return "Pseudonymizer(key=<hidden>)"
@@ -96,6 +98,17 @@ class Pseudonymizer:
     def pseudonym(self, id_: str) -> bytes:
         """The 16-byte pseudonym of one id."""
         return self.pseudonyms([id_]).tobytes()
+
+    def derived_key(self, purpose: str) -> bytes:
+        """A 64-byte secret for ``purpose``, derived from the key:
+        ``BLAKE2b-512(utf8(purpose), key=K, person="sr-derived-key")``. Domain-separated from
+        the pseudonyms (another digest size and a personalisation), so it reveals neither the
+        key nor a pseudonym; the release mechanisms' randomness is keyed by
+        ``derived_key("mechanism")`` (:class:`~stream_release.mechanisms.base.ReleaseRandomness`).
+        """
+        return hashlib.blake2b(
+            purpose.encode("utf-8"), key=self._key, digest_size=64, person=_DERIVED_PERSON
+        ).digest()
 
     def keyed_digest(self, data: bytes) -> bytes:
         """The same keyed hash of arbitrary bytes (16 bytes): for the UTF-8 bytes of an id,

@@ -89,6 +89,17 @@ def decode_record(record: bytes) -> tuple[dict[str, Any], bytes]:
     return json.loads(head), groups
 
 
+def decode_record_manifest(record: bytes) -> dict[str, Any]:
+    """The manifest of a release record (:func:`encode_record`), decompressing only as far as
+    its first line."""
+    inflater = zlib.decompressobj()
+    head = inflater.decompress(record, 1 << 16)
+    while b"\n" not in head and inflater.unconsumed_tail:
+        head += inflater.decompress(inflater.unconsumed_tail, 1 << 16)
+    manifest: dict[str, Any] = json.loads(head.partition(b"\n")[0])
+    return manifest
+
+
 def stage_release(
     paths: ReleasePaths,
     groups: bytes,
