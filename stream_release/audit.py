@@ -17,6 +17,16 @@ accumulated as ``sum log1p(-n_{j,s}/n_j)`` per (individual, value). A release fa
   named in the manifest's ``source`` is readable and has the recorded sha256, a sensitive
   multiset or an exact/interval/list QID that does not match the assigned rows, or
 * the manifest's ``breach.max`` differs from the recomputed one by more than 1e-9.
+
+Other mechanisms (``[mechanism] kind``, :mod:`stream_release.mechanisms`). The audit
+dispatches on each manifest's ``mechanism.kind`` (none = the global guarantee). A release of
+another kind gets the same structural checks against its private assignments (group ids,
+sizes, counts, duplicate ids, the manifest's counts, the snapshot when its sha256 is recorded)
+but never the ``1/l`` breach check, which is the global guarantee's; then the mode's own
+verification from the published files: its registered ``verify_series`` over every release of
+the directory when it has one (each problem naming its release as ``release N: ...``), else
+its ``verify_release(manifest, lines)`` release by release. A directory whose releases name
+different kinds fails: a series keeps one mechanism.
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ import csv
 import hashlib
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +59,10 @@ class ReleaseAudit:
     manifest_breach_max: float
     bound: float
     problems: list[str] = field(default_factory=list)
+    kind: str = "global-guarantee"
+    """The release's ``mechanism.kind``; another kind's ``breach_*`` and ``bound`` are 0."""
+    guarantee: str = ""
+    """Another kind's guarantee in a few words (e.g. ``epsilon 1, delta 4.07e-14``)."""
 
     @property
     def ok(self) -> bool:
@@ -70,10 +85,14 @@ class AuditReport:
         lines = [head]
         for r in self.releases:
             status = "ok" if r.ok else "FAIL: " + "; ".join(r.problems[:3])
+            figures = (
+                f"{r.breach_max:>11.6f} {r.bound:>7.4f}"
+                if r.kind == GLOBAL_GUARANTEE
+                else f"{r.kind}: {r.guarantee}"
+            )
             lines.append(
                 f"{r.sequence:>4} {r.release[:14]:<14} {r.records:>8} {r.groups:>7} "
-                f"{r.suppressed:>6} "
-                f"{r.breach_max:>11.6f} {r.bound:>7.4f}  {status}"
+                f"{r.suppressed:>6} {figures}  {status}"
             )
         if not self.releases:
             lines.append("no releases found")
@@ -109,33 +128,136 @@ class _Ledger:
 
 _VALUE_SPACE = 1 << 24  # value indexes per individual in the ledger key
 
+GLOBAL_GUARANTEE = "global-guarantee"
+"""The kind of a manifest without a ``mechanism`` block."""
+
+_RELEASE_PREFIX = re.compile(r"^release (\d+): ")
+
+
+def manifest_kind(manifest: dict[str, Any]) -> str:
+    """The ``mechanism.kind`` of a manifest (none = the global guarantee)."""
+    block = manifest.get("mechanism")
+    return str(block.get("kind")) if isinstance(block, dict) else GLOBAL_GUARANTEE
+
 
 def audit_directory(directory: Path, ell: float | None = None) -> AuditReport:
     """Audit every release in ``directory`` in sequence order."""
     manifests = sorted(directory.glob("manifest-*.json"))
     ledger = _Ledger()
     out: list[ReleaseAudit] = []
+    series: dict[str, list[tuple[ReleaseAudit, dict[str, Any], list[dict[str, Any]]]]] = {}
+    first_kind: str | None = None
     for expected, path in enumerate(manifests, start=1):
         manifest = json.loads(path.read_text(encoding="utf-8"))
         sequence = int(manifest.get("sequence", -1))
-        result = _audit_release(directory, manifest, ledger, ell)
+        kind = manifest_kind(manifest)
+        if kind == GLOBAL_GUARANTEE:
+            result = _audit_release(directory, manifest, ledger, ell)
+        else:
+            result, lines = _audit_mechanism_release(directory, manifest, kind)
+            series.setdefault(kind, []).append((result, manifest, lines))
+        if first_kind is None:
+            first_kind = kind
+        elif kind != first_kind:
+            result.problems.append(
+                f"mechanism.kind = {kind!r} but release 1 is {first_kind!r}: a series keeps one "
+                "mechanism"
+            )
         if sequence != expected:
             result.problems.insert(
                 0, f"sequence {sequence} where {expected} was expected (a release is missing)"
             )
         out.append(result)
+    for kind, releases in series.items():
+        _verify_mechanism(kind, releases)
     return AuditReport(out)
 
 
-def _audit_release(
-    directory: Path, manifest: dict[str, Any], ledger: _Ledger, ell: float | None
-) -> ReleaseAudit:
+def _audit_mechanism_release(
+    directory: Path, manifest: dict[str, Any], kind: str
+) -> tuple[ReleaseAudit, list[dict[str, Any]]]:
+    """The structural checks of a release of another kind (no breach check); its mode's own
+    verification runs in :func:`_verify_mechanism`."""
     seq = int(manifest["sequence"])
-    bound_l = float(ell if ell is not None else manifest["l"])
-    strategy = manifest.get("strategy", {})
-    protected = set(strategy.get("protected") or [])
-    min_size = int(strategy.get("min_group_size", 1))
     problems: list[str] = []
+    groups, ids, _, published_mask = _check_structure(
+        directory, manifest, 1, problems, snapshot=False
+    )
+    block = manifest.get("mechanism") or {}
+    guarantee = ""
+    if isinstance(block.get("epsilon"), int | float) and isinstance(
+        block.get("delta"), int | float
+    ):
+        guarantee = f"epsilon {block['epsilon']:g}, delta {block['delta']:.3g}"
+        total = block.get("series")
+        if isinstance(total, dict) and isinstance(total.get("epsilon"), int | float):
+            guarantee += f" (series {total['epsilon']:g}, {total.get('delta', math.nan):.3g})"
+    result = ReleaseAudit(
+        sequence=seq,
+        release=str(manifest.get("release", "")),
+        records=len(ids),
+        groups=len(groups),
+        published=int(published_mask.sum()),
+        suppressed=int((~published_mask).sum()),
+        breach_max=0.0,
+        manifest_breach_max=0.0,
+        bound=0.0,
+        problems=problems,
+        kind=kind,
+        guarantee=guarantee,
+    )
+    return result, groups
+
+
+def _verify_mechanism(
+    kind: str, releases: list[tuple[ReleaseAudit, dict[str, Any], list[dict[str, Any]]]]
+) -> None:
+    """Run the mode's registered verification; append each problem to its release."""
+    # imported here: the mechanisms import the configuration, which the audit does not need
+    from stream_release.errors import ConfigError
+    from stream_release.mechanisms import registration
+
+    try:
+        entry = registration(kind)
+    except ConfigError as exc:
+        for result, _, _ in releases:
+            result.problems.append(f"cannot verify: {exc}")
+        return
+    verify_series = entry.series_verifier()
+    if verify_series is not None:
+        by_sequence = {result.sequence: result for result, _, _ in releases}
+        for problem in verify_series([(manifest, lines) for _, manifest, lines in releases]):
+            match = _RELEASE_PREFIX.match(problem)
+            owner = by_sequence.get(int(match.group(1))) if match else None
+            if owner is None:
+                owner = releases[-1][0]
+            owner.problems.append(problem[match.end() :] if match else problem)
+        return
+    verify = entry.verifier()
+    if verify is None:
+        return
+    for result, manifest, lines in releases:
+        result.problems.extend(verify(manifest, lines))
+
+
+def _check_structure(
+    directory: Path,
+    manifest: dict[str, Any],
+    min_size: int,
+    problems: list[str],
+    *,
+    snapshot: bool = True,
+) -> tuple[list[dict[str, Any]], list[str], np.ndarray, np.ndarray]:
+    """Checks of a release's files against each other: group ids ``0..G-1``, each size equal
+    to its sensitive counts, its members and its assigned ids, sizes ``>= min_size``, no
+    duplicate id, the manifest's counts (those it states), and, with ``snapshot``, the
+    snapshot when recorded (the global guarantee: other mechanisms publish transformed values,
+    which their own verification checks).
+
+    Returns the group lines, the assigned ids, their groups (-1: suppressed) and which of
+    them are published (in an existing group).
+    """
+    seq = int(manifest["sequence"])
     groups = _read_groups(directory / f"release-{seq:04d}.jsonl", problems)
     ids, assigned = _read_assignments(directory / f"assignments-{seq:04d}.csv", problems)
     n_groups = len(groups)
@@ -174,7 +296,25 @@ def _audit_release(
     ):
         if key in manifest and int(manifest[key]) != value:
             problems.append(f"manifest {key} = {manifest[key]} but the files give {value}")
-    _check_against_snapshot(manifest, groups, ids, assigned, problems)
+    if snapshot:
+        _check_against_snapshot(manifest, groups, ids, assigned, problems)
+    return groups, ids, assigned, published_mask
+
+
+def _audit_release(
+    directory: Path, manifest: dict[str, Any], ledger: _Ledger, ell: float | None
+) -> ReleaseAudit:
+    seq = int(manifest["sequence"])
+    bound_l = float(ell if ell is not None else manifest["l"])
+    strategy = manifest.get("strategy", {})
+    protected = set(strategy.get("protected") or [])
+    min_size = int(strategy.get("min_group_size", 1))
+    problems: list[str] = []
+    groups, ids, assigned, published_mask = _check_structure(
+        directory, manifest, min_size, problems
+    )
+    n_groups = len(groups)
+    sizes = np.array([int(g["size"]) for g in groups], dtype=np.int64)
 
     # Lemma 4: one linkage per (published individual, value of its group)
     rows = ledger.index([ids[i] for i in np.flatnonzero(published_mask)])

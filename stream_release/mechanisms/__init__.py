@@ -63,6 +63,7 @@ MECHANISMS: Final[dict[str, Registration]] = {
         "stream_release.mechanisms.sampled_k_anonymity",
         "SampledKAnonymitySettings",
         "make_sampled_k_anonymity",
+        verify_series="verify_series",
         pass_settings=True,
     ),
     # "reconstruction-private-rr": Registration("stream_release.mechanisms.reconstruction_rr", "ReconstructionRRSettings", "ReconstructionRR", verify_series="verify_series"),  # noqa: E501
