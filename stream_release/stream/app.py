@@ -145,6 +145,16 @@ class ServiceRunner:
                 cut_s = time.perf_counter() - started
                 self.metrics.observe_cut(manifests, cut_s)
                 for manifest in manifests:
+                    if "mechanism" in manifest:  # another kind: no breach, no input figures
+                        fields = {k: manifest[k] for k in ("sequence", "published", "groups")}
+                        fields["mechanism"] = manifest["mechanism"]["kind"]
+                        fields["cut_s"] = round(cut_s, 3)
+                        log.info(
+                            "release %d committed: %d published, %d groups",
+                            *(fields[k] for k in ("sequence", "published", "groups")),
+                            extra={"event": "committed", **fields},
+                        )
+                        continue
                     fields = {k: manifest[k] for k in ("sequence", "published", "suppressed")}
                     fields["groups"] = manifest["groups"]
                     fields["breach_max"] = manifest["breach"]["max"]
