@@ -67,7 +67,12 @@ MECHANISMS: Final[dict[str, Registration]] = {
         pass_settings=True,
     ),
     # "reconstruction-private-rr": Registration("stream_release.mechanisms.reconstruction_rr", "ReconstructionRRSettings", "ReconstructionRR", verify_series="verify_series"),  # noqa: E501
-    # "dp-sanitised": Registration("stream_release.mechanisms.dp_sanitised", "DPSanitisedSettings", "<factory>"),  # noqa: E501
+    "dp-sanitised": Registration(
+        "stream_release.mechanisms.dp_sanitised",
+        "DPSanitisedSettings",
+        "make_dp_sanitised",
+        pass_settings=True,
+    ),
 }
 """kind -> where its section model, factory and verifier live (every kind but the default)."""
 
