@@ -8,6 +8,10 @@ total from the files; a series refuses a configuration of another kind.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,8 +29,9 @@ from test_worker import (
 
 from stream_release.audit import audit_directory
 from stream_release.cli import main
-from stream_release.config import TopicSettings
+from stream_release.config import TopicSettings, load_settings
 from stream_release.privacy.sampling_dp import calc_delta
+from stream_release.series import Publisher
 
 K, BETA, EPSILON = 10, 0.3, 1.5
 LEVELS = (
@@ -138,6 +143,49 @@ def test_a_level_beyond_the_hierarchy_exits_2_before_anything_is_written(
     assert "mechanism.sampled_k_anonymity.levels.age = 9" in err
     assert "has levels 0..4" in err
     assert not list(out.glob("manifest-*"))
+
+
+@pytest.mark.parametrize("point", ["planned", "files_staged", "committed", "finalizing"])
+def test_anonymize_killed_on_the_release_path_resumes_to_the_uninterrupted_series(
+    point: str,
+    shared_data: Path,
+    tmp_path: Path,
+    snapshots: list[Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Killed (SIGKILL) the second time it reaches ``point`` (in release 2; ``finalizing``,
+    reached once per file: in release 1), the series resumes with the same releases (same
+    keyed sample) and the same series total as a run nobody kills: the mechanism state
+    commits with the release record, or not at all."""
+    monkeypatch.setenv("SR_HISTORY_KEY", "sampled-k-crash-test-key-0123456789")
+    config = sampled_config(tmp_path, shared_data)
+    clean, crashed = tmp_path / "clean", tmp_path / "crashed"
+    assert (
+        main(["anonymize", "--config", str(config), "--out", str(clean), *map(str, snapshots)]) == 0
+    )
+    argv = [sys.executable, "-m", "stream_release.cli", "anonymize", "--config", str(config)]
+    killed = subprocess.run(
+        [*argv, "--out", str(crashed), *map(str, snapshots)],
+        env={**os.environ, "STREAM_RELEASE_KILL_AT": f"{point}:2"},
+        capture_output=True,
+        check=False,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()
+    assert not (crashed / "manifest-0002.json").exists()
+    publisher = Publisher.open(load_settings(config), crashed)  # finalises a committed release
+    done = publisher.store.last_sequence()
+    publisher.close()
+    assert done == (2 if point == "committed" else 1)
+    if done == 1:
+        assert (
+            main(["anonymize", "--config", str(config), "--out", str(crashed), str(snapshots[1])])
+            == 0
+        )
+    for name in ("release-0001.jsonl", "release-0002.jsonl", "manifest-0002.json"):
+        assert (crashed / name).read_text().replace(str(crashed), "") == (
+            clean / name
+        ).read_text().replace(str(clean), "")
+    assert audit_directory(crashed).ok
 
 
 def _mkdir(path: Path) -> Path:
