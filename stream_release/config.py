@@ -8,6 +8,7 @@ given as JSON (``SR_PRIVACY_PROTECTED='["flu"]'``). Relative paths are relative 
 from __future__ import annotations
 
 import tomllib
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
@@ -99,6 +100,12 @@ MechanismKind = Literal[
 """``[mechanism] kind`` (equal to :data:`stream_release.mechanisms.MechanismKind`)."""
 
 
+_CONFIG_DIR: ContextVar[Path | None] = ContextVar("_CONFIG_DIR", default=None)
+"""The directory of the configuration file being loaded (:func:`load_settings`): passed to a
+mechanism section model as the validation context ``{"base_dir": ...}``, so that a relative
+path in a section is relative to the file (CONTRACT §2)."""
+
+
 class MechanismSettings(_Section):
     """``[mechanism]``: which release mechanism the series uses, and its section.
 
@@ -114,7 +121,9 @@ class MechanismSettings(_Section):
         levels = {age = 2, sex = 0}
 
     The active kind's table is required; a table of another registered kind is validated too
-    (so switching ``kind`` cannot reveal a stale mistake). From the environment:
+    (so switching ``kind`` cannot reveal a stale mistake). A section model gets the validation
+    context ``{"base_dir": <the configuration file's directory>}`` (the working directory
+    without a file) for its relative paths. From the environment:
     ``SR_MECHANISM_KIND``, and a table as JSON (``SR_MECHANISM_SAMPLED_K_ANONYMITY='{...}'``).
     """
 
@@ -159,7 +168,9 @@ class MechanismSettings(_Section):
                 continue
             model = registration(kind).settings_model()
             try:
-                self._sections[kind] = model.model_validate(raw)
+                self._sections[kind] = model.model_validate(
+                    raw, context={"base_dir": _CONFIG_DIR.get()}
+                )
             except ValidationError as exc:
                 raise ValueError(_describe_section(f"mechanism.{name}", exc)) from None
         return self
@@ -394,10 +405,13 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
         base = file.resolve().parent
     for section, values in overrides.items():
         data.setdefault(section, {}).update(values)
+    token = _CONFIG_DIR.set(base)
     try:
         settings = Settings(**data)
     except ValidationError as exc:
         raise ConfigError(_describe(exc)) from None
+    finally:
+        _CONFIG_DIR.reset(token)
     return _resolve_paths(settings, base)
 
 

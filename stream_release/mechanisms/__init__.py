@@ -66,7 +66,12 @@ MECHANISMS: Final[dict[str, Registration]] = {
         verify_series="verify_series",
         pass_settings=True,
     ),
-    # "reconstruction-private-rr": Registration("stream_release.mechanisms.reconstruction_rr", "ReconstructionRRSettings", "ReconstructionRR", verify_series="verify_series"),  # noqa: E501
+    "reconstruction-private-rr": Registration(
+        "stream_release.mechanisms.reconstruction_rr",
+        "ReconstructionRRSettings",
+        "ReconstructionRR",
+        verify_series="verify_series",
+    ),
     "dp-sanitised": Registration(
         "stream_release.mechanisms.dp_sanitised",
         "DPSanitisedSettings",

@@ -44,6 +44,10 @@ SECTIONS: dict[str, str] = {
         'levels = {age = 3, sex = 0, race = 1, "marital-status" = 2, education = 3, '
         '"native-country" = 2, workclass = 2}\n'
     ),
+    "reconstruction-private-rr": (
+        "p = 0.5\nepsilon = 0.5\ndelta = 0.3\n"
+        'domain_hierarchy = "adult_hierarchy_occupation.csv"\n'  # relative to the config file
+    ),
     "dp-sanitised": (
         f"epsilon = 4.0\nepsilon_budget = 12.0\nsensitive_domain = {json.dumps(OCCUPATIONS)}\n"
     ),
@@ -52,6 +56,10 @@ SECTIONS: dict[str, str] = {
 
 
 def kind_config(directory: Path, data: Path, kind: str) -> Path:
+    """The Adult configuration with ``kind``'s table, in ``directory`` beside a copy of the
+    occupation hierarchy (for relative paths in a table)."""
+    occupation = "adult_hierarchy_occupation.csv"
+    (directory / occupation).write_bytes((data / occupation).read_bytes())
     path = write_config(directory, data)
     text = path.read_text(encoding="utf-8")
     text += f'[mechanism]\nkind = "{kind}"\n[mechanism.{section_name(kind)}]\n{SECTIONS[kind]}'
