@@ -18,6 +18,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from faust.types import TP
 from prometheus_client.parser import text_string_to_metric_families
+from worker_stubs import StubProducer, StubReleases
 
 from stream_release.config import Settings
 from stream_release.stream.app import ServiceRunner
@@ -307,18 +308,13 @@ class StubService:
         return sequence
 
 
-class StubProducer:
-    async def send(self, *_: Any) -> asyncio.Future[None]:
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        future.set_result(None)
-        return future
-
-
 def test_the_endpoint_serves_metrics_and_health() -> None:
     service = StubService()
     monitor = SimpleNamespace(tp_committed_offsets={}, tp_end_offsets={})
-    app = SimpleNamespace(producer=StubProducer(), monitor=monitor)
+    producer = StubProducer()
+    app = SimpleNamespace(producer=producer, monitor=monitor)
     runner = ServiceRunner(app, service, SETTINGS)  # type: ignore[arg-type]
+    runner.releases = StubReleases(producer)  # type: ignore[assignment]
 
     async def scenario() -> None:
         await runner.publish()  # release 1..3 committed and sent

@@ -14,6 +14,7 @@ from typing import Any
 import faust
 import pytest
 import redis
+from worker_stubs import StubProducer, StubReleases
 
 from stream_release.config import Settings
 from stream_release.stream.app import ServiceRunner, create_app
@@ -23,25 +24,6 @@ from stream_release.stream.service import Accepted, Incoming, Outgoing, Prepared
 
 SETTINGS = Settings(schema={"qid": ["age"]}, service={"retry_interval_s": 0.001})
 TOPICS = SETTINGS.kafka.topics
-
-
-class StubProducer:
-    """Records what is sent; deliveries to a topic in ``failing`` fail."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, bytes | None, bytes]] = []
-        self.failing: set[str] = set()
-
-    async def send(
-        self, topic: str, key: bytes | None, value: bytes, *_: Any
-    ) -> asyncio.Future[None]:
-        self.sent.append((topic, key, value))
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if topic in self.failing:
-            future.set_exception(OSError("broker down"))
-        else:
-            future.set_result(None)
-        return future
 
 
 class StubService:
@@ -106,7 +88,9 @@ def _event(offset: int, key: bytes | None, value: bytes) -> Any:
 def runner() -> tuple[ServiceRunner, StubService, StubProducer]:
     service, producer = StubService(), StubProducer()
     app = SimpleNamespace(producer=producer)
-    return ServiceRunner(app, service, SETTINGS), service, producer  # type: ignore[arg-type]
+    runner = ServiceRunner(app, service, SETTINGS)  # type: ignore[arg-type]
+    runner.releases = StubReleases(producer)  # type: ignore[assignment]
+    return runner, service, producer
 
 
 def test_a_failed_batch_is_staged_again_and_rejections_keep_their_key(runner) -> None:  # type: ignore[no-untyped-def]
