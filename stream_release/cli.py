@@ -198,11 +198,12 @@ def _worker(args: argparse.Namespace) -> int:
     import redis
 
     from stream_release.release import warm_up
-    from stream_release.stream.app import create_app, tune_gc
+    from stream_release.stream.app import create_app, limit_malloc_arenas, tune_gc
     from stream_release.stream.kafka import ensure_topics
     from stream_release.stream.logs import logging_config
     from stream_release.stream.service import ReleaseService
 
+    limit_malloc_arenas()
     topics = settings.kafka.topics
     service = ReleaseService(settings, redis.Redis.from_url(settings.redis.url))
     warm_up()

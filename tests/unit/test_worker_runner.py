@@ -8,6 +8,7 @@ only when every one of its messages was acknowledged, and a failed send is retri
 from __future__ import annotations
 
 import asyncio
+import platform
 from types import SimpleNamespace
 from typing import Any
 
@@ -17,7 +18,7 @@ import redis
 from worker_stubs import StubProducer, StubReleases
 
 from stream_release.config import Settings
-from stream_release.stream.app import ServiceRunner, create_app
+from stream_release.stream.app import ServiceRunner, create_app, limit_malloc_arenas
 from stream_release.stream.messages import Rejected
 from stream_release.stream.records_consumer import consumer_options
 from stream_release.stream.service import Accepted, Incoming, Outgoing, PreparedBatch
@@ -180,3 +181,8 @@ def test_the_app_takes_its_settings_from_the_configuration() -> None:
 def test_a_heartbeat_not_below_the_session_timeout_is_refused() -> None:
     with pytest.raises(ValueError, match="heartbeat_interval_s"):
         Settings(schema={"qid": ["age"]}, service={"session_timeout_s": 1})
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
+def test_the_worker_caps_malloc_arenas_on_glibc() -> None:
+    assert limit_malloc_arenas() is True
