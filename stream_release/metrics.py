@@ -31,6 +31,12 @@ Queries with ``act == 0`` are dropped and a new batch of the missing number is d
 range is a numeric interval, a run of consecutive hierarchy leaves (depth-first order), or a
 range of sorted set values.
 
+:func:`draw_count_queries` draws the same workload without a release (``s`` from any chosen
+rows, by default all of them) and returns the queries with their actual counts, so that
+releases of *other* mechanisms can be scored on one fixed set of queries
+(``benchmarks/mechanisms.py``); with the published rows and the same ``rng`` it returns exactly
+the queries behind :func:`relative_errors`.
+
 The estimate assumes values spread uniformly inside what is published:
 
 * ``generalized``: ``est = sum_G n(G, s) * prod_j |V_j(G) ∩ R_j| / |V_j(G)|``, where ``V_j(G)``
@@ -58,6 +64,8 @@ References
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -209,27 +217,140 @@ def relative_errors(
         return np.ones(int(queries), dtype=np.float64)
     workload = _Workload(table, layout, format)
     published = np.flatnonzero(np.asarray(group) >= 0)
+    kept = _draw(table, int(queries), rng, published, workload.answer)
+    return np.abs(kept.estimate - kept.actual) / kept.actual
+
+
+@dataclass(frozen=True)
+class CountQueries:
+    """Count queries of the workload in the module docstring, ``q`` of them, in draw order.
+
+    Query ``i`` is ``COUNT(*) WHERE A_{attrs[i, t]} IN [starts[i, t], ends[i, t]] (every t)
+    AND S = values[i]``, on codes of the table it was drawn from.
+
+    Attributes
+    ----------
+    attrs : (q, qd) int64, the constrained QIDs (indexes into ``table.attributes``), distinct
+    starts, ends : (q, qd) int64, each range's first and last code (inclusive)
+    values : (q,) int64, the sensitive code ``s`` (into ``table.sensitive_values``)
+    actual : (q,) float64, the query's count over every row of the table, ``>= 1``
+    """
+
+    attrs: NDArray[np.int64]
+    starts: NDArray[np.int64]
+    ends: NDArray[np.int64]
+    values: NDArray[np.int64]
+    actual: NDArray[np.float64]
+
+    def __len__(self) -> int:
+        return int(self.values.shape[0])
+
+
+def draw_count_queries(
+    table: EncodedTable,
+    *,
+    queries: int = 5000,
+    rng: np.random.Generator,
+    rows: NDArray[np.integer] | None = None,
+) -> CountQueries:
+    """The random count queries of :func:`relative_errors`, drawn from a table alone.
+
+    The same calls on ``rng`` in the same order as :func:`relative_errors` (module docstring),
+    with ``s`` the sensitive value of a row drawn uniformly from ``rows`` instead of the
+    published rows; queries whose actual count is 0 are re-drawn the same way. So
+    ``draw_count_queries(table, queries=q, rng=default_rng(x), rows=flatnonzero(group >= 0))``
+    are exactly the queries of ``relative_errors(table, group, ..., queries=q,
+    rng=default_rng(x))``; with ``rows=None`` (every row) they depend on the table only, and
+    every release of it, whatever its mechanism, can be scored on them.
+
+    Parameters
+    ----------
+    table : the encoded snapshot, n >= 1 rows, d >= 1 QIDs
+    queries : number of queries to keep, >= 0
+    rng : the source of every random draw
+    rows : (r,) int indexes of the rows ``s`` is drawn from, r >= 1; default every row
+
+    Returns
+    -------
+    CountQueries with ``q <= queries`` queries (fewer only when ``100 * queries`` draws did not
+    find enough with an actual count above 0).
+    """
+    if isinstance(queries, bool) or not isinstance(queries, int | np.integer) or queries < 0:
+        raise InvalidParameter(f"queries = {queries!r}: must be an integer >= 0 (e.g. 5000)")
+    if not isinstance(rng, np.random.Generator):
+        raise InvalidParameter(f"rng = {rng!r}: must be a numpy.random.Generator")
+    if not table.attributes:
+        raise InvalidParameter("the table has no QID; count queries need at least one")
+    pool = (
+        np.arange(table.n_rows, dtype=np.int64)
+        if rows is None
+        else np.asarray(rows, dtype=np.int64).reshape(-1)
+    )
+    if pool.shape[0] == 0:
+        raise InvalidParameter("rows: empty; the sensitive value of a query is drawn from them")
+    if pool.min() < 0 or pool.max() >= table.n_rows:
+        raise InvalidParameter(f"rows: indexes outside 0..{table.n_rows - 1}")
+    return _draw(table, int(queries), rng, pool, _ActualCounts(table).answer).queries
+
+
+_Answer = Callable[
+    [NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]],
+    tuple[NDArray[np.float64], NDArray[np.float64]],
+]
+
+
+@dataclass(frozen=True)
+class _Kept:
+    queries: CountQueries
+    estimate: NDArray[np.float64]
+
+    @property
+    def actual(self) -> NDArray[np.float64]:
+        return self.queries.actual
+
+
+def _draw(
+    table: EncodedTable,
+    queries: int,
+    rng: np.random.Generator,
+    pool: NDArray[np.int64],
+    answer: _Answer,
+) -> _Kept:
+    """Draw batches of the workload until ``queries`` have an actual count above 0 (or the
+    draw bound is hit); ``answer`` gives each batch's actual and estimated counts. ``pool``
+    (r,) >= 1 rows the sensitive value is drawn from."""
+    d = len(table.attributes)
     sizes = np.array([a.size for a in table.attributes], dtype=np.int64)
     qd = min(MAX_QUERY_ATTRIBUTES, d)
     fraction = QUERY_SELECTIVITY ** (1.0 / qd)
     lengths = np.maximum(1, np.rint(fraction * sizes)).astype(np.int64)
-    kept: list[NDArray[np.float64]] = []
+    parts: list[tuple[NDArray[np.int64], ...]] = []
+    estimates: list[NDArray[np.float64]] = []
+    actuals: list[NDArray[np.float64]] = []
     n_kept = 0
     draws = 0
-    limit = MAX_DRAWS_PER_QUERY * int(queries)
+    limit = MAX_DRAWS_PER_QUERY * queries
     while n_kept < queries and draws < limit:
-        m = min(int(queries) - n_kept, limit - draws)
+        m = min(queries - n_kept, limit - draws)
         attrs = np.argsort(rng.random((m, d)), axis=1)[:, :qd].astype(np.int64)
         u = rng.random((m, qd))
         starts = np.floor(u * (sizes[attrs] - lengths[attrs] + 1)).astype(np.int64)
         ends = starts + lengths[attrs] - 1
-        values = table.sensitive[published[rng.integers(0, published.shape[0], size=m)]]
-        act, est = workload.answer(attrs, starts, ends, values.astype(np.int64))
+        values = table.sensitive[pool[rng.integers(0, pool.shape[0], size=m)]].astype(np.int64)
+        act, est = answer(attrs, starts, ends, values)
         ok = act > 0
-        kept.append(np.abs(est[ok] - act[ok]) / act[ok])
+        parts.append((attrs[ok], starts[ok], ends[ok], values[ok]))
+        actuals.append(act[ok])
+        estimates.append(est[ok])
         n_kept += int(np.count_nonzero(ok))
         draws += m
-    return np.concatenate(kept) if kept else np.empty(0, dtype=np.float64)
+    if not parts:
+        empty = np.empty((0, qd), dtype=np.int64)
+        found = CountQueries(empty, empty, empty, np.empty(0, np.int64), np.empty(0))
+        return _Kept(found, np.empty(0, dtype=np.float64))
+    columns = [np.concatenate(c) for c in zip(*parts, strict=True)]
+    found = CountQueries(*columns, actual=np.concatenate(actuals))
+    return _Kept(found, np.concatenate(estimates))
 
 
 def query_error(
@@ -294,6 +415,34 @@ def _size_stats(layout: GroupLayout) -> dict[str, int | float]:
         "suppressed": layout.suppressed,
         "suppression": layout.suppressed / layout.n_rows if layout.n_rows else 0.0,
     }
+
+
+class _ActualCounts:
+    """Actual counts of queries on a table (every row), without a release: the ``actual``
+    half of :class:`_Workload`, indexed the same way."""
+
+    def __init__(self, table: EncodedTable) -> None:
+        n_values = max(len(table.sensitive_values), 1)
+        combos, combo_of_row = _merge_rows(table.qid)
+        n_combos = combos.shape[0]
+        keys = table.sensitive.astype(np.int64) * n_combos + combo_of_row
+        entries, (actual,) = _aggregate(keys, n_values * n_combos, np.ones(keys.shape[0]))
+        self.c_ptr = np.searchsorted(entries, np.arange(n_values + 1) * n_combos).astype(np.int64)
+        self.c_codes = np.ascontiguousarray(combos[entries % n_combos].T)
+        self.c_actual = actual.astype(np.float64)
+        self.c_weight = np.zeros(entries.shape[0], dtype=np.float64)
+
+    def answer(
+        self,
+        attrs: NDArray[np.int64],
+        starts: NDArray[np.int64],
+        ends: NDArray[np.int64],
+        values: NDArray[np.int64],
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Actual counts of queries (attrs, [starts, ends], values) and zeros, (m,) each."""
+        return _scan_combos(
+            attrs, starts, ends, values, self.c_ptr, self.c_codes, self.c_actual, self.c_weight
+        )
 
 
 class _Workload:

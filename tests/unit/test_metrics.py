@@ -13,6 +13,7 @@ from helpers import EDUCATION_HIERARCHY, SMALL_ROWS, encode_columns
 from stream_release.errors import InvalidParameter
 from stream_release.metrics import (
     discernibility,
+    draw_count_queries,
     group_size_stats,
     ncp,
     query_error,
@@ -251,6 +252,75 @@ def test_actual_counts_include_suppressed_rows(tmp_path: Path) -> None:
     assert np.any(errors > 0)  # singleton groups would be exact without the suppressed rows
     reference = _reference_errors(table, group, "anatomy", 400, np.random.default_rng(1))
     np.testing.assert_allclose(errors, reference, rtol=0, atol=1e-12)
+
+
+def _brute_force_count(table: EncodedTable, attrs, starts, ends, value) -> int:
+    inside = table.sensitive == value
+    for j, lo, hi in zip(attrs.tolist(), starts.tolist(), ends.tolist(), strict=True):
+        inside &= (table.qid[:, j] >= lo) & (table.qid[:, j] <= hi)
+    return int(np.count_nonzero(inside))
+
+
+@pytest.mark.parametrize(
+    ("names", "seed"), [(("age", "education", "city", "zip"), 0), (("city",), 1)]
+)
+def test_draw_count_queries_are_the_queries_of_relative_errors(
+    tmp_path: Path, names: tuple[str, ...], seed: int
+) -> None:
+    n = 250
+    table = random_table(tmp_path, n, seed, names)
+    group = random_groups(n, seed)
+    published = np.flatnonzero(group >= 0)
+    drawn = draw_count_queries(table, queries=300, rng=np.random.default_rng(seed), rows=published)
+    assert len(drawn) == 300
+    assert drawn.attrs.shape == drawn.starts.shape == drawn.ends.shape == (300, min(3, len(names)))
+    for i in range(len(drawn)):
+        act = _brute_force_count(
+            table, drawn.attrs[i], drawn.starts[i], drawn.ends[i], drawn.values[i]
+        )
+        assert drawn.actual[i] == act >= 1
+        assert drawn.values[i] in table.sensitive[published]
+    # the same rng: the queries (and so the actual counts) behind relative_errors
+    exact = np.full(n, -1)
+    exact[published] = np.arange(published.shape[0])  # one-row groups: est = published count
+    errors = relative_errors(
+        table, exact, format="anatomy", queries=300, rng=np.random.default_rng(seed)
+    )
+    assert errors.shape == (300,)
+    in_release = np.array(
+        [
+            _brute_force_count(
+                table.take(published),
+                drawn.attrs[i],
+                drawn.starts[i],
+                drawn.ends[i],
+                drawn.values[i],
+            )
+            for i in range(300)
+        ]
+    )
+    np.testing.assert_allclose(errors, np.abs(in_release - drawn.actual) / drawn.actual, atol=1e-12)
+
+
+def test_draw_count_queries_from_every_row(tmp_path: Path) -> None:
+    table = random_table(tmp_path, 200, 3, ("age", "education", "city"))
+    first = draw_count_queries(table, queries=100, rng=np.random.default_rng(2))
+    again = draw_count_queries(table, queries=100, rng=np.random.default_rng(2))
+    every = draw_count_queries(
+        table, queries=100, rng=np.random.default_rng(2), rows=np.arange(200)
+    )
+    for a, b in ((first, again), (first, every)):
+        for name in ("attrs", "starts", "ends", "values", "actual"):
+            assert np.array_equal(getattr(a, name), getattr(b, name))
+    assert len(draw_count_queries(table, queries=0, rng=np.random.default_rng(0))) == 0
+    with pytest.raises(InvalidParameter, match="rows: empty"):
+        draw_count_queries(table, rng=np.random.default_rng(0), rows=np.zeros(0, dtype=np.int64))
+    with pytest.raises(InvalidParameter, match="outside"):
+        draw_count_queries(table, rng=np.random.default_rng(0), rows=np.array([200]))
+    with pytest.raises(InvalidParameter, match="queries = -1"):
+        draw_count_queries(table, queries=-1, rng=np.random.default_rng(0))
+    with pytest.raises(InvalidParameter, match=r"numpy\.random\.Generator"):
+        draw_count_queries(table, rng=0)  # type: ignore[arg-type]
 
 
 def test_query_error_edge_cases(small: EncodedTable) -> None:
