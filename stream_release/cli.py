@@ -14,6 +14,7 @@ from typing import Any
 
 from stream_release.calc import add_calc_parser
 from stream_release.errors import StreamReleaseError
+from stream_release.reconstruct_cli import add_reconstruct_parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -93,6 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.set_defaults(run=_demo)
 
     add_calc_parser(sub)
+    add_reconstruct_parser(sub)
     return parser
 
 
