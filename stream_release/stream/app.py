@@ -208,7 +208,8 @@ class ServiceRunner:
 
     async def health(self) -> tuple[int, dict[str, Any]]:
         """``/health``: Redis answers PING, the last publication succeeded, the published
-        sequence (:func:`~stream_release.stream.observability.health_payload`)."""
+        sequence, a release the configuration cannot make (:func:`~stream_release.stream.
+        observability.health_payload`)."""
 
         def probe() -> tuple[bool, int | None]:
             if not self.service.redis_answers():
@@ -219,8 +220,12 @@ class ServiceRunner:
             redis_ok, published = await asyncio.wait_for(asyncio.to_thread(probe), PROBE_TIMEOUT_S)
         except Exception:
             redis_ok, published = False, None
+        problem = self.service.config_problem
         return health_payload(
-            redis_ok=redis_ok, published=published, publication_ok=self.publication_ok
+            redis_ok=redis_ok,
+            published=published,
+            publication_ok=self.publication_ok,
+            config_error=None if problem is None else problem._asdict(),
         )
 
     async def _reject(

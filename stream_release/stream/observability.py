@@ -187,20 +187,27 @@ class Metrics:
 
 
 def health_payload(
-    *, redis_ok: bool, published: int | None, publication_ok: bool
+    *,
+    redis_ok: bool,
+    published: int | None,
+    publication_ok: bool,
+    config_error: Mapping[str, str] | None = None,
 ) -> tuple[int, dict[str, Any]]:
     """The HTTP status and JSON body of ``/health``.
 
-    ``ok`` (200) when Redis answers PING and the last publication attempt succeeded, else
-    ``degraded`` (503). ``published_sequence``: the last sequence marked published (``None``
-    when Redis cannot tell).
+    ``ok`` (200) when Redis answers PING, the last publication attempt succeeded and no
+    release is held up by the configuration, else ``degraded`` (503). ``published_sequence``:
+    the last sequence marked published (``None`` when Redis cannot tell). ``config_error``:
+    ``None``, or the release the configuration cannot make (``release``, ``error``: the
+    configuration key, value and fix; :class:`~stream_release.stream.service.ConfigProblem`).
     """
-    ok = redis_ok and publication_ok
+    ok = redis_ok and publication_ok and config_error is None
     body = {
         "status": "ok" if ok else "degraded",
         "redis": redis_ok,
         "publication_ok": publication_ok,
         "published_sequence": published,
+        "config_error": None if config_error is None else dict(config_error),
     }
     return (200 if ok else 503), body
 

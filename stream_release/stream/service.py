@@ -12,8 +12,21 @@ The worker feeds it the messages it consumes and sends what it returns:
 3. :meth:`pending` / :meth:`outgoing` / :meth:`mark_published`: the groups and the manifest of
    each committed but unsent release, read back from its committed record, so a release sent
    again after a crash has the same content and the same ``sequence`` (consumers dedupe by it).
-4. :meth:`published` / :meth:`waiting` / :meth:`redis_answers`: what the health endpoint and
-   the metrics report (:mod:`stream_release.stream.observability`).
+4. :meth:`published` / :meth:`waiting` / :meth:`redis_answers` / ``config_problem``: what
+   the health endpoint and the metrics report (:mod:`stream_release.stream.observability`).
+
+What a cut does with a release that cannot be made (:meth:`ReleaseService.cut_ready`), by
+whose fault it is:
+
+* the snapshot's (``GuaranteeUnsatisfiable``: too few rows for the bound; ``SchemaError``: a
+  value outside a configured domain, a QID kind contradicting the settings): the release is
+  refused (its records are late from then on), logged ``release_refused``, and the releases
+  after it are cut;
+* the operator's (``ConfigError``: e.g. a mechanism's series parameters changed mid-series):
+  nothing is refused, the release stays staged and nothing after it is cut; every attempt logs
+  ``config_error`` with the fix, and ``/health`` is degraded until a cut gets past it (once the
+  configuration is fixed and the worker restarted);
+* the infrastructure's (Redis): raised, and the cut is tried again later.
 """
 
 from __future__ import annotations
@@ -29,7 +42,7 @@ import orjson
 import redis
 
 from stream_release.config import Settings
-from stream_release.errors import GuaranteeUnsatisfiable, SchemaError
+from stream_release.errors import ConfigError, GuaranteeUnsatisfiable, SchemaError
 from stream_release.faults import kill_point
 from stream_release.grouping.encoding import Hierarchy, encode, load_hierarchies
 from stream_release.history.keys import RedisKeys
@@ -184,8 +197,28 @@ class RecordValidator:
         return staged_row(values, record.sensitive)
 
 
+class ConfigProblem(NamedTuple):
+    """A release the configuration cannot make (:meth:`ReleaseService.cut_ready`)."""
+
+    release: str
+    """The label of the release left staged."""
+    error: str
+    """The :class:`~stream_release.errors.ConfigError`'s message: the key, value and fix."""
+
+
+CONFIG_FIX = (
+    "fix the configuration the message names and restart the worker; the release stays "
+    "staged (nothing is refused) and is cut then, followed by the releases after it"
+)
+"""What the operator does about a :class:`ConfigProblem` (logged with it)."""
+
+
 class ReleaseService:
     """Staging, cutting, committing and re-sending releases for one configuration."""
+
+    config_problem: ConfigProblem | None = None
+    """Set when the last cut stopped at a release the configuration cannot make (``None``
+    once a cut gets past it): ``/health`` reports it."""
 
     def __init__(
         self, settings: Settings, client: redis.Redis, archive: Path | None = None
@@ -289,11 +322,19 @@ class ReleaseService:
 
         A release whose guarantee cannot be met (``GuaranteeUnsatisfiable``: too few rows for
         the required ratio, one value too frequent) or whose staged rows do not encode
-        (``SchemaError``) is refused (:meth:`RedisStaging.refuse`) and logged; the releases
-        after it are cut as usual, so one bad snapshot cannot stall the series. A Redis
-        failure is raised: the cut is tried again later.
+        (``SchemaError``, e.g. a value outside a mechanism's configured domain) is refused
+        (:meth:`RedisStaging.refuse`) and logged; the releases after it are cut as usual, so
+        one bad snapshot cannot stall the series.
+
+        A release the configuration cannot make (``ConfigError``: e.g. a mechanism's series
+        parameters changed mid-series) is not the data's fault: it is not refused but left
+        staged, the cut stops there (the releases after it keep their order), the problem is
+        logged (event ``config_error``, with the fix) at every attempt and kept in
+        :attr:`config_problem` for ``/health``; the releases committed before it are returned
+        as usual. A Redis failure is raised: the cut is tried again later.
         """
         manifests = []
+        self.config_problem = None
         for status in self.staging.ready():
             pseudonyms, raw = self.staging.load(status.label)
             kill_point("cut_loaded")
@@ -320,6 +361,24 @@ class ReleaseService:
                     },
                 )
                 continue
+            except ConfigError as exc:
+                # our messages name configuration keys and values, never a record's id or value
+                self.config_problem = ConfigProblem(status.label, str(exc))
+                log.error(
+                    "release %r not cut, the configuration cannot make it: %s; %s",
+                    status.label,
+                    exc,
+                    CONFIG_FIX,
+                    extra={
+                        "event": "config_error",
+                        "release": status.label,
+                        "rows": rows,
+                        "error": type(exc).__name__,
+                        "detail": str(exc),
+                        "fix": CONFIG_FIX,
+                    },
+                )
+                break
             manifests.append(manifest)
         return manifests
 

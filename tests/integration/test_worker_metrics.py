@@ -125,6 +125,7 @@ def test_worker_serves_metrics_and_health(
             "redis": True,
             "publication_ok": True,
             "published_sequence": 1,
+            "config_error": None,
         }
         assert _stop(worker) == 0
     finally:

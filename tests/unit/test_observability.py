@@ -266,16 +266,29 @@ def test_lag_and_waiting_seals_replace_their_series() -> None:
 def test_health_payload() -> None:
     assert health_payload(redis_ok=True, published=4, publication_ok=True) == (
         200,
-        {"status": "ok", "redis": True, "publication_ok": True, "published_sequence": 4},
+        {
+            "status": "ok",
+            "redis": True,
+            "publication_ok": True,
+            "published_sequence": 4,
+            "config_error": None,
+        },
     )
     status, body = health_payload(redis_ok=False, published=None, publication_ok=True)
     assert (status, body["status"], body["published_sequence"]) == (503, "degraded", None)
     status, body = health_payload(redis_ok=True, published=2, publication_ok=False)
     assert (status, body["status"]) == (503, "degraded")
+    problem = {"release": "2026-11", "error": "mechanism parameters ... differ"}
+    status, body = health_payload(
+        redis_ok=True, published=2, publication_ok=True, config_error=problem
+    )
+    assert (status, body["status"], body["config_error"]) == (503, "degraded", problem)
 
 
 class StubService:
     """Answers the runner's health and publication calls; Redis is up while ``up``."""
+
+    config_problem = None
 
     def __init__(self) -> None:
         self.up = True
@@ -329,7 +342,13 @@ def test_the_endpoint_serves_metrics_and_health() -> None:
             response = await client.get("/health")
             assert (response.status, await response.json()) == (
                 200,
-                {"status": "ok", "redis": True, "publication_ok": True, "published_sequence": 3},
+                {
+                    "status": "ok",
+                    "redis": True,
+                    "publication_ok": True,
+                    "published_sequence": 3,
+                    "config_error": None,
+                },
             )
             service.up = False
             response = await client.get("/health")
