@@ -145,6 +145,9 @@ class ServiceRunner:
                 manifests = await asyncio.to_thread(self.service.cut_ready)
                 cut_s = time.perf_counter() - started
                 self.metrics.observe_cut(manifests, cut_s)
+                self.metrics.observe_refusals(
+                    len(self.service.refused), self.service.config_problem is not None
+                )
                 for manifest in manifests:
                     if "mechanism" in manifest:  # another kind: no breach, no input figures
                         fields = {k: manifest[k] for k in ("sequence", "published", "groups")}

@@ -15,6 +15,10 @@ metric                            meaning
 ``sr_records_rejected_total``     messages sent to ``sr.rejected``, by ``reason``
                                   (:class:`~stream_release.stream.messages.RejectReason`)
 ``sr_releases_published_total``   releases whose messages the broker acknowledged
+``sr_releases_refused_total``     sealed releases refused at the cut (infeasible guarantee,
+                                  rows that do not encode; log event ``release_refused``)
+``sr_config_error``               1 while the configuration cannot make the next ready
+                                  release (log event ``config_error``; ``/health`` 503)
 ``sr_release_sequence``           the last sequence sent
 ``sr_release_breach_max``         breach probability, max over individuals (last cut)
 ``sr_release_breach_bound``       the bound it must stay below (last cut)
@@ -86,6 +90,16 @@ class Metrics:
         self.releases_published = Counter(
             "sr_releases_published", "Releases sent and acknowledged by the broker.", registry=r
         )
+        self.releases_refused = Counter(
+            "sr_releases_refused",
+            "Sealed releases refused at the cut (infeasible guarantee, rows that do not encode).",
+            registry=r,
+        )
+        self.config_error = Gauge(
+            "sr_config_error",
+            "1 while the configuration cannot make the next ready release, else 0.",
+            registry=r,
+        )
         self.release_sequence = Gauge(
             "sr_release_sequence", "Sequence of the last release sent.", registry=r
         )
@@ -154,6 +168,13 @@ class Metrics:
             self.suppressed_rows.set(float(manifest.get("suppressed", 0)))
             self.avg_group_size.set(float(utility.get("avg_group_size", 0.0)))
             self.max_group_size.set(float(utility.get("max_group_size", 0)))
+
+    def observe_refusals(self, refused: int, config_error: bool) -> None:
+        """After a cut: ``refused`` releases it refused, and whether it stopped at a release
+        the configuration cannot make."""
+        if refused:
+            self.releases_refused.inc(refused)
+        self.config_error.set(1 if config_error else 0)
 
     def observe_publish(self, sequence: int, seconds: float) -> None:
         """Release ``sequence`` was sent in ``seconds`` and marked published."""

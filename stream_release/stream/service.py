@@ -219,12 +219,15 @@ class ReleaseService:
     config_problem: ConfigProblem | None = None
     """Set when the last cut stopped at a release the configuration cannot make (``None``
     once a cut gets past it): ``/health`` reports it."""
+    refused: list[str]
+    """The labels the last cut refused (``sr_releases_refused_total``)."""
 
     def __init__(
         self, settings: Settings, client: redis.Redis, archive: Path | None = None
     ) -> None:
         self.settings = settings
         self.client = client
+        self.refused = []
         self.keys = RedisKeys(settings.history.prefix)
         self.store = RedisHistoryStore(client, settings.history.prefix)
         self.staging = RedisStaging(
@@ -335,6 +338,7 @@ class ReleaseService:
         """
         manifests = []
         self.config_problem = None
+        self.refused = []
         for status in self.staging.ready():
             pseudonyms, raw = self.staging.load(status.label)
             kill_point("cut_loaded")
@@ -347,6 +351,7 @@ class ReleaseService:
                 )
             except (GuaranteeUnsatisfiable, SchemaError) as exc:
                 self.staging.refuse(status.label)
+                self.refused.append(status.label)
                 log.error(
                     "release %r refused, nothing published: %s (run `stream-release "
                     "anonymize` on its snapshot for the reason); it must be sent again under "

@@ -110,6 +110,8 @@ def test_a_configuration_the_series_cannot_continue_holds_the_release_and_is_rep
         assert "differ from those this series started with" in record.detail
         assert record.fix == CONFIG_FIX and "restart the worker" in record.getMessage()
         assert "'t02'" in record.getMessage()
+    assert _sample(runner, "sr_config_error") == 1
+    assert _sample(runner, "sr_releases_refused_total") == 0  # held, not refused
     status, body = asyncio.run(runner.health())
     assert (status, body["status"], body["publication_ok"]) == (503, "degraded", True)
     assert body["config_error"]["release"] == "t02"
@@ -123,6 +125,7 @@ def test_a_configuration_the_series_cannot_continue_holds_the_release_and_is_rep
     asyncio.run(runner.publish())
     assert [r.sequence for r in _events(caplog, "committed")] == [2]
     assert fixed.config_problem is None and fixed.staging.published() == 2
+    assert _sample(runner, "sr_config_error") == 0
     status, body = asyncio.run(runner.health())
     assert (status, body["status"], body["config_error"]) == (200, "ok", None)
     report = audit_directory(archive)
@@ -149,7 +152,11 @@ def test_a_value_outside_the_domain_refuses_the_release_and_the_series_goes_on(
     assert service.accept_records(messages).rejected == []
     seal = json.dumps({"release": "t01", "records": ROWS}).encode()
     assert service.accept_seal(Incoming("sr.control", 0, 1, None, seal)) is None
-    assert service.cut_ready() == []
+    runner, _ = _runner(service)
+    asyncio.run(runner.publish())
+    assert service.refused == ["t01"] and service.store.last_sequence() == 0
+    assert _sample(runner, "sr_releases_refused_total") == 1
+    assert _sample(runner, "sr_config_error") == 0
     [refused] = _events(caplog, "release_refused")
     assert (refused.release, refused.error) == ("t01", "SchemaError")
     assert "Astronaut" not in refused.getMessage()  # a value is never logged
@@ -162,3 +169,10 @@ def test_a_value_outside_the_domain_refuses_the_release_and_the_series_goes_on(
     assert (manifest["release"], manifest["sequence"]) == ("t02", 1)
     assert audit_directory(tmp_path / "archive").ok
     client.close()
+
+
+def _sample(runner: ServiceRunner, name: str) -> float:
+    """The value of the unlabelled metric sample ``name`` in the runner's registry."""
+    value = runner.metrics.registry.get_sample_value(name)
+    assert value is not None, f"no sample {name}"
+    return value

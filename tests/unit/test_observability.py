@@ -107,6 +107,8 @@ def test_the_registry_holds_the_documented_metrics() -> None:
         "sr_records_staged",
         "sr_records_rejected",
         "sr_releases_published",
+        "sr_releases_refused",
+        "sr_config_error",
         "sr_release_sequence",
         "sr_release_breach_max",
         "sr_release_breach_bound",
@@ -289,6 +291,7 @@ class StubService:
     """Answers the runner's health and publication calls; Redis is up while ``up``."""
 
     config_problem = None
+    refused: tuple[str, ...] = ()
 
     def __init__(self) -> None:
         self.up = True

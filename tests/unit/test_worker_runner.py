@@ -28,6 +28,9 @@ TOPICS = SETTINGS.kafka.topics
 
 
 class StubService:
+    config_problem = None
+    refused: tuple[str, ...] = ()
+
     def __init__(self) -> None:
         self.failures = 1
         self.staged: list[list[Incoming]] = []
