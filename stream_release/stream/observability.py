@@ -161,11 +161,15 @@ class Metrics:
         for manifest, planned in zip(manifests, planning, strict=True):
             self.group_seconds.observe(planned)
             self.commit_seconds.observe(rest)
-            breach = manifest.get("breach", {})
+            # a mechanism kind's manifest has no breach block, a DP kind's no suppression
+            # count: those gauges keep their last value rather than show a false 0
+            breach = manifest.get("breach") or {}
             utility = manifest.get("utility", {})
-            self.breach_max.set(float(breach.get("max", 0.0)))
-            self.breach_bound.set(float(breach.get("bound", 0.0)))
-            self.suppressed_rows.set(float(manifest.get("suppressed", 0)))
+            if "max" in breach and "bound" in breach:
+                self.breach_max.set(float(breach["max"]))
+                self.breach_bound.set(float(breach["bound"]))
+            if "suppressed" in manifest:
+                self.suppressed_rows.set(float(manifest["suppressed"]))
             self.avg_group_size.set(float(utility.get("avg_group_size", 0.0)))
             self.max_group_size.set(float(utility.get("max_group_size", 0)))
 

@@ -246,6 +246,23 @@ def test_outcomes_move_the_metrics() -> None:
     assert samples["sr_publish_seconds_count{}"] == 1
 
 
+def test_a_mechanism_release_leaves_the_breach_and_suppression_gauges_alone() -> None:
+    """A DP kind's manifest has neither a breach block nor a suppression count: the gauges
+    keep the last global-guarantee figures instead of dropping to a false 0."""
+    metrics = Metrics()
+    metrics.observe_cut([MANIFEST], 1.0)
+    dp = {k: v for k, v in MANIFEST.items() if k not in ("breach", "suppressed")}
+    dp["utility"] = {"avg_group_size": 1.5, "max_group_size": 2}
+    metrics.observe_cut([dp], 1.0)
+    metrics.observe_refusals(2, config_error=True)
+    _, samples = _exposed(metrics)
+    assert samples["sr_release_breach_max{}"] == 0.375
+    assert samples["sr_release_suppressed_rows{}"] == 10
+    assert samples["sr_release_avg_group_size{}"] == 1.5
+    assert samples["sr_releases_refused_total{}"] == 2
+    assert samples["sr_config_error{}"] == 1
+
+
 def test_lag_and_waiting_seals_replace_their_series() -> None:
     metrics = Metrics()
     tp0, tp1 = (
