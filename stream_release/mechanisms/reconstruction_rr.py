@@ -17,8 +17,9 @@ What is fixed data-independently
   ``domain_hierarchy``, e.g. ``adult_hierarchy_occupation.csv``), never the values seen so far.
   A snapshot value outside the domain is refused (:class:`~stream_release.errors.SchemaError`).
 * The cap: ``f = 1`` for every group (``cap_policy = "worst_case"`` of :func:`~stream_release.
-  privacy.reconstruction.rp_randomize`); a per-group ``s(f_max)`` would leak ``f_max`` through
-  the published counts and fall below trials already published when a group drifts.
+  privacy.reconstruction_algorithm.rp_randomize`); a per-group ``s(f_max)`` would leak
+  ``f_max`` through the published counts and fall below trials already published when a group
+  drifts.
 
 Serial rules (digest §5 F4)
 ---------------------------
@@ -103,13 +104,9 @@ from stream_release.errors import (
 )
 from stream_release.grouping.generalize import generalize_groups
 from stream_release.mechanisms.base import MechanismRelease, ReleaseRandomness, StateLoader
-from stream_release.privacy.reconstruction import (
-    Bound,
-    CountEstimate,
-    reconstruct_count,
-    rp_cap,
-    serial_rp_randomize,
-)
+from stream_release.privacy.reconstruction import Bound, rp_cap
+from stream_release.privacy.reconstruction_estimate import CountEstimate, reconstruct_count
+from stream_release.privacy.reconstruction_serial import serial_rp_randomize
 from stream_release.privacy.validation import (
     check_open_probability,
     check_positive,
@@ -770,7 +767,7 @@ def reconstruct(
     Aggregate reconstruction of §3.1 and Lemma 1 of [WHF12] on the groups ``S`` whose exact
     QIDs satisfy ``where``: ``est = (O* - |S| (1-p)/m) / p`` with ``O* = sum_g sensitive_g[value]``
     and ``|S| = sum_g size_g``, unbiased by Theorem 5.18 (unclipped: it can be negative or above
-    ``|S|``). The variance is that of :func:`~stream_release.privacy.reconstruction.
+    ``|S|``). The variance is that of :func:`~stream_release.privacy.reconstruction_estimate.
     reconstruct_count` with each group's ``trials`` (``Var = sum_g size_g weight_g v(F'_g) /
     p²``); ``p`` and ``m`` come from the manifest.
 

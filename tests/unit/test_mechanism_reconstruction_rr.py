@@ -39,7 +39,7 @@ from stream_release.mechanisms.reconstruction_rr import (
     verify_release,
     verify_series,
 )
-from stream_release.privacy.reconstruction import count_variance
+from stream_release.privacy.reconstruction_estimate import count_variance
 from stream_release.table import Attribute, EncodedTable
 
 KEY = b"k" * 32
