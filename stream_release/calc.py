@@ -82,7 +82,7 @@ CALCULATORS: tuple[_Calculator, ...] = (
         "laplace-scale",
         "Laplace scale for a numeric attribute on [lo, hi]",
         f"Laplace on [lo, hi]: Example 5 of {_HLM} (lower bound: Theorem 6)",
-        "metric_dp:calc_laplace_scale",
+        "dp_calculators:calc_laplace_scale",
         (
             _Flag("diameter", float, "hi - lo, >= 0"),
             _Flag("epsilon", float, "privacy parameter epsilon >= 0, > 0 unless delta > 0"),
@@ -93,14 +93,14 @@ CALCULATORS: tuple[_Calculator, ...] = (
         "rr-keep",
         "k-ary randomised response: keep probability and smallest other probability",
         f"k-ary randomised response: Examples 6 and 7 of {_HLM} (lower bound: Theorem 7)",
-        "metric_dp:calc_rr_keep",
+        "dp_calculators:calc_rr_keep",
         (_Flag("domain_size", int, "number of categories, >= 1"), _EPSILON, _DELTA),
     ),
     _Calculator(
         "lower-bound",
         "smallest per-record error any (epsilon, delta) mechanism can reach",
         f"per-record error lower bound: Theorems 6 and 7 of {_HLM}",
-        "metric_dp:calc_lower_bound",
+        "dp_calculators:calc_lower_bound",
         (
             _EPSILON,
             _DELTA,

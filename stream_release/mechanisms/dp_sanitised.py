@@ -14,7 +14,7 @@ and is post-processing (Theorem 4).
   attribute) and, by default, the sensitive attribute (a configured domain list): k-ary
   randomised response (Example 6).
 * The record's (epsilon, delta) is split over its attributes (equal shares or weights) and
-  composes back by basic composition ([X], :func:`~stream_release.privacy.metric_dp.
+  composes back by basic composition ([X], :func:`~stream_release.privacy.dp_budget.
   split_budget`).
 
 Sanitised once, without storing it. A record's noise is a function of uniforms
@@ -25,7 +25,7 @@ them. A changed record, or the same record under changed parameters (epsilon, bo
 domains, scale rule, split), gets fresh independent uniforms and is charged again: two
 mechanisms sharing their uniforms could be combined to cancel the noise.
 
-Budget ledger (digest F2 [X], :func:`~stream_release.privacy.metric_dp.ledger_charge_batch`).
+Budget ledger (digest F2 [X], :func:`~stream_release.privacy.dp_budget.ledger_charge_batch`).
 State entry per person, key = the pseudonym (16 bytes), value = version byte ``0x01`` then
 one 24-byte entry per charged record: its keyed 8-byte digest and its cost (epsilon, delta) as
 two little-endian float64. A new record costs the record's (epsilon, delta); a record already
@@ -91,18 +91,16 @@ from stream_release.mechanisms.base import (
     ReleaseRandomness,
     StateLoader,
 )
+from stream_release.privacy.dp_budget import BUDGET_RTOL, ledger_charge_batch, split_budget
 from stream_release.privacy.metric_dp import (
-    BUDGET_RTOL,
     error_lower_bound_compact,
     error_lower_bound_finite,
     laplace_expected_error,
     laplace_scale_paper,
     laplace_scale_tight,
-    ledger_charge_batch,
     rr_debiased_counts,
     rr_expected_error,
     rr_keep,
-    split_budget,
 )
 from stream_release.privacy.validation import check_delta, check_epsilon
 from stream_release.table import EncodedTable
@@ -891,7 +889,7 @@ def _charge(
     row whose digest is already charged (cached: granted, free) and a person's only row with
     no ledger yet (charged (epsilon, delta), within any cap the settings accept). Everything
     else (a new record of a person with a ledger, several rows of one person) goes through
-    :func:`~stream_release.privacy.metric_dp.ledger_charge_batch`.
+    :func:`~stream_release.privacy.dp_budget.ledger_charge_batch`.
     """
     n = len(persons)
     unique = list(dict.fromkeys(persons))

@@ -1,7 +1,7 @@
 """Mechanism ``dp-sanitised`` (paper 004, [HLM14]) on hand-built tables and on Adult.
 
 Stochastic checks are seeded (the secrets come from ``numpy.random.default_rng(seed)``): the
-empirical e^epsilon check of ``metric_dp.empirical_dp_check`` fails a correct mechanism with
+empirical e^epsilon check of ``dp_selftest.empirical_dp_check`` fails a correct mechanism with
 probability ``alpha`` at most, and the negative control (half the Laplace scale, a keep
 probability past the bound) shows the same check, at the same sample size, can fail.
 """
@@ -37,8 +37,8 @@ from stream_release.mechanisms.dp_sanitised import (
     rr_from_uniform,
     verify_release,
 )
+from stream_release.privacy.dp_selftest import empirical_dp_check
 from stream_release.privacy.metric_dp import (
-    empirical_dp_check,
     error_lower_bound_compact,
     error_lower_bound_finite,
     laplace_scale_tight,

@@ -35,7 +35,7 @@ from stream_release.mechanisms.sampled_k_anonymity import (
     verify_release,
     verify_series,
 )
-from stream_release.privacy.metric_dp import hockey_stick_divergence
+from stream_release.privacy.dp_selftest import hockey_stick_divergence
 from stream_release.privacy.sampling_dp import calc_delta, sample_mask
 from stream_release.publication import render_mechanism_release
 from stream_release.table import EncodedTable

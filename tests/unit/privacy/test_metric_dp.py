@@ -28,33 +28,38 @@ from hypothesis import strategies as st
 from scipy import integrate, stats
 
 from stream_release.errors import InvalidParameter
-from stream_release.privacy import metric_dp
-from stream_release.privacy.metric_dp import (
+from stream_release.privacy import dp_budget, dp_calculators, dp_selftest, metric_dp
+from stream_release.privacy.dp_budget import (
     BUDGET_RTOL,
-    calc_laplace_scale,
-    calc_lower_bound,
-    calc_rr_keep,
     compose_budget,
-    empirical_dp_check,
-    error_lower_bound_compact,
-    error_lower_bound_finite,
-    hockey_stick_divergence,
-    laplace_exact_delta,
-    laplace_expected_error,
-    laplace_scale_paper,
-    laplace_scale_tight,
     ledger_charge,
     ledger_charge_batch,
     ledger_spent,
     new_ledger,
+    split_budget,
+)
+from stream_release.privacy.dp_calculators import (
+    calc_laplace_scale,
+    calc_lower_bound,
+    calc_rr_keep,
+)
+from stream_release.privacy.dp_selftest import empirical_dp_check, hockey_stick_divergence
+from stream_release.privacy.metric_dp import (
+    error_lower_bound_compact,
+    error_lower_bound_finite,
+    laplace_exact_delta,
+    laplace_expected_error,
+    laplace_scale_paper,
+    laplace_scale_tight,
     rr_debiased_counts,
     rr_exact_delta,
     rr_expected_error,
     rr_keep,
     sanitise_categorical,
     sanitise_numeric,
-    split_budget,
 )
+
+MODULES = (metric_dp, dp_budget, dp_selftest, dp_calculators)
 
 PROPERTY = settings(max_examples=100, deadline=None, database=None)
 LN3 = math.log(3.0)
@@ -860,13 +865,16 @@ def test_bad_parameters_raise_invalid_parameter_naming_them(call: Any, names: st
 
 
 def test_docstring_examples_run() -> None:
-    failures, tried = doctest.testmod(metric_dp, optionflags=doctest.ELLIPSIS)
+    results = [doctest.testmod(module, optionflags=doctest.ELLIPSIS) for module in MODULES]
+    tried = sum(result.attempted for result in results)
+    failures = sum(result.failed for result in results)
     assert tried > 15 and failures == 0
 
 
-def test_every_public_function_cites_the_paper_and_all_is_sorted() -> None:
-    assert metric_dp.__all__ == sorted(metric_dp.__all__)
-    for name in metric_dp.__all__:
-        obj = getattr(metric_dp, name)
+@pytest.mark.parametrize("module", MODULES, ids=lambda module: module.__name__)
+def test_every_public_function_cites_the_paper_and_all_is_sorted(module: Any) -> None:
+    assert module.__all__ == sorted(module.__all__)
+    for name in module.__all__:
+        obj = getattr(module, name)
         if inspect.isfunction(obj):
             assert obj.__doc__ and "[HLM14]" in obj.__doc__, name
