@@ -77,6 +77,7 @@ MECHANISMS: Final[dict[str, Registration]] = {
         "DPSanitisedSettings",
         "make_dp_sanitised",
         pass_settings=True,
+        verify_module="stream_release.mechanisms.dp_sanitised_audit",
     ),
 }
 """kind -> where its section model, factory and verifier live (every kind but the default)."""

@@ -29,10 +29,11 @@ Registration (:mod:`stream_release.mechanisms`). A mode is one module holding it
 model (a plain pydantic model, ``ConfigDict(extra="forbid", frozen=True)``; the TOML table
 ``[mechanism.<kind with _ for ->]``), a factory (the :class:`Mechanism` class built from the
 section, or a function ``(section, settings)`` for a mode that needs the rest of the
-configuration) and ``verify_release(manifest, lines) -> list[str]`` for the audit; one
-:class:`Registration` line in ``MECHANISMS`` makes it available. A section model may define
-``check_settings(self, settings) -> None`` (raising ``ValueError``) to check itself against
-the rest of the configuration (QID names, hierarchies) when the configuration is loaded.
+configuration) and ``verify_release(manifest, lines) -> list[str]`` for the audit (or the
+audit in a module of its own, named by ``verify_module``); one :class:`Registration` line
+in ``MECHANISMS`` makes it available. A section model may define ``check_settings(self,
+settings) -> None`` (raising ``ValueError``) to check itself against the rest of the
+configuration (QID names, hierarchies) when the configuration is loaded.
 """
 
 from __future__ import annotations
@@ -196,6 +197,10 @@ class Registration:
         Name of an optional :data:`SeriesVerifier`.
     pass_settings : bool
         See ``factory``.
+    verify_module : str or None
+        Dotted module path holding ``verify`` and ``verify_series`` when they live outside
+        ``module`` (e.g. ``"stream_release.mechanisms.dp_sanitised_audit"``); ``None``: in
+        ``module``.
     """
 
     module: str
@@ -204,9 +209,10 @@ class Registration:
     verify: str | None = "verify_release"
     verify_series: str | None = None
     pass_settings: bool = False
+    verify_module: str | None = None
 
-    def _attr(self, name: str) -> Any:
-        return getattr(importlib.import_module(self.module), name)
+    def _attr(self, name: str, module: str | None = None) -> Any:
+        return getattr(importlib.import_module(module or self.module), name)
 
     def settings_model(self) -> type[BaseModel]:
         """The section model (a pydantic model class)."""
@@ -223,8 +229,10 @@ class Registration:
 
     def verifier(self) -> Verifier | None:
         """The mode's ``verify_release``, if it has one."""
-        return None if self.verify is None else self._attr(self.verify)
+        return None if self.verify is None else self._attr(self.verify, self.verify_module)
 
     def series_verifier(self) -> SeriesVerifier | None:
         """The mode's ``verify_series``, if it has one."""
-        return None if self.verify_series is None else self._attr(self.verify_series)
+        if self.verify_series is None:
+            return None
+        return self._attr(self.verify_series, self.verify_module)

@@ -35,8 +35,8 @@ from stream_release.mechanisms.dp_sanitised import (
     laplace_from_uniform,
     make_dp_sanitised,
     rr_from_uniform,
-    verify_release,
 )
+from stream_release.mechanisms.dp_sanitised_audit import verify_release
 from stream_release.privacy.dp_selftest import empirical_dp_check
 from stream_release.privacy.metric_dp import (
     error_lower_bound_compact,
