@@ -63,7 +63,7 @@ from stream_release.errors import InvalidParameter
 from stream_release.grouping.encoding import encode, load_hierarchies
 from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.mechanisms import GLOBAL_GUARANTEE, section_name
-from stream_release.mechanisms.reconstruction_rr import reconstruct
+from stream_release.mechanisms.reconstruction_rr_estimate import reconstruct
 from stream_release.metrics import CountQueries, draw_count_queries
 from stream_release.series import Publisher
 from stream_release.table import Attribute, EncodedTable
@@ -212,7 +212,7 @@ def estimate_rr(
     published: NDArray[np.float64], rows: NDArray[np.float64], p: float, m: int
 ) -> NDArray[np.float64]:
     """``reconstruction-private-rr``: Lemma 1 of Wang-Han-Fu over the matching micro groups,
-    ``(O* - |S| (1 - p) / m) / p``: :func:`~stream_release.mechanisms.reconstruction_rr.
+    ``(O* - |S| (1 - p) / m) / p``: :func:`~stream_release.mechanisms.reconstruction_rr_estimate.
     reconstruct` for many queries at once (a line's counts are already scaled to its size by
     its ``weight``)."""
     return (published - rows * (1.0 - p) / m) / p
@@ -549,7 +549,7 @@ def cross_check(
     * sampled-k-anonymity: the first :data:`SAMPLED_CHECKED` estimates row by row from the
       private assignments (:func:`sampled_from_assignments`);
     * reconstruction-private-rr: the first :data:`RR_CHECKED` estimates with the package's
-      :func:`~stream_release.mechanisms.reconstruction_rr.reconstruct`, query by query;
+      :func:`~stream_release.mechanisms.reconstruction_rr_estimate.reconstruct`, query by query;
     * dp-sanitised: the manifest's de-biased ``counts`` of the whole release.
     """
     kind = mode.kind

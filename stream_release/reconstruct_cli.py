@@ -3,8 +3,8 @@
 The analyst's side of ``reconstruction-private-rr``: reads the published files of a series
 (CONTRACT §4: ``manifest-NNNN.json`` and ``release-NNNN.jsonl``, never the private
 assignments) and answers ``COUNT(*) WHERE <QID predicate> AND <sensitive> = S`` per release
-with :func:`stream_release.mechanisms.reconstruction_rr.reconstruct` (Lemma 1 of [WHF12],
-unbiased by Theorem 5.18), its variance, standard error and a 95 % interval.
+with :func:`stream_release.mechanisms.reconstruction_rr_estimate.reconstruct` (Lemma 1 of
+[WHF12], unbiased by Theorem 5.18), its variance, standard error and a 95 % interval.
 
 Thin, like :mod:`stream_release.calc`: the estimator, its validation and its citations live in
 the library. ``--where attr=value`` compares the attribute's exact published QID value (a
@@ -186,7 +186,7 @@ def estimate_release(
 ) -> ReleaseEstimate:
     """The library's estimate for one release, the ``--where`` texts matched to the published
     QID values (:func:`_typed_where`)."""
-    from stream_release.mechanisms.reconstruction_rr import reconstruct
+    from stream_release.mechanisms.reconstruction_rr_estimate import reconstruct
 
     typed = _typed_where(manifest, lines, where)
     chosen = [

@@ -71,6 +71,7 @@ MECHANISMS: Final[dict[str, Registration]] = {
         "ReconstructionRRSettings",
         "ReconstructionRR",
         verify_series="verify_series",
+        verify_module="stream_release.mechanisms.reconstruction_rr_audit",
     ),
     "dp-sanitised": Registration(
         "stream_release.mechanisms.dp_sanitised",

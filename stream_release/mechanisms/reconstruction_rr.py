@@ -69,9 +69,11 @@ can be published (the line would be pure noise); those rows are counted as suppr
 
 Analysts
 --------
-:func:`reconstruct` answers ``COUNT(*) WHERE <QID predicate> AND SA = x`` from the group lines
-(Lemma 1, unbiased) with its variance; :func:`verify_release` audits one release from its
-files alone and :func:`verify_series` the never-decreasing ledger across releases.
+:func:`~stream_release.mechanisms.reconstruction_rr_estimate.reconstruct` answers
+``COUNT(*) WHERE <QID predicate> AND SA = x`` from the group lines (Lemma 1, unbiased) with its
+variance; :func:`~stream_release.mechanisms.reconstruction_rr_audit.verify_release` audits one
+release from its files alone and :func:`~stream_release.mechanisms.reconstruction_rr_audit.
+verify_series` the never-decreasing ledger across releases.
 
 References
 ----------
@@ -84,9 +86,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-import numbers
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +106,6 @@ from stream_release.errors import (
 from stream_release.grouping.generalize import generalize_groups
 from stream_release.mechanisms.base import MechanismRelease, ReleaseRandomness, StateLoader
 from stream_release.privacy.reconstruction import Bound, rp_cap
-from stream_release.privacy.reconstruction_estimate import CountEstimate, reconstruct_count
 from stream_release.privacy.reconstruction_serial import serial_rp_randomize
 from stream_release.privacy.validation import (
     check_open_probability,
@@ -117,9 +117,6 @@ __all__ = [
     "KIND",
     "ReconstructionRR",
     "ReconstructionRRSettings",
-    "reconstruct",
-    "verify_release",
-    "verify_series",
 ]
 
 KIND = "reconstruction-private-rr"
@@ -152,7 +149,6 @@ _TRIAL = b"t"
 _PARAMS = b"p"
 _DIGEST = 16
 _SEP = b"\x1f"
-_REL_TOL = 1e-9
 
 
 # --- settings ------------------------------------------------------------------------------
@@ -572,282 +568,7 @@ def _parse_count(entry: bytes | None) -> int:
     return value
 
 
-# --- the audit, from the published files alone -------------------------------------------------
-
-
-def verify_release(manifest: Mapping[str, Any], lines: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Problems of one ``reconstruction-private-rr`` release, from its published files alone.
-
-    Recomputes both caps of Theorems 5.13 and 5.11 (at ``f = 1``) from the manifest's
-    ``p, epsilon, delta, bound, domain`` with :mod:`stream_release.privacy.reconstruction` and
-    checks that the manifest states them, that every group line's ``trials`` and
-    ``trials_total`` are within ``floor(cap)``, that its counts are consistent (sensitive
-    counts are non-negative integers over the domain summing to ``size``, ``trials <= size``,
-    ``trials <= trials_total``, ``weight = size / trials``), that micro groups are distinct, and
-    that the manifest's totals match the lines.
-
-    Parameters
-    ----------
-    manifest : the manifest (its ``mechanism`` block is used when present) or the block itself
-    lines : the group lines of ``release-NNNN.jsonl``; this mode's fields (``trials``,
-        ``trials_total``, ``weight``) at top level or under ``extra``
-
-    Returns
-    -------
-    list of str, one line per problem; empty when the release passes.
-    """
-    problems: list[str] = []
-    block = _block(manifest)
-    if block.get("kind") != KIND:
-        return [f"mechanism kind is {block.get('kind')!r}, not {KIND!r}"]
-    try:
-        settings = ReconstructionRRSettings(
-            p=block.get("p"),
-            epsilon=block.get("epsilon"),
-            delta=block.get("delta"),
-            bound=block.get("bound"),
-            domain=tuple(block.get("domain") or ()),
-        )
-    except (ValueError, TypeError) as exc:
-        return [f"manifest parameters are invalid: {exc}"]
-    if block.get("m") != settings.m:
-        problems.append(f"manifest m = {block.get('m')!r} but its domain has {settings.m} values")
-    stated = block.get("cap") if isinstance(block.get("cap"), Mapping) else {}
-    for bound, value in settings.caps.items():
-        got = stated.get(bound)
-        if not _is_number(got) or not math.isclose(got, value, rel_tol=_REL_TOL):
-            problems.append(
-                f"manifest cap.{bound} = {got!r}, recomputed {value!r} from p, epsilon, delta, m"
-            )
-    cap = settings.max_trials
-    if block.get("max_trials") != cap:
-        problems.append(
-            f"manifest max_trials = {block.get('max_trials')!r}, recomputed "
-            f"floor(cap.{settings.bound}) = {cap}"
-        )
-    domain = set(settings.domain)
-    seen_groups: set[Any] = set()
-    seen_qids: set[bytes] = set()
-    qid_names: tuple[str, ...] | None = None
-    total_trials = total_size = largest = largest_total = 0
-    for index, line in enumerate(lines):
-        where = f"line {index + 1} (group {line.get('group')!r})"
-        if line.get("group") in seen_groups:
-            problems.append(f"{where}: group number repeated")
-        seen_groups.add(line.get("group"))
-        for key in ("sequence", "release"):
-            if key in line and key in manifest and line[key] != manifest[key]:
-                problems.append(f"{where}: {key} = {line[key]!r}, manifest says {manifest[key]!r}")
-        qid = line.get("qid")
-        if not isinstance(qid, Mapping):
-            problems.append(f"{where}: qid missing; a micro group publishes its exact QIDs")
-        else:
-            names = tuple(qid)
-            if qid_names is None:
-                qid_names = names
-            elif names != qid_names:
-                problems.append(f"{where}: qid attributes {list(names)}, others {list(qid_names)}")
-            key = _canonical(qid)
-            if key in seen_qids:
-                problems.append(f"{where}: micro group {dict(qid)} published twice")
-            seen_qids.add(key)
-        size, trials, trials_total = (_field(line, k) for k in ("size", "trials", "trials_total"))
-        weight = _field(line, "weight")
-        if not (_is_int(size) and size >= 1):
-            problems.append(f"{where}: size = {size!r}, need an integer >= 1")
-            continue
-        if not (_is_int(trials) and 1 <= trials <= size):
-            problems.append(f"{where}: trials = {trials!r}, need an integer in [1, size = {size}]")
-            continue
-        if trials > cap:
-            problems.append(
-                f"{where}: trials = {trials} above the cap floor(s) = {cap} ({settings.bound}, "
-                f"p = {settings.p}, epsilon = {settings.epsilon}, delta = {settings.delta}, "
-                f"m = {settings.m})"
-            )
-        if not (_is_int(trials_total) and trials <= trials_total):
-            problems.append(
-                f"{where}: trials_total = {trials_total!r}, need an integer >= trials = {trials}"
-            )
-        elif trials_total > cap:
-            problems.append(
-                f"{where}: trials_total = {trials_total} above the cap floor(s) = {cap} "
-                f"({settings.bound}): the series published more trials than allowed"
-            )
-        else:
-            largest_total = max(largest_total, trials_total)
-        if not (_is_number(weight) and math.isclose(weight, size / trials, rel_tol=_REL_TOL)):
-            problems.append(f"{where}: weight = {weight!r}, need size / trials = {size / trials!r}")
-        problems.extend(_check_counts(where, line.get("sensitive"), size, domain))
-        total_trials += trials
-        total_size += size
-        largest = max(largest, trials)
-    if seen_groups and seen_groups != set(range(len(lines))):
-        problems.append(f"group numbers are not 0..{len(lines) - 1}")
-    for key, value in (
-        ("groups", len(lines)),
-        ("trials", total_trials),
-        ("largest_trials", largest),
-        ("largest_trials_total", largest_total),
-        ("rows_published", total_size),
-    ):
-        if block.get(key) != value:
-            problems.append(f"manifest {key} = {block.get(key)!r}, the lines give {value}")
-    return problems
-
-
-def verify_series(
-    releases: Iterable[tuple[Mapping[str, Any], Sequence[Mapping[str, Any]]]],
-) -> list[str]:
-    """Problems of a series: :func:`verify_release` of each release, then serial rule 2.
-
-    A micro group (same exact QIDs) may never publish a smaller ``trials_total`` than in an
-    earlier release, and every release must keep the first one's parameters.
-
-    Parameters
-    ----------
-    releases : ``(manifest, lines)`` per release, in sequence order
-    """
-    problems: list[str] = []
-    last: dict[bytes, tuple[int, Any]] = {}
-    first_params: dict[str, Any] | None = None
-    for manifest, lines in releases:
-        label = f"release {manifest.get('sequence', '?')}"
-        problems.extend(f"{label}: {p}" for p in verify_release(manifest, lines))
-        block = _block(manifest)
-        params = {k: block.get(k) for k in ("p", "epsilon", "delta", "bound", "domain")}
-        if first_params is None:
-            first_params = params
-        elif params != first_params:
-            problems.append(f"{label}: parameters {params} differ from the series' {first_params}")
-        for line in lines:
-            qid, total = line.get("qid"), _field(line, "trials_total")
-            if not isinstance(qid, Mapping) or not _is_int(total):
-                continue
-            key = _canonical(qid)
-            if key in last and total < last[key][0]:
-                problems.append(
-                    f"{label}: micro group {dict(qid)} has trials_total = {total}, down from "
-                    f"{last[key][0]} in release {last[key][1]}; the ledger must never decrease"
-                )
-            last[key] = (total, manifest.get("sequence"))
-    return problems
-
-
-def _check_counts(where: str, sensitive: Any, size: int, domain: set[str]) -> list[str]:
-    if not isinstance(sensitive, Mapping):
-        return [f"{where}: sensitive = {sensitive!r}, need an object value -> count"]
-    problems = []
-    outside = sorted(set(sensitive) - domain)
-    if outside:
-        problems.append(f"{where}: sensitive values {outside} are not in the manifest's domain")
-    counts = list(sensitive.values())
-    if not all(_is_int(c) and c >= 0 for c in counts):
-        problems.append(f"{where}: sensitive counts {counts} must be integers >= 0")
-    elif sum(counts) != size:
-        problems.append(f"{where}: sensitive counts sum to {sum(counts)}, size is {size}")
-    return problems
-
-
-# --- the analyst's estimator -----------------------------------------------------------------
-
-Where = Mapping[str, Any] | Callable[[Mapping[str, Any]], bool] | None
-"""A QID predicate: ``None`` (every group); a mapping attribute -> value (equality) or -> list
-of values (any of them); or a function of a line's ``qid`` object returning a bool."""
-
-
-def reconstruct(
-    lines: Sequence[Mapping[str, Any]],
-    manifest: Mapping[str, Any],
-    value: str,
-    where: Where = None,
-) -> CountEstimate:
-    r"""Estimated ``COUNT(*) WHERE <where> AND SA = value`` from published group lines.
-
-    Aggregate reconstruction of §3.1 and Lemma 1 of [WHF12] on the groups ``S`` whose exact
-    QIDs satisfy ``where``: ``est = (O* - |S| (1-p)/m) / p`` with ``O* = sum_g sensitive_g[value]``
-    and ``|S| = sum_g size_g``, unbiased by Theorem 5.18 (unclipped: it can be negative or above
-    ``|S|``). The variance is that of :func:`~stream_release.privacy.reconstruction_estimate.
-    reconstruct_count` with each group's ``trials`` (``Var = sum_g size_g weight_g v(F'_g) /
-    p²``); ``p`` and ``m`` come from the manifest.
-
-    Parameters
-    ----------
-    lines : the group lines of one release (``size``, ``qid``, ``sensitive``, ``trials``)
-    manifest : the release's manifest (or its ``mechanism`` block)
-    value : a value of the manifest's ``domain``
-    where : QID predicate, see :data:`Where`
-
-    Returns
-    -------
-    CountEstimate (estimate, frequency, observed, size, variance, standard_error)
-
-    Notes
-    -----
-    Rows whose value had no trial present in their group published uniform noise (only once a
-    group's budget is spent): they bias ``est`` toward ``|S|/m`` and the variance misses them.
-    Consecutive releases share sticky values: their estimates are correlated, not independent.
-
-    Examples
-    --------
-    The digest's example (|S| = 100, p = 0.5, m = 14, O* = 40):
-
-    >>> block = {"kind": KIND, "p": 0.5, "m": 14, "domain": [f"v{i}" for i in range(14)]}
-    >>> line = {"qid": {"a": 1}, "size": 100, "trials": 100, "sensitive": {"v0": 40, "v1": 60}}
-    >>> round(reconstruct([line], block, "v0").estimate, 3)
-    72.857
-    """
-    block = _block(manifest)
-    if block.get("kind") != KIND:
-        raise InvalidParameter(f"manifest: mechanism kind {block.get('kind')!r}, not {KIND!r}")
-    domain = list(block.get("domain") or ())
-    if value not in domain:
-        raise InvalidParameter(
-            f"value = {value!r}: not in the release's sensitive domain {domain}; pick one of them"
-        )
-    p, m = block.get("p"), block.get("m", len(domain))
-    match = _predicate(where)
-    chosen = [line for line in lines if match(line.get("qid") or {})]
-    if not chosen:
-        raise InvalidParameter(
-            f"where = {where!r}: no published group matches, so the count has no estimate "
-            "(|S| = 0); widen the predicate"
-        )
-    observed = [int((line.get("sensitive") or {}).get(value, 0)) for line in chosen]
-    size = [int(line["size"]) for line in chosen]
-    trials = [int(_field(line, "trials") or line["size"]) for line in chosen]
-    return reconstruct_count(observed, size, p, m, trials=trials)
-
-
-def _predicate(where: Where) -> Callable[[Mapping[str, Any]], bool]:
-    if where is None:
-        return lambda qid: True
-    if callable(where):
-        return where
-    if not isinstance(where, Mapping):
-        raise InvalidParameter(
-            f"where = {where!r}: give a mapping attribute -> value (or list of values), a "
-            "function of the qid object, or None"
-        )
-    wanted = {
-        k: (list(v) if isinstance(v, list | tuple | set | frozenset) else [v])
-        for k, v in where.items()
-    }
-
-    def match(qid: Mapping[str, Any]) -> bool:
-        for name, allowed in wanted.items():
-            if name not in qid:
-                raise InvalidParameter(
-                    f"where: attribute {name!r} is not a QID of the release ({list(qid)})"
-                )
-            if qid[name] not in allowed:
-                return False
-        return True
-
-    return match
-
-
-# --- shared helpers ---------------------------------------------------------------------------
+# --- shared with the audit and the estimator ------------------------------------------------
 
 
 def _block(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -860,11 +581,3 @@ def _field(line: Mapping[str, Any], name: str) -> Any:
         return line[name]
     extra = line.get("extra")
     return extra.get(name) if isinstance(extra, Mapping) else None
-
-
-def _is_int(x: object) -> bool:
-    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
-
-
-def _is_number(x: object) -> bool:
-    return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(float(x))

@@ -1,10 +1,10 @@
 """``stream-release reconstruct``: the analyst's count estimate from a reconstruction-private-rr
 series on Adult, published offline with the configuration of ``test_mechanisms``.
 
-The command's numbers are the library's :func:`~stream_release.mechanisms.reconstruction_rr.
-reconstruct` on the same files; the true count (from the snapshots and the private
-assignments, which the command never reads) lies within 5 standard errors; bad arguments are
-one error line and exit 2.
+The command's numbers are the library's :func:`~stream_release.mechanisms.
+reconstruction_rr_estimate.reconstruct` on the same files; the true count (from the snapshots
+and the private assignments, which the command never reads) lies within 5 standard errors;
+bad arguments are one error line and exit 2.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from test_mechanisms import kind_config
 
 from stream_release.cli import main
 from stream_release.datasets import read_csv_table
-from stream_release.mechanisms.reconstruction_rr import reconstruct
+from stream_release.mechanisms.reconstruction_rr_estimate import reconstruct
 from stream_release.reconstruct_cli import Z
 
 KIND = "reconstruction-private-rr"

@@ -29,16 +29,15 @@ from stream_release.datasets import ADULT_QID, ADULT_SENSITIVE, Table, make_seri
 from stream_release.errors import ConfigError, InvalidParameter, SchemaError
 from stream_release.grouping.encoding import encode
 from stream_release.io.snapshot import snapshot_from_columns
-from stream_release.mechanisms import reconstruction_rr as rr
+from stream_release.mechanisms import reconstruction_rr_estimate
 from stream_release.mechanisms.base import MechanismRelease, ReleaseRandomness
 from stream_release.mechanisms.reconstruction_rr import (
     KIND,
     ReconstructionRR,
     ReconstructionRRSettings,
-    reconstruct,
-    verify_release,
-    verify_series,
 )
+from stream_release.mechanisms.reconstruction_rr_audit import verify_release, verify_series
+from stream_release.mechanisms.reconstruction_rr_estimate import reconstruct
 from stream_release.privacy.reconstruction_estimate import count_variance
 from stream_release.table import Attribute, EncodedTable
 
@@ -197,7 +196,7 @@ def test_caps_are_the_digests_values() -> None:
 
 
 def test_docstring_examples_pass() -> None:
-    result = doctest.testmod(rr)
+    result = doctest.testmod(reconstruction_rr_estimate)
     assert result.attempted >= 1 and result.failed == 0
 
 
