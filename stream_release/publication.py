@@ -23,7 +23,7 @@ from stream_release.grouping.generalize import (
 )
 from stream_release.io.release_files import encode_lines, group_lines
 from stream_release.mechanisms.base import MechanismRelease
-from stream_release.metrics import utility_report
+from stream_release.metrics import group_size_stats, utility_report
 from stream_release.release import ReleasePlan
 from stream_release.table import EncodedTable
 
@@ -41,7 +41,7 @@ def render_release(
     """The bytes of ``release-NNNN.jsonl`` (:func:`encode_lines`) and the manifest of one
     release (CONTRACT §4)."""
     fmt = settings.output.format
-    rng = np.random.default_rng([settings.output.query_seed, sequence])
+    rng = _query_rng(settings, sequence)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="utility") as pool:
         utility_future = pool.submit(
             utility_report, table, plan.group, format=fmt, queries=settings.output.queries, rng=rng
@@ -62,11 +62,7 @@ def render_release(
         "l": plan.strategy.ell,
         "strategy": strategy,
         "format": fmt,
-        "schema": {
-            "id": settings.schema.id,
-            "qid": list(table.qid_names),
-            "sensitive": settings.schema.sensitive,
-        },
+        "schema": _schema_block(settings, table),
         "breach": plan.breach_summary(),
         "utility": utility,
         "elapsed_s": round(elapsed_s, 6),
@@ -75,6 +71,16 @@ def render_release(
         manifest["source"] = source
     return groups, manifest
 
+
+PUBLISHED_SIZE_FIGURES = (
+    "avg_group_size",
+    "max_group_size",
+    "min_group_size",
+    "groups",
+    "published",
+)
+"""The figures of :func:`~stream_release.metrics.group_size_stats` a mechanism's manifest may
+state without ``input_statistics``: functions of the published group sizes alone."""
 
 LINE_FIELDS = frozenset({"release", "sequence", "group", "size", "qid", "sensitive", "members"})
 """Keys of a group line (CONTRACT §4) that a mechanism's extra fields may not use."""
@@ -119,7 +125,7 @@ def render_mechanism_release(
     groups = encode_lines(lines)
     published = int(np.count_nonzero(out.group >= 0))
     if out.input_statistics:
-        rng = np.random.default_rng([settings.output.query_seed, sequence])
+        rng = _query_rng(settings, sequence)
         utility = utility_report(
             table,
             out.group,
@@ -127,16 +133,9 @@ def render_mechanism_release(
             queries=settings.output.queries,
             rng=rng,
         )
-    else:
-        sizes = out.sizes
-        n_groups = int(sizes.shape[0])
-        utility = {
-            "avg_group_size": published / n_groups if n_groups else 0.0,
-            "max_group_size": int(sizes.max()) if n_groups else 0,
-            "min_group_size": int(sizes.min()) if n_groups else 0,
-            "groups": n_groups,
-            "published": published,
-        }
+    else:  # the published sizes only (sizes == rows per group: checked above)
+        stats = group_size_stats(out.group)
+        utility = {k: stats[k] for k in PUBLISHED_SIZE_FIGURES}
     utility.update(out.utility)
     manifest: dict[str, Any] = {"release": label, "sequence": sequence}
     if out.input_statistics:
@@ -148,11 +147,7 @@ def render_mechanism_release(
         {
             "groups": int(out.sizes.shape[0]),
             "format": "generalized",
-            "schema": {
-                "id": settings.schema.id,
-                "qid": list(table.qid_names),
-                "sensitive": settings.schema.sensitive,
-            },
+            "schema": _schema_block(settings, table),
             "mechanism": out.guarantee,
             "utility": utility,
         }
@@ -164,6 +159,20 @@ def render_mechanism_release(
             source if out.input_statistics else {k: v for k, v in source.items() if k == "file"}
         )
     return groups, manifest
+
+
+def _schema_block(settings: Settings, table: EncodedTable) -> dict[str, Any]:
+    """The manifest's ``schema``: the id, QID and sensitive column names."""
+    return {
+        "id": settings.schema.id,
+        "qid": list(table.qid_names),
+        "sensitive": settings.schema.sensitive,
+    }
+
+
+def _query_rng(settings: Settings, sequence: int) -> np.random.Generator:
+    """The generator of release ``sequence``'s query workload (``output.query_seed``)."""
+    return np.random.default_rng([settings.output.query_seed, sequence])
 
 
 def _check_mechanism_release(table: EncodedTable, out: MechanismRelease) -> None:

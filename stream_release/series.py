@@ -189,20 +189,16 @@ class Publisher:
             elapsed_s=elapsed,
             source=source,
         )
-        paths = ReleasePaths(self.out_dir, sequence)
-        stage_release(paths, groups, manifest, table.ids, plan.group)
-        kill_point("files_staged")
-        record = encode_record(groups, manifest)
-        published = pseudonyms[plan.published]
-        if cut_label:
-            self.store.commit(sequence, published, plan.history, plan.values, record, label=label)
-        else:
-            self.store.commit(sequence, published, plan.history, plan.values, record)
-        kill_point("committed")
-        self._kind_checked[0] = sequence
-        finalize_release(paths)
-        kill_point("finalized")
-        return manifest
+        record = self._stage(sequence, groups, manifest, table.ids, plan.group)
+        self.store.commit(
+            sequence,
+            pseudonyms[plan.published],
+            plan.history,
+            plan.values,
+            record,
+            label=label if cut_label else None,
+        )
+        return self._finalize(sequence, manifest)
 
     def _publish_mechanism(
         self,
@@ -237,10 +233,7 @@ class Publisher:
             elapsed_s=time.perf_counter() - started,
             source=source,
         )
-        paths = ReleasePaths(self.out_dir, sequence)
-        stage_release(paths, groups, manifest, table.ids, out.group)
-        kill_point("files_staged")
-        record = encode_record(groups, manifest)
+        record = self._stage(sequence, groups, manifest, table.ids, out.group)
         # no breach history: an empty commit of individuals, the dictionary unchanged
         self.store.commit(
             sequence,
@@ -251,9 +244,26 @@ class Publisher:
             label=label if cut_label else None,
             state=out.state,
         )
+        return self._finalize(sequence, manifest)
+
+    def _stage(
+        self,
+        sequence: int,
+        groups: bytes,
+        manifest: dict[str, Any],
+        ids: NDArray[np.object_],
+        group: NDArray[np.integer],
+    ) -> bytes:
+        """Stage the files of release ``sequence`` (fsynced, temporary names); its record."""
+        stage_release(ReleasePaths(self.out_dir, sequence), groups, manifest, ids, group)
+        kill_point("files_staged")
+        return encode_record(groups, manifest)
+
+    def _finalize(self, sequence: int, manifest: dict[str, Any]) -> dict[str, Any]:
+        """After the commit: rename the files of release ``sequence`` into place."""
         kill_point("committed")
         self._kind_checked[0] = sequence
-        finalize_release(paths)
+        finalize_release(ReleasePaths(self.out_dir, sequence))
         kill_point("finalized")
         return manifest
 

@@ -14,7 +14,15 @@ from pathlib import Path
 
 import pytest
 from helpers import adult_series, read_topic, write_config
-from test_worker import Worker, _offline, _publish, _stop, _wait_for, worker_environment
+from test_worker import (
+    Worker,
+    _offline,
+    _publish,
+    _stop,
+    _wait_for,
+    set_publish_environment,
+    worker_environment,
+)
 
 from stream_release.audit import audit_directory
 from stream_release.cli import main
@@ -108,13 +116,7 @@ def make_worker(
 ) -> Iterator[Callable[[Path], Worker]]:
     """Builds a (not yet started) worker for a configuration, on this test's topics and Redis
     prefix; every worker built is killed at the end."""
-    kafka = {
-        "SR_KAFKA_BOOTSTRAP": kafka_bootstrap,
-        "SR_KAFKA_IDEMPOTENT": "false",  # Tansu has no idempotent producer
-        "SR_KAFKA_TOPICS": kafka_topics.model_dump_json(),
-    }
-    for name, value in kafka.items():  # for `publish`, run in this process
-        monkeypatch.setenv(name, value)
+    set_publish_environment(monkeypatch, kafka_bootstrap, kafka_topics)
     env = worker_environment(
         kafka_bootstrap, redis_url, tmp_path / "archive", kafka_topics, redis_prefix
     )

@@ -24,6 +24,7 @@ from test_worker import (
     _sequences,
     _stop,
     _wait_for,
+    set_publish_environment,
     worker_environment,
 )
 
@@ -207,13 +208,7 @@ def worker_setup(
     redis_prefix: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[tuple[Path, Worker]]:
-    kafka = {
-        "SR_KAFKA_BOOTSTRAP": kafka_bootstrap,
-        "SR_KAFKA_IDEMPOTENT": "false",  # Tansu has no idempotent producer
-        "SR_KAFKA_TOPICS": kafka_topics.model_dump_json(),
-    }
-    for name, value in kafka.items():  # for `publish`, run in this process
-        monkeypatch.setenv(name, value)
+    set_publish_environment(monkeypatch, kafka_bootstrap, kafka_topics)
     config = sampled_config(tmp_path, shared_data)
     env = worker_environment(
         kafka_bootstrap, redis_url, tmp_path / "archive", kafka_topics, redis_prefix

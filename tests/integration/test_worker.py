@@ -42,6 +42,19 @@ ID_PATTERN = re.compile(r"\bp-\d+")
 """The ids of the Adult series; they must never appear in the worker's log."""
 
 
+def set_publish_environment(
+    monkeypatch: pytest.MonkeyPatch, bootstrap: str, topics: TopicSettings
+) -> None:
+    """Point ``stream-release publish``, run in this process, at the local broker and this
+    test's topics (Tansu has no idempotent producer)."""
+    for name, value in {
+        "SR_KAFKA_BOOTSTRAP": bootstrap,
+        "SR_KAFKA_IDEMPOTENT": "false",
+        "SR_KAFKA_TOPICS": topics.model_dump_json(),
+    }.items():
+        monkeypatch.setenv(name, value)
+
+
 def worker_environment(
     bootstrap: str,
     redis_url: str,
@@ -110,13 +123,7 @@ def setup(
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[tuple[Path, list[Path], Worker]]:
     """The config, two Adult snapshots and a (not yet started) worker on this test's topics."""
-    kafka = {
-        "SR_KAFKA_BOOTSTRAP": kafka_bootstrap,
-        "SR_KAFKA_IDEMPOTENT": "false",  # Tansu has no idempotent producer
-        "SR_KAFKA_TOPICS": kafka_topics.model_dump_json(),
-    }
-    for name, value in kafka.items():  # for `publish`, run in this process
-        monkeypatch.setenv(name, value)
+    set_publish_environment(monkeypatch, kafka_bootstrap, kafka_topics)
     config = write_config(tmp_path, shared_data)
     snaps = adult_series(shared_data, tmp_path, 20, rounds=2)
     env = worker_environment(

@@ -22,6 +22,7 @@ from test_worker import (
     _publish,
     _stop,
     _wait_for,
+    set_publish_environment,
     worker_environment,
 )
 
@@ -63,13 +64,7 @@ def test_worker_serves_metrics_and_health(
     redis_prefix: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    kafka = {
-        "SR_KAFKA_BOOTSTRAP": kafka_bootstrap,
-        "SR_KAFKA_IDEMPOTENT": "false",  # Tansu has no idempotent producer
-        "SR_KAFKA_TOPICS": kafka_topics.model_dump_json(),
-    }
-    for name, value in kafka.items():  # for `publish`, run in this process
-        monkeypatch.setenv(name, value)
+    set_publish_environment(monkeypatch, kafka_bootstrap, kafka_topics)
     config = write_config(tmp_path, shared_data)
     snap = adult_snapshot(shared_data, tmp_path / "m01.csv", ROWS)
     port = free_port()
