@@ -388,9 +388,9 @@ def limit_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
 
     The worker decodes, stages and cuts in threads (``asyncio.to_thread``) and computes the
     utility report in another; glibc gives threads their own arenas, and memory freed in one is
-    kept there, fragmented, for that arena only. Ten million-row releases took the worker's
-    peak RSS from 3.06 to 4.44 GiB this way; with two arenas, three releases peaked at 2.42
-    instead of 3.65 GiB (``benchmarks/load.py``). ``MALLOC_ARENA_MAX`` in the environment
+    kept there, fragmented, for that arena only. Measured with ``benchmarks/load.py`` (1 M-row
+    releases): three releases peaked at 3.65 GiB with glibc's default and 2.42 GiB with
+    ``MALLOC_ARENA_MAX=2``; ten releases with this call peaked at 2.36 GiB. ``MALLOC_ARENA_MAX``
     does the same for a whole process; this call needs no restart.
     """
     try:
