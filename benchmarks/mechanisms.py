@@ -61,6 +61,7 @@ from stream_release.config import Settings, load_settings
 from stream_release.datasets import ADULT_QID, ADULT_SENSITIVE, Table, make_series, read_csv_table
 from stream_release.errors import InvalidParameter
 from stream_release.grouping.encoding import encode, load_hierarchies
+from stream_release.io.release_files import ReleasePaths, default_private_dir
 from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.mechanisms import GLOBAL_GUARANTEE, section_name
 from stream_release.mechanisms.reconstruction_rr_estimate import reconstruct
@@ -669,7 +670,8 @@ def assignment_order(
 ) -> tuple[EncodedTable, NDArray[np.int64]]:
     """``table`` in the order the publisher released it (rows sorted by pseudonym, as in the
     private assignments) and each row's group there."""
-    text = (out / f"assignments-{sequence:04d}.csv").read_text(encoding="utf-8")
+    paths = ReleasePaths(out, sequence, default_private_dir(out))
+    text = paths.assignments.read_text(encoding="utf-8")
     rows = list(csv.reader(text.splitlines()))[1:]
     where = {v: i for i, v in enumerate(table.ids.tolist())}
     order = np.array([where[r[0]] for r in rows], dtype=np.int64)

@@ -140,8 +140,19 @@ def manifest_kind(manifest: dict[str, Any]) -> str:
     return str(block.get("kind")) if isinstance(block, dict) else GLOBAL_GUARANTEE
 
 
-def audit_directory(directory: Path, ell: float | None = None) -> AuditReport:
-    """Audit every release in ``directory`` in sequence order."""
+def default_private(directory: Path) -> Path:
+    """The private directory of the public ``directory``: ``DIR.private`` when it exists,
+    else ``DIR`` itself (a series written before public and private files were apart)."""
+    private = directory.with_name(directory.name + ".private")
+    return private if private.is_dir() else directory
+
+
+def audit_directory(
+    directory: Path, ell: float | None = None, private: Path | None = None
+) -> AuditReport:
+    """Audit every release in ``directory`` in sequence order; the private files are read
+    from ``private`` (default :func:`default_private`)."""
+    private = private if private is not None else default_private(directory)
     manifests = sorted(directory.glob("manifest-*.json"))
     ledger = _Ledger()
     out: list[ReleaseAudit] = []
@@ -152,9 +163,9 @@ def audit_directory(directory: Path, ell: float | None = None) -> AuditReport:
         sequence = int(manifest.get("sequence", -1))
         kind = manifest_kind(manifest)
         if kind == GLOBAL_GUARANTEE:
-            result = _audit_release(directory, manifest, ledger, ell)
+            result = _audit_release(directory, private, manifest, ledger, ell)
         else:
-            result, lines = _audit_mechanism_release(directory, manifest, kind)
+            result, lines = _audit_mechanism_release(directory, private, manifest, kind)
             series.setdefault(kind, []).append((result, manifest, lines))
         if first_kind is None:
             first_kind = kind
@@ -174,14 +185,14 @@ def audit_directory(directory: Path, ell: float | None = None) -> AuditReport:
 
 
 def _audit_mechanism_release(
-    directory: Path, manifest: dict[str, Any], kind: str
+    directory: Path, private: Path, manifest: dict[str, Any], kind: str
 ) -> tuple[ReleaseAudit, list[dict[str, Any]]]:
     """The structural checks of a release of another kind (no breach check); its mode's own
     verification runs in :func:`_verify_mechanism`."""
     seq = int(manifest["sequence"])
     problems: list[str] = []
     groups, ids, _, published_mask = _check_structure(
-        directory, manifest, 1, problems, snapshot=False
+        directory, private, manifest, 1, problems, snapshot=False
     )
     block = manifest.get("mechanism") or {}
     guarantee = ""
@@ -242,6 +253,7 @@ def _verify_mechanism(
 
 def _check_structure(
     directory: Path,
+    private: Path,
     manifest: dict[str, Any],
     min_size: int,
     problems: list[str],
@@ -259,7 +271,7 @@ def _check_structure(
     """
     seq = int(manifest["sequence"])
     groups = _read_groups(directory / f"release-{seq:04d}.jsonl", problems)
-    ids, assigned = _read_assignments(directory / f"assignments-{seq:04d}.csv", problems)
+    ids, assigned = _read_assignments(private / f"assignments-{seq:04d}.csv", problems)
     n_groups = len(groups)
 
     sizes = np.array([int(g["size"]) for g in groups], dtype=np.int64)
@@ -297,12 +309,18 @@ def _check_structure(
         if key in manifest and int(manifest[key]) != value:
             problems.append(f"manifest {key} = {manifest[key]} but the files give {value}")
     if snapshot:
-        _check_against_snapshot(manifest, groups, ids, assigned, problems)
+        _check_against_snapshot(
+            _private_record(private, seq), manifest, groups, ids, assigned, problems
+        )
     return groups, ids, assigned, published_mask
 
 
 def _audit_release(
-    directory: Path, manifest: dict[str, Any], ledger: _Ledger, ell: float | None
+    directory: Path,
+    private: Path,
+    manifest: dict[str, Any],
+    ledger: _Ledger,
+    ell: float | None,
 ) -> ReleaseAudit:
     seq = int(manifest["sequence"])
     bound_l = float(ell if ell is not None else manifest["l"])
@@ -311,7 +329,7 @@ def _audit_release(
     min_size = int(strategy.get("min_group_size", 1))
     problems: list[str] = []
     groups, ids, assigned, published_mask = _check_structure(
-        directory, manifest, min_size, problems
+        directory, private, manifest, min_size, problems
     )
     n_groups = len(groups)
     sizes = np.array([int(g["size"]) for g in groups], dtype=np.int64)
@@ -397,7 +415,16 @@ def _read_assignments(path: Path, problems: list[str]) -> tuple[list[str], np.nd
     return ids, np.array(groups, dtype=np.int64)
 
 
+def _private_record(private: Path, sequence: int) -> dict[str, Any]:
+    path = private / f"private-{sequence:04d}.json"
+    if not path.exists():
+        return {}
+    record: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return record
+
+
 def _check_against_snapshot(
+    private_record: dict[str, Any],
     manifest: dict[str, Any],
     groups: list[dict[str, Any]],
     ids: list[str],
@@ -405,7 +432,7 @@ def _check_against_snapshot(
     problems: list[str],
 ) -> None:
     """Compare each group with its assigned snapshot rows, when the snapshot is at hand."""
-    source = manifest.get("source") or {}
+    source = private_record.get("source") or manifest.get("source") or {}
     path = Path(source.get("file", "")) if source.get("file") else None
     schema = manifest.get("schema") or {}
     if path is None or not path.is_file() or not schema:

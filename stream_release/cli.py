@@ -50,13 +50,39 @@ def _parser() -> argparse.ArgumentParser:
     anonymize = sub.add_parser(
         "anonymize", help="publish snapshots as the next releases of a series"
     )
-    anonymize.add_argument("--config", type=Path, required=True)
-    anonymize.add_argument("--out", type=Path, required=True, help="directory of the release files")
+    anonymize.add_argument("--config", type=Path, required=True, help="the TOML configuration")
     anonymize.add_argument(
-        "--history", default=None, help="history store: a directory or a redis:// URL"
+        "--out",
+        type=Path,
+        required=True,
+        help="directory of the public files (group lines, manifests): publishable as a whole",
     )
-    anonymize.add_argument("snapshots", type=Path, nargs="+")
+    anonymize.add_argument(
+        "--private",
+        type=Path,
+        default=None,
+        help="directory of the private files (assignments, private records, the history and "
+        "its key unless --history); default OUT.private, created with mode 0700",
+    )
+    anonymize.add_argument(
+        "--history",
+        default=None,
+        help="history store: a directory or a redis:// URL (default: PRIVATE/history)",
+    )
+    anonymize.add_argument(
+        "snapshots", type=Path, nargs="+", help="snapshot CSVs, published in this order"
+    )
     anonymize.set_defaults(run=_anonymize)
+
+    keygen = sub.add_parser(
+        "keygen",
+        help="print a fresh pseudonymisation key (32 random bytes, hex)",
+        description="Prints a fresh pseudonymisation key: 32 bytes from the operating "
+        "system's cryptographic generator, as 64 hex digits. Put it in the file named by "
+        "history.key_file (mode 0600) or in SR_HISTORY_KEY; keep it with the history for "
+        "as long as the series lives: a history refuses any other key.",
+    )
+    keygen.set_defaults(run=_keygen)
 
     audit = sub.add_parser("audit", help="recompute every bound from the release files alone")
     audit.add_argument("directory", type=Path)
@@ -139,11 +165,33 @@ def _anonymize(args: argparse.Namespace) -> int:
             f"{manifest['published']} published, "
             f"{manifest['suppressed']} suppressed, {manifest['groups']} groups "
             f"(avg {u['avg_group_size']:.2f}, max {u['max_group_size']}), "
-            f"breach max {b['max']:.4f} <= {b['bound']:.4f}, query error {u['query_error']:.4f}"
+            f"{describe_breach(b['max'], b['bound'])}, query error {u['query_error']:.4f}"
         )
 
-    anonymize_files(settings, args.out, args.snapshots, args.history, on_release=report)
+    anonymize_files(
+        settings,
+        args.out,
+        args.snapshots,
+        args.history,
+        private_dir=args.private,
+        on_release=report,
+    )
     return 0
+
+
+def _keygen(args: argparse.Namespace) -> int:
+    from stream_release.history.pseudonym import generate_key
+
+    print(generate_key())
+    return 0
+
+
+def describe_breach(worst: float, bound: float) -> str:
+    """``breach max 0.4880 <= 0.5000``, or ``BREACH: breach max 1.0000 > 0.5000`` above the
+    bound (the localized baseline): a breach reads as one."""
+    if worst > bound:
+        return f"BREACH: breach max {worst:.4f} > {bound:.4f}"
+    return f"breach max {worst:.4f} <= {bound:.4f}"
 
 
 def _audit(args: argparse.Namespace) -> int:

@@ -61,7 +61,10 @@ class PrivacySettings(_Section):
     k_prime: int = 20
     alpha: float = 2.0
     protected: tuple[str, ...] = ()
-    min_group_size: int = Field(default=1, ge=1)
+    min_group_size: int = Field(default=2, ge=1)
+    """k-anonymity floor on every published group. 2 by default: with only some values
+    protected, holders of unprotected values would otherwise be published as exact-QID
+    singletons. 1 only when set explicitly (every manifest states the floor)."""
 
     def make_strategy(self) -> Strategy:
         """The validated :class:`Strategy` these settings describe."""
@@ -276,6 +279,11 @@ class ServiceSettings(_Section):
     """The streaming worker (``stream-release worker``, CONTRACT §5)."""
 
     archive: Path = Path("archive")
+    """Where the worker writes the public files of every release (group lines, manifests):
+    publishable as a whole."""
+    private_archive: Path | None = None
+    """Where the worker writes the private files of every release (assignments, private
+    records), never to be published; default ``<archive>.private`` (created mode 0700)."""
     metrics_port: int = Field(default=9464, ge=0, le=65535)
     """Port of the worker's HTTP endpoint: ``/metrics`` (Prometheus) and ``/health`` (JSON);
     0 disables it."""
@@ -436,7 +444,18 @@ def _resolve_paths(settings: Settings, base: Path) -> Settings:
     history = settings.history
     if history.key_file is not None:
         history = history.model_copy(update={"key_file": resolve(history.key_file)})
-    service = settings.service.model_copy(update={"archive": resolve(settings.service.archive)})
+    archive = resolve(settings.service.archive)
+    private_archive = settings.service.private_archive
+    service = settings.service.model_copy(
+        update={
+            "archive": archive,
+            "private_archive": (
+                resolve(private_archive)
+                if private_archive is not None
+                else archive.with_name(archive.name + ".private")
+            ),
+        }
+    )
     kafka = settings.kafka.model_copy(
         update={
             name: resolve(getattr(settings.kafka, name))

@@ -4,11 +4,14 @@
 
     StreamReleaseError
     ├── ConfigError               bad configuration file or setting
+    │   └── KeyMismatch           the history was written under another pseudonymisation key
     ├── InvalidParameter          a privacy parameter out of its domain (also a ValueError)
     ├── SchemaError               malformed snapshot: missing column, duplicate id, unknown value
     ├── GuaranteeUnsatisfiable    no grouping meets the bound; the release is refused
     ├── HistoryStoreError         the history store failed (wraps redis / OS errors)
-    │   └── SequenceConflict      a commit for a sequence that is not the next one
+    │   ├── SequenceConflict      a commit for a sequence that is not the next one
+    │   └── StoreRegressed        the store is behind what was already published
+    ├── ArchiveConflict           a published file would be replaced by other content
     └── KafkaError                the Kafka cluster failed or refused (wraps aiokafka / OS errors)
     PrivacyLeakWarning(RuntimeWarning)
 
@@ -24,6 +27,11 @@ class StreamReleaseError(Exception):
 
 class ConfigError(StreamReleaseError):
     """The configuration is invalid: names the key, its value and what is allowed."""
+
+
+class KeyMismatch(ConfigError):
+    """The history store was written under another pseudonymisation key: opening it under this
+    one would silently start every individual's history afresh."""
 
 
 class InvalidParameter(StreamReleaseError, ValueError):
@@ -44,6 +52,17 @@ class HistoryStoreError(StreamReleaseError):
 
 class SequenceConflict(HistoryStoreError):
     """A commit named a sequence number that is not the store's next one."""
+
+
+class StoreRegressed(HistoryStoreError):
+    """The history store is behind the releases already published (it lost commits, e.g. a
+    Redis restarted without persistence): cutting now would reuse published sequence numbers
+    and forget linkages. Nothing is cut until the store is restored."""
+
+
+class ArchiveConflict(StreamReleaseError):
+    """Publishing would replace a published release file by different content; published
+    files are write-once."""
 
 
 class KafkaError(StreamReleaseError):

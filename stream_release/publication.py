@@ -36,10 +36,14 @@ def render_release(
     sequence: int,
     settings: Settings,
     elapsed_s: float,
-    source: dict[str, Any] | None = None,
 ) -> tuple[bytes, dict[str, Any]]:
     """The bytes of ``release-NNNN.jsonl`` (:func:`encode_lines`) and the manifest of one
-    release (CONTRACT §4)."""
+    release (CONTRACT §4).
+
+    The manifest is public: it names no file and holds no digest of any input (a hash of the
+    snapshot would let whoever knows all rows but one confirm that row's value); the source
+    goes to the private record.
+    """
     fmt = settings.output.format
     rng = _query_rng(settings, sequence)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="utility") as pool:
@@ -67,8 +71,6 @@ def render_release(
         "utility": utility,
         "elapsed_s": round(elapsed_s, 6),
     }
-    if source is not None:
-        manifest["source"] = source
     return groups, manifest
 
 
@@ -94,7 +96,6 @@ def render_mechanism_release(
     sequence: int,
     settings: Settings,
     elapsed_s: float,
-    source: dict[str, Any] | None = None,
 ) -> tuple[bytes, dict[str, Any]]:
     """The bytes of ``release-NNNN.jsonl`` and the manifest of a mechanism's release.
 
@@ -106,10 +107,10 @@ def render_mechanism_release(
     sizes, plus the mechanism's own figures). No ``l``, ``strategy`` or ``breach``: those are
     the global guarantee's, and no breach history is kept for another kind.
 
-    Figures of the input (``records_in``, ``suppressed``, ``elapsed_s``, the source file's
-    sha256, and the utility report against the input: ``suppression``, ``query_error``,
-    ``ncp``, ...) are added only when ``out.input_statistics`` is true
-    (:mod:`stream_release.mechanisms.base`); ``source`` otherwise keeps only the file name.
+    Figures of the input (``records_in``, ``suppressed``, ``elapsed_s``, and the utility
+    report against the input: ``suppression``, ``query_error``, ``ncp``, ...) are added only
+    when ``out.input_statistics`` is true (:mod:`stream_release.mechanisms.base`). No source
+    file or digest of it is ever in the manifest (the private record keeps them).
 
     Raises
     ------
@@ -154,10 +155,6 @@ def render_mechanism_release(
     )
     if out.input_statistics:
         manifest["elapsed_s"] = round(elapsed_s, 6)
-    if source is not None:
-        manifest["source"] = (
-            source if out.input_statistics else {k: v for k, v in source.items() if k == "file"}
-        )
     return groups, manifest
 
 

@@ -237,3 +237,27 @@ def decode_entries(data: bytes, lengths: NDArray[np.int64]) -> HistoryRows:
         entries["log_p"].astype(np.float64),
         entries["links"].astype(np.int32),
     )
+
+
+KEY_CHECK_BYTES = 16
+"""Length of a pseudonymisation key's check value (:meth:`Pseudonymizer.key_check`)."""
+
+
+def check_key_check(key_check: object) -> bytes | None:
+    """The ``key_check`` argument of a commit: None or :data:`KEY_CHECK_BYTES` bytes."""
+    if key_check is None:
+        return None
+    if not isinstance(key_check, bytes | bytearray) or len(key_check) != KEY_CHECK_BYTES:
+        raise ValueError(f"key_check must be {KEY_CHECK_BYTES} bytes or None")
+    return bytes(key_check)
+
+
+def key_mismatch_message(store: str) -> str:
+    """The one line of :class:`~stream_release.errors.KeyMismatch` for ``store``."""
+    return (
+        f"the history in {store} was written under another pseudonymisation key (its recorded "
+        "key check value differs): opening it under this key would start every history "
+        "afresh and void the guarantee. Use the key the series was started with "
+        "(history.key_file, SR_HISTORY_KEY, or the pseudonym.key of its private directory), "
+        "or start a new series (another history location or history.prefix)"
+    )

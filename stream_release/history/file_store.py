@@ -16,6 +16,9 @@ Layout of ``directory``::
                                                 ``state_keys[state_key_ptr[i]:state_key_ptr[i+1]]``
                                                 with the matching slice of ``state_values``,
                                                 keys strictly ascending bytewise
+        key_check   (16,) uint8      keyed check value of the pseudonymisation key the history
+                                     was written under (optional: absent in a store written
+                                     before it existed; recorded by the next commit)
     records/release-00000001.bin   the record of release 1, ...
     .lock                          flock(2) target serialising commits of several processes
 
@@ -47,14 +50,16 @@ from typing import BinaryIO
 import numpy as np
 from numpy.typing import NDArray
 
-from stream_release.errors import HistoryStoreError, SequenceConflict
+from stream_release.errors import HistoryStoreError, KeyMismatch, SequenceConflict
+from stream_release.history._csr import gather_rows, lookup_pseudonyms, merge_rows
 from stream_release.history._validate import (
-    argsort_pseudonyms,
     check_commit,
+    check_key_check,
     check_pseudonyms,
     check_sequence,
     check_state,
     check_state_keys,
+    key_mismatch_message,
 )
 from stream_release.history.types import ENTRY_DTYPE, PSEUDONYM_DTYPE, HistoryRows
 
@@ -81,6 +86,8 @@ class _State:
     values: tuple[str, ...]
     state: dict[bytes, bytes] = field(default_factory=dict)
     """The mechanism state entries (byte key -> byte value)."""
+    key_check: bytes | None = None
+    """The keyed check value of the pseudonymisation key (None: not recorded yet)."""
 
     @classmethod
     def empty(cls) -> _State:
@@ -142,11 +149,11 @@ class FileHistoryStore:
         """History of ``pseudonyms`` (n,) S16, row i for ``pseudonyms[i]`` (empty if unknown)."""
         ps = check_pseudonyms(pseudonyms)
         state = self._state()
-        where = _lookup(state.pseudonyms, ps)
+        where = lookup_pseudonyms(state.pseudonyms, ps)
         found = where >= 0
         starts = state.indptr[np.where(found, where, 0)]
         counts = state.indptr[np.where(found, where + 1, 0)] - starts
-        indptr, entries = _gather(state.entries, starts, counts)
+        indptr, entries = gather_rows(state.entries, starts, counts)
         return HistoryRows(
             indptr,
             entries["value"].astype(np.int32),
@@ -158,6 +165,10 @@ class FileHistoryStore:
         """The committed mechanism state entry of each key (``None``: never written)."""
         state = self._state().state
         return [state.get(key) for key in check_state_keys(keys)]
+
+    def key_check(self) -> bytes | None:
+        """The check value of the key the history was written under (None: not recorded)."""
+        return self._state().key_check
 
     # -- the commit --------------------------------------------------------------------------
 
@@ -171,18 +182,22 @@ class FileHistoryStore:
         *,
         label: str | None = None,
         state: Mapping[bytes, bytes] | None = None,
+        key_check: bytes | None = None,
     ) -> None:
         """Atomically store release ``sequence`` (see the module docstring for how).
 
         ``label`` is refused: staging for the streaming service lives in Redis only.
         ``state`` (mechanism state entries, byte key -> byte value) is written into the same
-        ``history.npz``, so it commits with the release.
+        ``history.npz``, so it commits with the release. ``key_check`` (the pseudonymisation
+        key's check value) is recorded when the store has none yet.
 
         Raises
         ------
         SequenceConflict
             ``sequence`` is not ``last_sequence() + 1`` or the stored dictionary is not a
             prefix of ``values``; nothing is changed.
+        KeyMismatch
+            The store recorded another ``key_check``; nothing is changed.
         HistoryStoreError
             The directory or a file cannot be written; the history is unchanged.
         TypeError, ValueError
@@ -195,6 +210,7 @@ class FileHistoryStore:
             )
         c = check_commit(sequence, pseudonyms, history, values, record)
         new_entries = check_state(state)
+        check = check_key_check(key_check)
         try:
             self._dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -215,13 +231,24 @@ class FileHistoryStore:
                     f"({len(state.values)} values) is not a prefix of the given one "
                     f"({len(c.values)} values); reload the dictionary and plan the release again"
                 )
+            if check is not None and state.key_check not in (None, check):
+                raise KeyMismatch(key_mismatch_message(repr(self)))
             # The given individuals in pseudonym order, as a CSR over c.entries.
             new_ps = c.pseudonyms[c.order]
             new_starts = c.indptr[:-1][c.order]
             new_counts = np.diff(c.indptr)[c.order]
-            merged = _merge(state, new_ps, new_starts, new_counts, c.entries)
+            merged = merge_rows(
+                state.pseudonyms,
+                state.indptr,
+                state.entries,
+                new_ps,
+                new_starts,
+                new_counts,
+                c.entries,
+            )
             states = {**state.state, **new_entries} if new_entries else state.state
-            new_state = _State(c.sequence, *merged, c.values, states)
+            recorded = state.key_check if state.key_check is not None else check
+            new_state = _State(c.sequence, *merged, c.values, states, recorded)
             self._write_atomic(self._record_path(c.sequence), lambda f: f.write(c.record))
             self._write_atomic(self._path, lambda f: _save(f, new_state))
             self._fsync_dir(self._dir)
@@ -277,6 +304,7 @@ class FileHistoryStore:
                         f"not all of {list(_STATE_ARRAYS)}: the store is corrupt"
                     )
                 state = _unpack_state(*(npz[name] for name in stored)) if stored else {}
+                key_check = npz["key_check"].tobytes() if "key_check" in npz.files else None
         except HistoryStoreError:
             raise
         except (OSError, ValueError, zipfile.BadZipFile) as exc:
@@ -299,6 +327,7 @@ class FileHistoryStore:
             entries,
             tuple(arrays["values"].tolist()),
             state,
+            key_check,
         )
 
     @contextlib.contextmanager
@@ -374,9 +403,13 @@ def _unpack_state(
 
 
 def _save(f: BinaryIO, state: _State) -> None:
+    extra: dict[str, NDArray[np.uint8]] = {}
+    if state.key_check is not None:
+        extra["key_check"] = np.frombuffer(state.key_check, dtype=np.uint8)
     np.savez(
         f,
         **_pack_state(state.state),
+        **extra,
         sequence=np.int64(state.sequence),
         pseudonyms=state.pseudonyms,
         indptr=state.indptr,
@@ -385,76 +418,3 @@ def _save(f: BinaryIO, state: _State) -> None:
         links=state.entries["links"],
         values=np.array(state.values, dtype=str) if state.values else np.zeros(0, dtype="U1"),
     )
-
-
-def _lookup(haystack: NDArray[np.bytes_], needles: NDArray[np.bytes_]) -> NDArray[np.intp]:
-    """Index of each needle in the strictly ascending ``haystack``, -1 where absent.
-
-    The needles are searched in ascending order (``searchsorted`` is several times faster on
-    sorted needles) and the answers put back in the input order.
-    """
-    out = np.full(needles.shape[0], -1, dtype=np.intp)
-    if haystack.shape[0] == 0 or needles.shape[0] == 0:
-        return out
-    order = argsort_pseudonyms(needles)
-    ordered = needles[order]
-    pos = np.searchsorted(haystack, ordered)
-    clipped = np.minimum(pos, haystack.shape[0] - 1)
-    hit = haystack[clipped] == ordered
-    out[order[hit]] = clipped[hit]
-    return out
-
-
-def _gather(
-    entries: NDArray[np.void], starts: NDArray[np.int64], counts: NDArray[np.int64]
-) -> tuple[NDArray[np.int64], NDArray[np.void]]:
-    """CSR of the rows ``entries[starts[i] : starts[i] + counts[i]]``, vectorised.
-
-    Entry j of the output, in row i, comes from ``starts[i] + (j - indptr[i])``: one
-    ``np.repeat`` of the per-row shift plus an ``arange``.
-    """
-    indptr = np.zeros(counts.shape[0] + 1, dtype=np.int64)
-    np.cumsum(counts, out=indptr[1:])
-    total = int(indptr[-1])
-    src = np.repeat(starts - indptr[:-1], counts) + np.arange(total, dtype=np.int64)
-    return indptr, entries[src]
-
-
-def _merge(
-    state: _State,
-    new_ps: NDArray[np.bytes_],
-    new_starts: NDArray[np.int64],
-    new_counts: NDArray[np.int64],
-    new_entries: NDArray[np.void],
-) -> tuple[NDArray[np.bytes_], NDArray[np.int64], NDArray[np.void]]:
-    """The stored history with the rows of ``new_ps`` (ascending, distinct) replaced.
-
-    Old rows of the given individuals are dropped; new rows are inserted at their sorted place
-    (``searchsorted`` into the kept old pseudonyms), except empty ones: an individual without
-    entries is not stored. Returns ``(pseudonyms, indptr, entries)``.
-    """
-    old_ps = state.pseudonyms
-    keep = np.ones(old_ps.shape[0], dtype=bool)
-    replaced = _lookup(old_ps, new_ps)
-    keep[replaced[replaced >= 0]] = False
-    kept_ps = old_ps[keep]
-    kept_starts = state.indptr[:-1][keep]
-    kept_counts = np.diff(state.indptr)[keep]
-    nonempty = new_counts > 0
-    add_ps = new_ps[nonempty]
-    add_starts = new_starts[nonempty] + state.entries.shape[0]  # offsets into the pool below
-    add_counts = new_counts[nonempty]
-    n_kept, n_add = kept_ps.shape[0], add_ps.shape[0]
-    add_pos = np.searchsorted(kept_ps, add_ps) + np.arange(n_add)
-    is_add = np.zeros(n_kept + n_add, dtype=bool)
-    is_add[add_pos] = True
-    kept_pos = np.flatnonzero(~is_add)
-    ps = np.empty(n_kept + n_add, dtype=PSEUDONYM_DTYPE)
-    ps[add_pos], ps[kept_pos] = add_ps, kept_ps
-    starts = np.empty(n_kept + n_add, dtype=np.int64)
-    starts[add_pos], starts[kept_pos] = add_starts, kept_starts
-    counts = np.empty(n_kept + n_add, dtype=np.int64)
-    counts[add_pos], counts[kept_pos] = add_counts, kept_counts
-    pool = np.concatenate([state.entries, new_entries])
-    indptr, entries = _gather(pool, starts, counts)
-    return ps, indptr, entries

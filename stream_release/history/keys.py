@@ -7,6 +7,9 @@ Key schema, for the namespace ``prefix`` (``history.prefix``, default ``sr``)::
     {prefix}:values                  LIST    the append-only value dictionary: element i is the
                                              UTF-8 sensitive value with global value id i
     {prefix}:release:{seq:08d}       STRING  the release record committed with ``seq``
+    {prefix}:keycheck                STRING  keyed check value (16 bytes) of the
+                                             pseudonymisation key the history was written
+                                             under, set by the first commit that has none
     {prefix}:{ind:<hex pseudonym>}:h STRING  one individual's history: its entries as packed
                                              ``ENTRY_DTYPE`` (16 bytes each: u4 value id,
                                              f8 log_p, u4 links, little-endian), ascending by
@@ -66,6 +69,7 @@ class RedisKeys:
     * :attr:`sequence` -- ``{prefix}:seq``
     * :attr:`values` -- ``{prefix}:values``
     * :meth:`record` -- ``{prefix}:release:{seq:08d}``
+    * :attr:`key_check` -- ``{prefix}:keycheck``
     * :meth:`individual` / :meth:`individuals` -- ``{prefix}:{ind:<hex>}:h``
     * :attr:`labels`, :attr:`published`, :attr:`open_labels`, :meth:`stage_rows`,
       :meth:`stage_seal` -- the streaming service's staging and publication state
@@ -111,6 +115,11 @@ class RedisKeys:
     def values(self) -> str:
         """``{prefix}:values``: the value dictionary (a LIST, index = global value id)."""
         return f"{self.prefix}:values"
+
+    @property
+    def key_check(self) -> str:
+        """``{prefix}:keycheck``: the check value of the pseudonymisation key."""
+        return f"{self.prefix}:keycheck"
 
     def record(self, sequence: int) -> str:
         """``{prefix}:release:{sequence:08d}``: the record of release ``sequence``."""

@@ -10,25 +10,41 @@ Where the key comes from (:func:`load_key`), first match wins:
 1. ``history.key`` in the configuration, usually given as the ``SR_HISTORY_KEY`` environment
    variable (pydantic-settings maps it there);
 2. the contents of ``history.key_file``;
-3. offline only (``default_dir`` given): ``default_dir/pseudonym.key``, created on first use
-   with 32 random bytes written as hex and file mode 0600;
+3. offline only (``default_dir`` given): ``default_dir/pseudonym.key``; a new series gets a
+   fresh key (32 random bytes written as hex, file mode 0600), written only when its first
+   release is committed (:func:`resolve_key`, :func:`write_key_file`), so a run that fails
+   leaves no key behind;
 4. otherwise :class:`~stream_release.errors.ConfigError`.
 
 The key material is the UTF-8 bytes of the setting or the bytes of the file, with leading and
-trailing ASCII whitespace removed (a trailing newline does not change the key). It must hold at
-least 16 bytes. BLAKE2b takes keys of at most 64 bytes: a longer key is first hashed to 64
-bytes (BLAKE2b-512 with personalisation ``sr-pseudonym-key``).
+trailing ASCII whitespace removed (a trailing newline does not change the key). Its strength
+is counted in decoded bytes (:func:`key_strength`): 64 hex digits are 32 bytes, not 64; it
+must hold at least 16. ``stream-release keygen`` prints a fresh 32-byte key in hex
+(:func:`generate_key`). BLAKE2b takes keys of at most 64 bytes: a longer key is first hashed
+to 64 bytes (BLAKE2b-512 with personalisation ``sr-pseudonym-key``).
+
+The history remembers its key: every store records the keyed check value
+:meth:`Pseudonymizer.key_check` at its first commit and refuses to be written under another
+key (:class:`~stream_release.errors.KeyMismatch`), so a lost or changed key stops the series
+instead of silently starting every individual's history afresh.
+
+Secrets derived from the key for other uses (:meth:`Pseudonymizer.derived_key`: the release
+mechanisms' randomness) are domain-separated from the pseudonyms and from the check value.
 
 Neither keys nor ids are ever logged, printed or put in an exception message.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import hashlib
 import os
+import re
 import secrets
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -38,15 +54,33 @@ from stream_release.config import HistorySettings
 from stream_release.errors import ConfigError
 from stream_release.history.types import PSEUDONYM_DTYPE
 
-__all__ = ["DEFAULT_KEY_FILE", "MIN_KEY_BYTES", "Pseudonymizer", "load_key"]
+__all__ = [
+    "DEFAULT_KEY_FILE",
+    "KEYGEN_BYTES",
+    "MIN_KEY_BYTES",
+    "KeyMaterial",
+    "Pseudonymizer",
+    "generate_key",
+    "key_strength",
+    "load_key",
+    "resolve_key",
+    "write_key_file",
+]
 
 MIN_KEY_BYTES = 16
-"""Shortest key accepted (128 bits)."""
+"""Shortest key accepted (128 bits), in decoded bytes (:func:`key_strength`)."""
+
+KEYGEN_BYTES = 32
+"""Random bytes of a key made by :func:`generate_key` (``stream-release keygen``)."""
 
 _MAX_BLAKE2B_KEY = 64
 _DIGEST_SIZE = PSEUDONYM_DTYPE.itemsize
 _DERIVE_PERSON = b"sr-pseudonym-key"
 _DERIVED_PERSON = b"sr-derived-key"
+_CHECK_PERSON = b"sr-key-check"
+_CHECK_MESSAGE = b"stream-release pseudonymisation key check v1"
+_HEX = re.compile(rb"[0-9a-fA-F]+")
+_BASE64 = re.compile(rb"[A-Za-z0-9+/]+={0,2}|[A-Za-z0-9_-]+={0,2}")
 
 DEFAULT_KEY_FILE = "pseudonym.key"
 """Name of the key file created in the offline store's directory."""
@@ -54,8 +88,33 @@ DEFAULT_KEY_FILE = "pseudonym.key"
 _HOW_TO = (
     "set history.key_file in the configuration (or SR_HISTORY_KEY_FILE) to a file holding the "
     "key, or the SR_HISTORY_KEY environment variable to the key "
-    f"(at least {MIN_KEY_BYTES} bytes, e.g. the output of `openssl rand -hex 32`)"
+    f"(at least {MIN_KEY_BYTES} bytes of secret: `stream-release keygen` prints one)"
 )
+
+
+def key_strength(material: bytes) -> int:
+    """Bytes of secret the key material holds, as decoded.
+
+    Hex text (an even number of hex digits) counts half its length; base64 text (standard or
+    URL-safe alphabet, a multiple of 4 characters with its padding) counts its decoded
+    length; anything else (a passphrase, binary) counts its bytes.
+
+    >>> key_strength(b"00" * 32), key_strength(b"0123456789abcdef")
+    (32, 8)
+    """
+    if len(material) % 2 == 0 and _HEX.fullmatch(material):
+        return len(material) // 2
+    if len(material) % 4 == 0 and _BASE64.fullmatch(material):
+        try:
+            return len(base64.b64decode(material.replace(b"-", b"+").replace(b"_", b"/")))
+        except (binascii.Error, ValueError):
+            pass
+    return len(material)
+
+
+def generate_key() -> str:
+    """A fresh key: :data:`KEYGEN_BYTES` random bytes (``secrets``) as 64 hex digits."""
+    return secrets.token_hex(KEYGEN_BYTES)
 
 
 class Pseudonymizer:
@@ -81,10 +140,10 @@ class Pseudonymizer:
         if not isinstance(key, bytes | bytearray):
             raise TypeError(f"Pseudonymizer key must be bytes, not {type(key).__name__}")
         key = bytes(key)
-        if len(key) < MIN_KEY_BYTES:
+        if key_strength(key) < MIN_KEY_BYTES:
             raise ConfigError(
-                f"the pseudonymisation key has {len(key)} bytes; at least {MIN_KEY_BYTES} are "
-                f"required: {_HOW_TO}"
+                f"the pseudonymisation key holds {key_strength(key)} bytes of secret; at least "
+                f"{MIN_KEY_BYTES} are required: {_HOW_TO}"
             )
         if len(key) > _MAX_BLAKE2B_KEY:
             key = hashlib.blake2b(key, digest_size=_MAX_BLAKE2B_KEY, person=_DERIVE_PERSON).digest()
@@ -98,6 +157,15 @@ class Pseudonymizer:
     def pseudonym(self, id_: str) -> bytes:
         """The 16-byte pseudonym of one id."""
         return self.pseudonyms([id_]).tobytes()
+
+    def key_check(self) -> bytes:
+        """The key's 16-byte check value, recorded by the history store at its first commit:
+        ``BLAKE2b-128("stream-release pseudonymisation key check v1", key=K,
+        person="sr-key-check")``. Keyed and domain-separated (its own personalisation and
+        message), it tells whether a key is the series' key and reveals nothing else."""
+        return hashlib.blake2b(
+            _CHECK_MESSAGE, key=self._key, digest_size=16, person=_CHECK_PERSON
+        ).digest()
 
     def derived_key(self, purpose: str) -> bytes:
         """A 64-byte secret for ``purpose``, derived from the key:
@@ -165,31 +233,42 @@ class Pseudonymizer:
         return digests
 
 
-def load_key(settings: HistorySettings, *, default_dir: Path | None = None) -> bytes:
-    """The pseudonymisation key the configuration designates (see the module docstring).
+@dataclass(frozen=True)
+class KeyMaterial:
+    """A resolved key: its material, and the default key file to create at the first commit
+    (``None``: the key came from the configuration or an existing file)."""
+
+    key: bytes = b""
+    new_file: Path | None = None
+
+    def __repr__(self) -> str:
+        return f"KeyMaterial(key=<hidden>, new_file={self.new_file!r})"
+
+
+def resolve_key(settings: HistorySettings, *, default_dir: Path | None = None) -> KeyMaterial:
+    """The pseudonymisation key the configuration designates (see the module docstring),
+    without writing anything.
 
     Parameters
     ----------
     settings : HistorySettings
         ``key`` (``SR_HISTORY_KEY``) wins over ``key_file``.
     default_dir : Path or None
-        The offline file store's directory: if no key is configured, the key is read from
-        ``default_dir/pseudonym.key``, which is created (mode 0600, 32 random bytes as hex) when
-        missing. ``None`` (the service with Redis): a key must be configured.
-
-    Returns
-    -------
-    bytes
-        The key material, at least 16 bytes.
+        The offline file store's directory: if no key is configured, the key of
+        ``default_dir/pseudonym.key``; when that file does not exist, a fresh key with
+        ``new_file`` set (write it with :func:`write_key_file` before the first commit).
+        ``None`` (the service with Redis): a key must be configured.
 
     Raises
     ------
     ConfigError
-        No key is configured and there is no ``default_dir``; the key file cannot be read; the
-        key is shorter than 16 bytes.
+        No key is configured and there is no ``default_dir``; the key file cannot be read;
+        the key holds fewer than 16 bytes of secret (:func:`key_strength`).
     """
     if settings.key is not None:
-        return _checked(settings.key.encode("utf-8").strip(), "SR_HISTORY_KEY / history.key")
+        return KeyMaterial(
+            _checked(settings.key.encode("utf-8").strip(), "SR_HISTORY_KEY / history.key")
+        )
     if settings.key_file is not None:
         path = Path(settings.key_file)
         try:
@@ -199,39 +278,64 @@ def load_key(settings: HistorySettings, *, default_dir: Path | None = None) -> b
                 f"history.key_file = {str(path)!r} cannot be read ({exc.strerror or exc}): "
                 "point it to a readable file holding the key"
             ) from None
-        return _checked(data.strip(), f"history.key_file = {str(path)!r}")
+        return KeyMaterial(_checked(data.strip(), f"history.key_file = {str(path)!r}"))
     if default_dir is None:
         raise ConfigError(f"no pseudonymisation key for the history: {_HOW_TO}")
-    return _checked(
-        _default_key(Path(default_dir)), f"{str(Path(default_dir) / DEFAULT_KEY_FILE)!r}"
-    )
+    path = Path(default_dir) / DEFAULT_KEY_FILE
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return KeyMaterial(generate_key().encode("ascii"), new_file=path)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read the default pseudonymisation key {str(path)!r} "
+            f"({exc.strerror or exc}): {_HOW_TO}"
+        ) from None
+    return KeyMaterial(_checked(data.strip(), repr(str(path))))
+
+
+def load_key(settings: HistorySettings, *, default_dir: Path | None = None) -> bytes:
+    """The key material of :func:`resolve_key`; a new default key file is written at once
+    (:func:`write_key_file`). Returns at least 16 bytes of secret."""
+    material = resolve_key(settings, default_dir=default_dir)
+    if material.new_file is not None:
+        return write_key_file(material.new_file, material.key)
+    return material.key
 
 
 def _checked(key: bytes, source: str) -> bytes:
-    if len(key) < MIN_KEY_BYTES:
+    strength = key_strength(key)
+    if strength < MIN_KEY_BYTES:
         raise ConfigError(
-            f"the pseudonymisation key from {source} has {len(key)} bytes; at least "
-            f"{MIN_KEY_BYTES} are required: {_HOW_TO}"
+            f"the pseudonymisation key from {source} holds {strength} bytes of secret "
+            f"({len(key)} characters); at least {MIN_KEY_BYTES} are required: {_HOW_TO}"
         )
     return key
 
 
-def _default_key(directory: Path) -> bytes:
-    """Read ``directory/pseudonym.key``, creating it (mode 0600) if it does not exist.
+def write_key_file(path: Path, key: bytes) -> bytes:
+    """Create the key file ``path`` (mode 0600) holding ``key`` and a newline, unless it
+    exists; returns the key the file holds (another process may have created it first).
 
     The key is written to a private temporary file first and hard-linked into place, so that a
     concurrent reader sees either no file or the whole key, and two creators agree on one key.
+
+    Raises
+    ------
+    ConfigError
+        The directory or the file cannot be created or read.
     """
-    path = directory / DEFAULT_KEY_FILE
+    path = Path(path)
+    directory = path.parent
     try:
         directory.mkdir(parents=True, exist_ok=True)
         if not path.exists():
-            tmp = directory / f".{DEFAULT_KEY_FILE}.{secrets.token_hex(8)}.tmp"
+            tmp = directory / f".{path.name}.{secrets.token_hex(8)}.tmp"
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             try:
                 try:
                     os.fchmod(fd, 0o600)  # the umask only removes bits; make the mode exact
-                    os.write(fd, secrets.token_hex(32).encode("ascii") + b"\n")
+                    os.write(fd, key + b"\n")
                     os.fsync(fd)
                 finally:
                     os.close(fd)
@@ -239,7 +343,7 @@ def _default_key(directory: Path) -> bytes:
                     os.link(tmp, path)
             finally:
                 tmp.unlink(missing_ok=True)
-        return path.read_bytes().strip()
+        return _checked(path.read_bytes().strip(), repr(str(path)))
     except OSError as exc:
         raise ConfigError(
             f"cannot create or read the default pseudonymisation key {str(path)!r} "

@@ -55,15 +55,17 @@ import redis
 from numpy.typing import NDArray
 from redis.exceptions import RedisError, WatchError
 
-from stream_release.errors import ConfigError, HistoryStoreError, SequenceConflict
+from stream_release.errors import ConfigError, HistoryStoreError, KeyMismatch, SequenceConflict
 from stream_release.faults import kill_point
 from stream_release.history._validate import (
     check_commit,
+    check_key_check,
     check_pseudonyms,
     check_sequence,
     check_state,
     check_state_keys,
     decode_entries,
+    key_mismatch_message,
 )
 from stream_release.history.keys import RedisKeys
 from stream_release.history.types import ENTRY_DTYPE, HistoryRows
@@ -202,6 +204,11 @@ class RedisHistoryStore:
         replies = self._call(f"load {len(names)} mechanism state entries", fetch)
         return [None if v is None else bytes(v) for v in chain.from_iterable(replies)]
 
+    def key_check(self) -> bytes | None:
+        """The check value of the key the history was written under (None: not recorded)."""
+        raw = self._call("read the key check", lambda: self._client.get(self._keys.key_check))
+        return None if raw is None else bytes(raw)
+
     # -- the commit --------------------------------------------------------------------------
 
     def commit(
@@ -214,19 +221,23 @@ class RedisHistoryStore:
         *,
         label: str | None = None,
         state: Mapping[bytes, bytes] | None = None,
+        key_check: bytes | None = None,
     ) -> None:
         """Atomically store release ``sequence`` (see the module docstring for how).
 
         With ``label`` (the streaming service), the same transaction maps the release label to
         ``sequence`` and deletes its staged rows and seal, so a release is cut exactly once.
         ``state`` (mechanism state entries, byte key -> byte value) is set in the same
-        transaction.
+        transaction. ``key_check`` (the pseudonymisation key's check value) is recorded when
+        the store has none yet.
 
         Raises
         ------
         SequenceConflict
             ``sequence`` is not ``last_sequence() + 1`` or the stored dictionary is not a
             prefix of ``values``; nothing is changed.
+        KeyMismatch
+            The store recorded another ``key_check``; nothing is changed.
         HistoryStoreError
             Redis failed, or the watched keys kept changing for :data:`WATCH_ATTEMPTS` tries;
             nothing is changed.
@@ -235,6 +246,7 @@ class RedisHistoryStore:
         """
         c = check_commit(sequence, pseudonyms, history, values, record)
         entries = check_state(state)
+        check = check_key_check(key_check)
         state_args: list[bytes | str] = []
         for key, value in entries.items():
             state_args += [self._keys.mechanism_state(key), value]
@@ -253,7 +265,7 @@ class RedisHistoryStore:
         for attempt in range(1, WATCH_ATTEMPTS + 1):
             try:
                 self._try_commit(
-                    c.sequence, c.values, c.record, mset_args, emptied, label, state_args
+                    c.sequence, c.values, c.record, mset_args, emptied, label, state_args, check
                 )
             except WatchError:
                 continue
@@ -278,11 +290,19 @@ class RedisHistoryStore:
         emptied: list[bytes],
         label: str | None = None,
         state_args: Sequence[bytes | str] = (),
+        key_check: bytes | None = None,
     ) -> None:
         """One WATCH / check / MULTI / EXEC round; WatchError if a watched key changed."""
-        seq_key, values_key = self._keys.sequence, self._keys.values
+        seq_key, values_key, check_key = (
+            self._keys.sequence,
+            self._keys.values,
+            self._keys.key_check,
+        )
         with self._client.pipeline(transaction=True) as pipe:
-            pipe.watch(seq_key, values_key)
+            pipe.watch(seq_key, values_key, check_key)
+            recorded = pipe.get(check_key)
+            if key_check is not None and recorded is not None and bytes(recorded) != key_check:
+                raise KeyMismatch(key_mismatch_message(repr(self)))
             current = self._parse_sequence(pipe.get(seq_key))
             if current != sequence - 1:
                 raise SequenceConflict(
@@ -308,6 +328,8 @@ class RedisHistoryStore:
             for start in range(0, len(state_args), step):
                 pipe.execute_command("MSET", *state_args[start : start + step])
             pipe.set(self._keys.record(sequence), record)
+            if key_check is not None and recorded is None:
+                pipe.set(check_key, key_check)
             pipe.set(seq_key, sequence)
             if label is not None:
                 pipe.hset(self._keys.labels, label, sequence)

@@ -90,18 +90,27 @@ class HistoryStore(Protocol):
         *,
         label: str | None = None,
         state: Mapping[bytes, bytes] | None = None,
+        key_check: bytes | None = None,
     ) -> None:
         """Atomically replace the history of ``pseudonyms`` by ``history``, extend the value
         dictionary to ``values`` (the current one must be a prefix), store ``record`` as
         release ``sequence``, set the mechanism ``state`` entries (byte key -> byte value, new
-        or changed; :meth:`load_state` reads them) and make ``sequence`` the last one.
+        or changed; :meth:`load_state` reads them), record ``key_check`` (the check value of
+        the pseudonymisation key, :meth:`key_check`) if none is recorded yet, and make
+        ``sequence`` the last one.
 
         ``label`` (the streaming service's release label, Redis only) is mapped to ``sequence``
         and its staged rows and seal are deleted in the same transaction.
 
         Raises :class:`~stream_release.errors.SequenceConflict` (and changes nothing) unless
-        ``sequence == last_sequence() + 1``, or the dictionary is not a prefix of ``values``.
+        ``sequence == last_sequence() + 1``, or the dictionary is not a prefix of ``values``;
+        :class:`~stream_release.errors.KeyMismatch` (and changes nothing) if another
+        ``key_check`` is recorded.
         """
+        ...
+
+    def key_check(self) -> bytes | None:
+        """The check value of the key the history was written under (None: not recorded)."""
         ...
 
     def record(self, sequence: int) -> bytes | None:

@@ -1,8 +1,20 @@
-"""The files of one release (CONTRACT.md §4): groups, manifest, private assignments.
+"""The files of one release (CONTRACT.md §4, §6): public groups and manifest, private rest.
+
+Two directories, never mixed:
+
+* **public** (``anonymize --out DIR``, the worker's ``service.archive``): what may be
+  published as a whole: ``release-NNNN.jsonl`` (the group lines) and ``manifest-NNNN.json``;
+* **private** (``--private PDIR``, default ``DIR.private``; ``service.private_archive``),
+  created with mode 0700: ``assignments-NNNN.csv`` (which row went to which group, suppressed
+  rows with an empty group), ``private-NNNN.json`` (what the audit needs and nobody else may
+  see: the source file and its sha256, the suppressed rows' multiset) and, offline, the
+  history and the pseudonymisation key.
 
 Files are written under temporary names first (``.tmp`` suffix) and renamed into place only
 after the history commit, so a crash never leaves a half-written release: see
-:func:`stage_release` and :func:`finalize_release`.
+:func:`stage_release` and :func:`finalize_release`. Published files are write-once: a file
+already in place is never replaced by different content (:class:`ArchiveConflict`), so a
+history store that lost commits cannot make a release overwrite another one.
 """
 
 from __future__ import annotations
@@ -20,17 +32,51 @@ from typing import Any
 import numpy as np
 import orjson
 
+from stream_release.errors import ArchiveConflict
 from stream_release.faults import kill_point
 
 TMP_SUFFIX = ".tmp"
 
+PRIVATE_SUFFIX = ".private"
+"""The default private directory of a public directory ``DIR`` is ``DIR.private``."""
+
+PRIVATE_MODE = 0o700
+"""Mode of a private directory this package creates."""
+
+
+def default_private_dir(public: Path) -> Path:
+    """``DIR.private`` beside the public directory ``DIR``."""
+    public = Path(public)
+    return public.with_name(public.name + PRIVATE_SUFFIX)
+
+
+def make_private_dir(path: Path) -> None:
+    """Create ``path`` (and its parents) with mode 0700 when missing; an existing directory
+    is left as it is."""
+    path = Path(path)
+    if path.is_dir():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(mode=PRIVATE_MODE)
+    except FileExistsError:
+        return
+    os.chmod(path, PRIVATE_MODE)  # the umask only removes bits: make the mode exact
+
 
 @dataclass(frozen=True)
 class ReleasePaths:
-    """Where release ``sequence`` lives under ``directory``."""
+    """Where release ``sequence`` lives: public files under ``directory``, private files
+    under ``private`` (``None``: the public directory, the layout of a series written before
+    the two were apart, read by the audit only)."""
 
     directory: Path
     sequence: int
+    private: Path | None = None
+
+    @property
+    def private_dir(self) -> Path:
+        return self.private if self.private is not None else self.directory
 
     @property
     def groups(self) -> Path:
@@ -42,10 +88,43 @@ class ReleasePaths:
 
     @property
     def assignments(self) -> Path:
-        return self.directory / f"assignments-{self.sequence:04d}.csv"
+        return self.private_dir / f"assignments-{self.sequence:04d}.csv"
 
-    def all(self) -> tuple[Path, Path, Path]:
-        return (self.groups, self.assignments, self.manifest)
+    @property
+    def private_record(self) -> Path:
+        return self.private_dir / f"private-{self.sequence:04d}.json"
+
+    def all(self) -> tuple[Path, Path, Path, Path]:
+        """Every file, the public manifest last (its presence marks a finished release)."""
+        return (self.groups, self.assignments, self.private_record, self.manifest)
+
+
+@dataclass(frozen=True, eq=False)
+class ReleaseFiles:
+    """The contents of one release's files, before they are written.
+
+    ``groups``: the JSONL bytes; ``manifest``: the public manifest; ``assignments``: the text
+    of ``assignments-NNNN.csv``; ``private``: the private record (``private-NNNN.json``).
+    """
+
+    groups: bytes
+    manifest: dict[str, Any]
+    assignments: str
+    private: dict[str, Any]
+
+    def contents(self, paths: ReleasePaths) -> dict[Path, bytes]:
+        """The bytes of every file, by its final path."""
+        return {
+            paths.groups: self.groups,
+            paths.assignments: self.assignments.encode("utf-8"),
+            paths.private_record: json_bytes(self.private),
+            paths.manifest: json_bytes(self.manifest),
+        }
+
+
+def json_bytes(document: dict[str, Any]) -> bytes:
+    """A manifest-like JSON file: indented, UTF-8, a final newline."""
+    return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
 def group_lines(
@@ -100,25 +179,46 @@ def decode_record_manifest(record: bytes) -> dict[str, Any]:
     return manifest
 
 
-def stage_release(
-    paths: ReleasePaths,
-    groups: bytes,
-    manifest: dict[str, Any],
-    ids: np.ndarray,
-    group: np.ndarray,
-) -> None:
-    """Write the three files under temporary names (fsynced)."""
+def stage_release(paths: ReleasePaths, files: ReleaseFiles) -> None:
+    """Write every file of a release under its temporary name (fsynced), creating the public
+    directory and the private one (mode 0700) when missing.
+
+    Raises
+    ------
+    ArchiveConflict
+        A file of this release is already in place with other content (published files are
+        write-once); nothing is written.
+    """
+    contents = files.contents(paths)
+    for path, data in contents.items():
+        check_write_once(path, data)
     paths.directory.mkdir(parents=True, exist_ok=True)
-    with _tmp(paths.groups).open("wb") as fh:
-        fh.write(groups)
-        _sync(fh)
-    with _tmp(paths.assignments).open("w", encoding="utf-8", newline="") as fh:
-        fh.write(assignments_csv(ids.tolist(), group.tolist()))
-        _sync(fh)
-    with _tmp(paths.manifest).open("w", encoding="utf-8") as fh:
-        json.dump(manifest, fh, indent=2, ensure_ascii=False)
-        fh.write("\n")
-        _sync(fh)
+    make_private_dir(paths.private_dir)
+    for path, data in contents.items():
+        with _tmp(path).open("wb") as fh:
+            fh.write(data)
+            _sync(fh)
+
+
+def check_write_once(path: Path, data: bytes) -> None:
+    """Refuse to put ``data`` where a file with other content is already published.
+
+    Raises
+    ------
+    ArchiveConflict
+        ``path`` exists and differs from ``data``.
+    """
+    try:
+        same = path.read_bytes() == data
+    except FileNotFoundError:
+        return
+    if not same:
+        raise ArchiveConflict(
+            f"{str(path)!r} is already published with other content; published files are "
+            "never replaced. If the history store lost releases (e.g. Redis restarted without "
+            "persistence), restore it from its backup; if this directory belongs to another "
+            "series, publish into another one"
+        )
 
 
 def assignments_csv(ids: list[str], group: list[int]) -> str:
@@ -139,11 +239,24 @@ def assignments_csv(ids: list[str], group: list[int]) -> str:
 def finalize_release(paths: ReleasePaths) -> None:
     """Rename the staged files into place (the manifest last: its presence marks completion).
 
-    A file already in place (an earlier finalisation interrupted by a crash) is left as is.
+    A file already in place with the staged content (an earlier finalisation interrupted by
+    a crash) is kept and its staged copy dropped; one with other content is never replaced.
+
+    Raises
+    ------
+    ArchiveConflict
+        A file is in place with other content than its staged copy (the staged copies stay).
     """
     for path in paths.all():
-        if _tmp(path).exists() or not path.exists():
-            os.replace(_tmp(path), path)
+        staged = _tmp(path)
+        if staged.exists():
+            if path.exists():
+                check_write_once(path, staged.read_bytes())
+                staged.unlink()
+            else:
+                os.replace(staged, path)
+        elif not path.exists():
+            raise FileNotFoundError(f"{str(staged)!r}: the release was not staged")
         kill_point("finalizing")
 
 
@@ -154,6 +267,7 @@ def is_staged(paths: ReleasePaths) -> bool:
 
 
 def discard_staged(paths: ReleasePaths) -> None:
+    """Remove the staged (temporary) files of a release that was not committed."""
     for path in paths.all():
         _tmp(path).unlink(missing_ok=True)
 

@@ -127,7 +127,7 @@ class MechanismRelease:
         Mechanism-specific utility figures added to the manifest's ``utility`` block.
     input_statistics : bool
         Whether the manifest may state figures of the input that are not functions of the
-        published lines: ``records_in``, ``suppressed``, the source file's sha256,
+        published lines: ``records_in``, ``suppressed``,
         ``elapsed_s``, and the utility report measured against the input (suppression, query
         error). ``False`` (the default) for a differentially private mechanism, whose
         guarantee these figures would void (see the module docstring); a mechanism whose

@@ -146,7 +146,9 @@ class ServiceRunner:
                 cut_s = time.perf_counter() - started
                 self.metrics.observe_cut(manifests, cut_s)
                 self.metrics.observe_refusals(
-                    len(self.service.refused), self.service.config_problem is not None
+                    len(self.service.refused),
+                    self.service.config_problem is not None,
+                    self.service.store_problem is not None,
                 )
                 for manifest in manifests:
                     if "mechanism" in manifest:  # another kind: no breach, no input figures
@@ -223,12 +225,13 @@ class ServiceRunner:
             redis_ok, published = await asyncio.wait_for(asyncio.to_thread(probe), PROBE_TIMEOUT_S)
         except Exception:
             redis_ok, published = False, None
-        problem = self.service.config_problem
+        problem, store = self.service.config_problem, self.service.store_problem
         return health_payload(
             redis_ok=redis_ok,
             published=published,
             publication_ok=self.publication_ok,
             config_error=None if problem is None else problem._asdict(),
+            store_error=None if store is None else store._asdict(),
         )
 
     async def _reject(

@@ -19,6 +19,9 @@ metric                            meaning
                                   rows that do not encode; log event ``release_refused``)
 ``sr_config_error``               1 while the configuration cannot make the next ready
                                   release (log event ``config_error``; ``/health`` 503)
+``sr_store_regressed``            1 while the history store is behind the releases already
+                                  published (log event ``store_regressed``; ``/health``
+                                  503): nothing is cut until it is restored
 ``sr_release_sequence``           the last sequence sent
 ``sr_release_breach_max``         breach probability, max over individuals (last cut)
 ``sr_release_breach_bound``       the bound it must stay below (last cut)
@@ -100,6 +103,11 @@ class Metrics:
             "1 while the configuration cannot make the next ready release, else 0.",
             registry=r,
         )
+        self.store_regressed = Gauge(
+            "sr_store_regressed",
+            "1 while the history store is behind the releases already published, else 0.",
+            registry=r,
+        )
         self.release_sequence = Gauge(
             "sr_release_sequence", "Sequence of the last release sent.", registry=r
         )
@@ -173,12 +181,15 @@ class Metrics:
             self.avg_group_size.set(float(utility.get("avg_group_size", 0.0)))
             self.max_group_size.set(float(utility.get("max_group_size", 0)))
 
-    def observe_refusals(self, refused: int, config_error: bool) -> None:
+    def observe_refusals(
+        self, refused: int, config_error: bool, store_regressed: bool = False
+    ) -> None:
         """After a cut: ``refused`` releases it refused, and whether it stopped at a release
-        the configuration cannot make."""
+        the configuration cannot make or because the history store went backwards."""
         if refused:
             self.releases_refused.inc(refused)
         self.config_error.set(1 if config_error else 0)
+        self.store_regressed.set(1 if store_regressed else 0)
 
     def observe_publish(self, sequence: int, seconds: float) -> None:
         """Release ``sequence`` was sent in ``seconds`` and marked published."""
@@ -217,6 +228,7 @@ def health_payload(
     published: int | None,
     publication_ok: bool,
     config_error: Mapping[str, str] | None = None,
+    store_error: Mapping[str, str] | None = None,
 ) -> tuple[int, dict[str, Any]]:
     """The HTTP status and JSON body of ``/health``.
 
@@ -225,14 +237,17 @@ def health_payload(
     the last sequence marked published (``None`` when Redis cannot tell). ``config_error``:
     ``None``, or the release the configuration cannot make (``release``, ``error``: the
     configuration key, value and fix; :class:`~stream_release.stream.service.ConfigProblem`).
+    ``store_error``: ``None``, or the release held because the history store is behind the
+    archive (``release``, ``error``; :class:`~stream_release.stream.service.StoreProblem`).
     """
-    ok = redis_ok and publication_ok and config_error is None
+    ok = redis_ok and publication_ok and config_error is None and store_error is None
     body = {
         "status": "ok" if ok else "degraded",
         "redis": redis_ok,
         "publication_ok": publication_ok,
         "published_sequence": published,
         "config_error": None if config_error is None else dict(config_error),
+        "store_error": None if store_error is None else dict(store_error),
     }
     return (200 if ok else 503), body
 

@@ -7,8 +7,9 @@ The worker feeds it the messages it consumes and sends what it returns:
    as a :class:`Rejected` for ``sr.rejected``. Offsets may be committed once this returns:
    staging is durable in Redis.
 2. :meth:`cut_ready`: every ready release is planned and its history, release record, label
-   and sequence are committed in one Redis transaction; the archive gets the files of
-   CONTRACT §4 (the private assignments hold pseudonyms in hex, never raw ids).
+   and sequence are committed in one Redis transaction; the archive gets the public files of
+   CONTRACT §4 and the private archive the private ones (the assignments hold pseudonyms in
+   hex, never raw ids).
 3. :meth:`pending` / :meth:`outgoing` / :meth:`mark_published`: the groups and the manifest of
    each committed but unsent release, read back from its committed record, so a release sent
    again after a crash has the same content and the same ``sequence`` (consumers dedupe by it).
@@ -26,6 +27,11 @@ whose fault it is:
   nothing is refused, the release stays staged and nothing after it is cut; every attempt logs
   ``config_error`` with the fix, and ``/health`` is degraded until a cut gets past it (once the
   configuration is fixed and the worker restarted);
+* the history store's (``StoreRegressed``: Redis came back without the commits already
+  published, e.g. restarted without persistence; ``ArchiveConflict``: a release file would
+  replace a published one): nothing is cut or refused, the release stays staged, every attempt
+  logs ``store_regressed``, ``/health`` is degraded and ``sr_store_regressed`` is 1 until the
+  store is restored: cutting would reuse published sequence numbers and forget linkages;
 * the infrastructure's (Redis): raised, and the cut is tried again later.
 """
 
@@ -42,13 +48,19 @@ import orjson
 import redis
 
 from stream_release.config import Settings
-from stream_release.errors import ConfigError, GuaranteeUnsatisfiable, SchemaError
+from stream_release.errors import (
+    ArchiveConflict,
+    ConfigError,
+    GuaranteeUnsatisfiable,
+    SchemaError,
+    StoreRegressed,
+)
 from stream_release.faults import kill_point
 from stream_release.grouping.encoding import Hierarchy, encode, load_hierarchies
 from stream_release.history.keys import RedisKeys
 from stream_release.history.pseudonym import Pseudonymizer, load_key
 from stream_release.history.redis_store import RedisHistoryStore
-from stream_release.io.release_files import decode_record
+from stream_release.io.release_files import decode_record, default_private_dir
 from stream_release.series import Publisher
 from stream_release.stream.messages import (
     Rejected,
@@ -206,6 +218,23 @@ class ConfigProblem(NamedTuple):
     """The :class:`~stream_release.errors.ConfigError`'s message: the key, value and fix."""
 
 
+class StoreProblem(NamedTuple):
+    """A release held because the history store went backwards (:meth:`ReleaseService.
+    cut_ready`)."""
+
+    release: str
+    """The label of the release left staged."""
+    error: str
+    """What is wrong and how to fix it (no id, no value)."""
+
+
+STORE_FIX = (
+    "restore the history store (Redis) from its backup, or continue the series in a new "
+    "archive and history; nothing is cut until then"
+)
+"""What the operator does about a :class:`StoreProblem` (logged with it)."""
+
+
 CONFIG_FIX = (
     "fix the configuration the message names and restart the worker; the release stays "
     "staged (nothing is refused) and is cut then, followed by the releases after it"
@@ -219,11 +248,18 @@ class ReleaseService:
     config_problem: ConfigProblem | None = None
     """Set when the last cut stopped at a release the configuration cannot make (``None``
     once a cut gets past it): ``/health`` reports it."""
+    store_problem: StoreProblem | None = None
+    """Set when the last cut stopped because the history store is behind what was already
+    published (``None`` once a cut gets past it): ``/health`` reports it."""
     refused: list[str]
     """The labels the last cut refused (``sr_releases_refused_total``)."""
 
     def __init__(
-        self, settings: Settings, client: redis.Redis, archive: Path | None = None
+        self,
+        settings: Settings,
+        client: redis.Redis,
+        archive: Path | None = None,
+        private_archive: Path | None = None,
     ) -> None:
         self.settings = settings
         self.client = client
@@ -239,8 +275,15 @@ class ReleaseService:
         self.redactor = Redactor(
             settings.service.rejected_raw, self.pseudonymizer, settings.schema.qid
         )
+        if archive is None:  # the configured pair
+            archive = settings.service.archive
+            private_archive = private_archive or settings.service.private_archive
         self.publisher = Publisher(
-            settings, archive or settings.service.archive, self.store, self.pseudonymizer
+            settings,
+            archive,
+            self.store,
+            self.pseudonymizer,
+            private_dir=private_archive or default_private_dir(archive),
         )
         self.publisher.recover()
 
@@ -338,6 +381,7 @@ class ReleaseService:
         """
         manifests = []
         self.config_problem = None
+        self.store_problem = None
         self.refused = []
         for status in self.staging.ready():
             pseudonyms, raw = self.staging.load(status.label)
@@ -366,6 +410,23 @@ class ReleaseService:
                     },
                 )
                 continue
+            except (StoreRegressed, ArchiveConflict) as exc:
+                self.store_problem = StoreProblem(status.label, str(exc))
+                log.error(
+                    "release %r not cut, the history store is behind the archive: %s; %s",
+                    status.label,
+                    exc,
+                    STORE_FIX,
+                    extra={
+                        "event": "store_regressed",
+                        "release": status.label,
+                        "rows": rows,
+                        "error": type(exc).__name__,
+                        "detail": str(exc),
+                        "fix": STORE_FIX,
+                    },
+                )
+                break
             except ConfigError as exc:
                 # our messages name configuration keys and values, never a record's id or value
                 self.config_problem = ConfigProblem(status.label, str(exc))

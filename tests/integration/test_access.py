@@ -219,12 +219,17 @@ def test_no_raw_id_reaches_redis_logs_metrics_topics_or_files(
     assert [status for status, _ in pages] == [200, 200]
     assert _stop(worker) == 0
 
-    archive = tmp_path / "archive"
-    files = sorted(p for p in archive.rglob("*") if p.is_file())
-    assert {p.name for p in files} >= {
+    archive, private = tmp_path / "archive", tmp_path / "archive.private"
+    files = sorted(p for d in (archive, private) for p in d.rglob("*") if p.is_file())
+    assert {p.name for p in archive.iterdir()} == {
         f"{kind}-000{k}.{ext}"
         for k in (1, 2)
-        for kind, ext in (("release", "jsonl"), ("manifest", "json"), ("assignments", "csv"))
+        for kind, ext in (("release", "jsonl"), ("manifest", "json"))
+    }
+    assert {p.name for p in private.iterdir()} >= {
+        f"{kind}-000{k}.{ext}"
+        for k in (1, 2)
+        for kind, ext in (("assignments", "csv"), ("private", "json"))
     }
     rows = sum(stop - start for start, stop in SERIES_ROWS)
     with _admin(secured_redis) as admin:

@@ -169,7 +169,12 @@ def test_the_worker_waits_for_its_services_and_reads_the_key_from_a_secret(
     gitignore = (ROOT / ".gitignore").read_text().split()
     assert "deploy/secrets/" in gitignore, "the pseudonymisation key must never be committed"
     archive = env["SR_SERVICE_ARCHIVE"]
-    assert any(str(v).endswith(f":{archive}") for v in worker["volumes"])
+    private = env["SR_SERVICE_PRIVATE_ARCHIVE"]
+    assert archive != private and not private.startswith(archive + "/")
+    volumes = {str(v).rpartition(":")[2]: str(v).partition(":")[0] for v in worker["volumes"]}
+    # public and private files on volumes of their own: the public one can be shared whole
+    assert volumes[archive] != volumes[private]
+    assert {volumes[archive], volumes[private]} <= set(compose["volumes"])
     assert int(env["SR_SERVICE_METRICS_PORT"]) == ServiceSettings().metrics_port
 
 
@@ -194,6 +199,7 @@ def test_the_compose_environment_loads_with_the_example_config(
     assert settings.redis.url == "redis://:sample-redis-password@redis:6379/0"
     assert settings.history.key_file == Path("/run/secrets/pseudonym_key")
     assert settings.service.archive == Path("/archive")
+    assert settings.service.private_archive == Path("/archive-private")
     assert settings.service.metrics_port == ServiceSettings().metrics_port
 
 
@@ -304,6 +310,29 @@ def test_the_example_config_loads(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = load_settings(CONFIG)
     assert settings.schema.qid
     assert settings.service.metrics_port == ServiceSettings().metrics_port
+
+
+def test_the_example_config_publishes_a_year_of_the_bundled_data(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The shipped settings are feasible on the data the package ships: twelve monthly Adult
+    snapshots with paper §8's churn, every occupation protected, no group below 2."""
+    from stream_release.audit import audit_directory
+    from stream_release.datasets import ADULT_SENSITIVE, bundled_adult, make_series
+    from stream_release.series import anonymize_files
+
+    _clear_sr_env(monkeypatch)
+    settings = load_settings(CONFIG, history={"key": "deploy-test-key-0123456789abcdef"})
+    assert settings.privacy.min_group_size >= 2
+    paths = []
+    for i, table in enumerate(make_series(bundled_adult(), ADULT_SENSITIVE, 12), start=1):
+        paths.append(tmp_path / f"2026-{i:02d}.csv")
+        table.write_csv(paths[-1])
+    manifests = anonymize_files(settings, tmp_path / "out", paths)
+    assert [m["sequence"] for m in manifests] == list(range(1, 13))
+    assert all(m["utility"]["min_group_size"] >= 2 for m in manifests)
+    assert max(m["suppressed"] / m["records_in"] for m in manifests) < 0.02
+    assert audit_directory(tmp_path / "out").ok
 
 
 # -- Dockerfile ---------------------------------------------------------------------------

@@ -656,7 +656,8 @@ def test_fuzzed_messages_are_rejected_or_released(
         manifest = by_label[label]
         assert manifest["records_in"] == len(ids)
         assert manifest["published"] + manifest["suppressed"] == len(ids)
-        path = hostile.archive / f"assignments-{manifest['sequence']:04d}.csv"
+        private = hostile.archive.with_name(hostile.archive.name + ".private")
+        path = private / f"assignments-{manifest['sequence']:04d}.csv"
         with path.open(encoding="utf-8", newline="") as fh:
             released = [row["id"] for row in csv.DictReader(fh)]
         assert sorted(released) == sorted(pseudonymizer.pseudonym(i).hex() for i in ids)

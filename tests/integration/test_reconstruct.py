@@ -73,7 +73,9 @@ def _true_count(
     out: Path, snapshot: Path, sequence: int, value: str, where: Mapping[str, Sequence[str]]
 ) -> int:
     """Published rows of the snapshot with ``value`` whose QIDs pass ``where``."""
-    with (out / f"assignments-{sequence:04d}.csv").open(newline="") as fh:
+    with (out.with_name(out.name + ".private") / f"assignments-{sequence:04d}.csv").open(
+        newline=""
+    ) as fh:
         published = {row["id"] for row in csv.DictReader(fh) if row["group"] != ""}
     table = read_csv_table(snapshot)
     columns = table.columns

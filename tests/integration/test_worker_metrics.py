@@ -121,6 +121,7 @@ def test_worker_serves_metrics_and_health(
             "publication_ok": True,
             "published_sequence": 1,
             "config_error": None,
+            "store_error": None,
         }
         assert _stop(worker) == 0
     finally:

@@ -109,6 +109,7 @@ def test_the_registry_holds_the_documented_metrics() -> None:
         "sr_releases_published",
         "sr_releases_refused",
         "sr_config_error",
+        "sr_store_regressed",
         "sr_release_sequence",
         "sr_release_breach_max",
         "sr_release_breach_bound",
@@ -291,8 +292,16 @@ def test_health_payload() -> None:
             "publication_ok": True,
             "published_sequence": 4,
             "config_error": None,
+            "store_error": None,
         },
     )
+    status, body = health_payload(
+        redis_ok=True,
+        published=4,
+        publication_ok=True,
+        store_error={"release": "r5", "error": "the history store lost commits"},
+    )
+    assert (status, body["status"], body["store_error"]["release"]) == (503, "degraded", "r5")
     status, body = health_payload(redis_ok=False, published=None, publication_ok=True)
     assert (status, body["status"], body["published_sequence"]) == (503, "degraded", None)
     status, body = health_payload(redis_ok=True, published=2, publication_ok=False)
@@ -308,6 +317,7 @@ class StubService:
     """Answers the runner's health and publication calls; Redis is up while ``up``."""
 
     config_problem = None
+    store_problem = None
     refused: tuple[str, ...] = ()
 
     def __init__(self) -> None:
@@ -368,6 +378,7 @@ def test_the_endpoint_serves_metrics_and_health() -> None:
                     "publication_ok": True,
                     "published_sequence": 3,
                     "config_error": None,
+                    "store_error": None,
                 },
             )
             service.up = False

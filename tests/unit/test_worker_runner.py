@@ -29,6 +29,7 @@ TOPICS = SETTINGS.kafka.topics
 
 class StubService:
     config_problem = None
+    store_problem = None
     refused: tuple[str, ...] = ()
 
     def __init__(self) -> None:

@@ -13,7 +13,13 @@ import pytest
 from stream_release.config import HistorySettings, load_settings
 from stream_release.errors import ConfigError
 from stream_release.history import Pseudonymizer, RedisKeys, load_key
-from stream_release.history.pseudonym import DEFAULT_KEY_FILE, MIN_KEY_BYTES
+from stream_release.history.pseudonym import (
+    DEFAULT_KEY_FILE,
+    MIN_KEY_BYTES,
+    generate_key,
+    key_strength,
+    resolve_key,
+)
 
 KEY = b"k" * 32
 OTHER_KEY = b"o" * 32
@@ -97,10 +103,74 @@ def test_the_key_is_never_shown() -> None:
 
 def test_short_and_non_bytes_keys_are_refused() -> None:
     with pytest.raises(ConfigError, match="at least 16"):
-        Pseudonymizer(b"x" * (MIN_KEY_BYTES - 1))
+        Pseudonymizer(b"\x01" * (MIN_KEY_BYTES - 1))
     with pytest.raises(TypeError, match="bytes"):
         Pseudonymizer("k" * 32)  # type: ignore[arg-type]
-    Pseudonymizer(b"x" * MIN_KEY_BYTES)
+    Pseudonymizer(b"\x01" * MIN_KEY_BYTES)
+
+
+@pytest.mark.parametrize(
+    ("material", "strength"),
+    [
+        (b"0123456789abcdef", 8),  # 16 hex digits: 8 bytes, not 16
+        (b"0123456789ABCDEF" * 2, 16),
+        (b"00" * 32, 32),  # what keygen prints
+        (b"0123456789abcde", 15),  # odd length: not hex; not base64 either (15 % 4): raw
+        (b"k" * 32, 24),  # base64 text: 24 decoded bytes
+        (b"a-b_" * 8, 24),  # URL-safe base64
+        (b"YWJjZA==", 4),  # padded base64
+        (b"correct horse battery staple", 28),  # a passphrase: its bytes
+        (bytes(range(20)), 20),  # binary
+    ],
+)
+def test_key_strength_counts_decoded_bytes(material: bytes, strength: int) -> None:
+    assert key_strength(material) == strength
+
+
+def test_a_hex_key_of_16_digits_is_refused_as_8_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SR_HISTORY_KEY", "0123456789abcdef")  # 16 characters, 8 bytes
+    settings = load_settings(schema={"qid": ["age"]})
+    with pytest.raises(ConfigError, match="holds 8 bytes of secret"):
+        load_key(settings.history)
+
+
+def test_generated_keys_are_32_fresh_bytes_in_hex() -> None:
+    keys = {generate_key() for _ in range(50)}
+    assert len(keys) == 50
+    for key in keys:
+        assert re.fullmatch(r"[0-9a-f]{64}", key)
+        assert key_strength(key.encode()) == 32
+        Pseudonymizer(key.encode())
+
+
+def test_keygen_prints_one_key(capsys: pytest.CaptureFixture[str]) -> None:
+    from stream_release.cli import main
+
+    assert main(["keygen"]) == 0
+    first = capsys.readouterr().out
+    assert main(["keygen"]) == 0
+    second = capsys.readouterr().out
+    assert re.fullmatch(r"[0-9a-f]{64}\n", first) and first != second
+
+
+def test_key_check_is_keyed_and_separated_from_pseudonyms_and_derived_keys() -> None:
+    mine, theirs = Pseudonymizer(KEY), Pseudonymizer(OTHER_KEY)
+    check = mine.key_check()
+    assert len(check) == 16 and check == Pseudonymizer(bytes(KEY)).key_check()
+    assert check != theirs.key_check()
+    # known answer: BLAKE2b-128 of the fixed message, keyed, with its own personalisation
+    assert (
+        check
+        == hashlib.blake2b(
+            b"stream-release pseudonymisation key check v1",
+            key=KEY,
+            digest_size=16,
+            person=b"sr-key-check",
+        ).digest()
+    )
+    message = b"stream-release pseudonymisation key check v1"
+    assert check != mine.keyed_digest(message)
+    assert check not in mine.derived_key("mechanism")
 
 
 def test_keys_longer_than_64_bytes_are_hashed_down() -> None:
@@ -229,8 +299,17 @@ def test_short_keys_are_refused(tmp_path: Path, where: str) -> None:
     else:
         (tmp_path / DEFAULT_KEY_FILE).write_text(short)
         settings = HistorySettings()
-    with pytest.raises(ConfigError, match=f"has {len(short)} bytes; at least 16") as info:
+    with pytest.raises(ConfigError, match=r"holds 9 bytes of secret \(12 characters\)") as info:
         load_key(settings, default_dir=tmp_path)
     assert short not in str(info.value)
-    with pytest.raises(ConfigError, match="has 0 bytes"):
+    with pytest.raises(ConfigError, match="holds 0 bytes"):
         load_key(HistorySettings(key="   "))
+
+
+def test_resolving_a_new_default_key_writes_nothing(tmp_path: Path) -> None:
+    directory = tmp_path / "store"
+    material = resolve_key(HistorySettings(), default_dir=directory)
+    assert material.new_file == directory / DEFAULT_KEY_FILE
+    assert key_strength(material.key) == 32
+    assert not directory.exists()
+    assert "<hidden>" in repr(material) and material.key.decode() not in repr(material)
