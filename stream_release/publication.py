@@ -21,6 +21,7 @@ from stream_release.grouping.generalize import (
     generalize_groups,
     multisets,
 )
+from stream_release.grouping.partition import group_size_cap
 from stream_release.io.release_files import encode_lines, group_lines
 from stream_release.mechanisms.base import MechanismRelease
 from stream_release.metrics import group_size_stats, utility_report
@@ -55,6 +56,12 @@ def render_release(
     strategy = plan.strategy.describe()
     strategy["protected"] = list(settings.privacy.protected)
     strategy["min_group_size"] = settings.privacy.min_group_size
+    strategy["group_size_cap"] = group_size_cap(
+        plan.strategy.base_ratio,
+        settings.privacy.min_group_size,
+        settings.grouping.max_group_factor,
+    )
+    star = plan.suppressed_set
     manifest: dict[str, Any] = {
         "release": label,
         "sequence": sequence,
@@ -62,16 +69,41 @@ def render_release(
         "published": int(plan.published.shape[0]),
         "suppressed": plan.suppressed,
         "suppressed_by_history": plan.suppressed_by_history,
+        "exhausted": star.exhausted,
         "groups": plan.contents.n_groups,
         "l": plan.strategy.ell,
         "strategy": strategy,
         "format": fmt,
         "schema": _schema_block(settings, table),
         "breach": plan.breach_summary(),
+        "suppressed_set": {
+            "rows": star.size,
+            "decoys": int(star.decoys.shape[0]),
+            "share_max": star.share_max(plan.protected),
+            "share_bound": 1.0 / plan.strategy.ell,
+            "exhausted": star.exhausted,
+            "spent": int(star.spent.shape[0]),
+            "breach_max": plan.suppressed_breach,
+        },
         "utility": utility,
         "elapsed_s": round(elapsed_s, 6),
     }
     return groups, manifest
+
+
+def suppressed_record(table: EncodedTable, plan: ReleasePlan) -> dict[str, Any]:
+    """The suppressed set as the private record keeps it for the audit: its size, its
+    multiset of values and its decoys (``private-NNNN.json``'s ``suppressed``). Never
+    published: with the public counts it would give the snapshot's totals exactly."""
+    star = plan.suppressed_set
+    values = table.sensitive_values
+    return {
+        "rows": star.size,
+        "sensitive": {values[v]: int(c) for v, c in enumerate(star.counts.tolist()) if c},
+        "decoys": int(star.decoys.shape[0]),
+        "exhausted": star.exhausted,
+        "spent": int(star.spent.shape[0]),
+    }
 
 
 PUBLISHED_SIZE_FIGURES = (

@@ -1,12 +1,25 @@
 """Plan one release: pure orchestration of the core (no I/O, no clock).
 
 ``plan_release`` takes an encoded snapshot, the history of its individuals and the privacy
-settings, and returns the groups, the new history of every published individual and the breach
-probabilities after the release. It checks before it releases (STYLE.md rule 2): every
-published individual's breach probability for every protected value is recomputed from the
-merged history (Lemma 4 of paper 003) and a single one above ``1/l + BREACH_ATOL`` raises
-:class:`GuaranteeUnsatisfiable`, except under the ``localized`` baseline, whose breaches are the
-point of the comparison and are reported, not refused.
+settings, and returns the groups, the suppressed set, the new history of every individual of
+the snapshot and the breach probabilities after the release.
+
+The suppressed rows are one more group to an adversary who knows who is in the snapshot and
+its value counts (:mod:`stream_release.grouping.suppressed_set`): they are made valid like any
+group (decoys join them where needed) and their linkages enter every member's history.
+
+It checks before it releases (STYLE.md rule 2): every individual's breach probability for
+every protected value is recomputed from the merged history (Lemma 4 of [WFLWX10]) with a
+proven bound on its rounding (:func:`~stream_release.privacy.breach.possibly_exceeds`), and a
+single one that may exceed ``1/l`` raises :class:`GuaranteeUnsatisfiable`; the only pairs not
+held to it are those the suppressed set links although they were at the bound already (their
+count is in the manifest). The ``localized`` baseline, whose breaches are the point of the
+comparison, is reported, not refused.
+
+References
+----------
+.. [WFLWX10] R. C.-W. Wong, A. W.-C. Fu, J. Liu, K. Wang, Y. Xu. Preserving Individual Privacy
+   in Serial Data Publishing. ICDE 2010 (arXiv:0903.0682).
 """
 
 from __future__ import annotations
@@ -21,15 +34,18 @@ from numpy.typing import NDArray
 from stream_release.config import GroupingSettings
 from stream_release.errors import GuaranteeUnsatisfiable, PrivacyLeakWarning
 from stream_release.grouping.generalize import group_layout, sensitive_pairs
-from stream_release.grouping.partition import Requirements, form_groups
+from stream_release.grouping.partition import Requirements, form_groups, group_size_cap
+from stream_release.grouping.suppressed_set import SuppressedSet, protect_suppressed_set
 from stream_release.history.types import HistoryRows
 from stream_release.history.update import merge_linkages
 from stream_release.privacy.breach import (
-    BREACH_ATOL,
-    RATIO_RTOL,
+    bound_limit,
     breach_from_log_product,
+    breach_lower_bound,
     constant_ratio_target,
     log_survival_factor,
+    minimum_ratio_from_log_product,
+    possibly_exceeds,
 )
 from stream_release.privacy.strategy import Strategy
 from stream_release.table import EncodedTable
@@ -68,9 +84,12 @@ class ReleasePlan:
 
     ``group`` (n,) int64 per snapshot row, -1 = suppressed. ``values`` is the store's value
     dictionary extended with this release's new values; ``value_of_local`` (V,) maps the
-    table's local codes to global ids. ``published`` (p,) int64 rows in ``group >= 0``;
-    ``history`` is the merged history of those rows, in the same order. ``breach`` (p,) float64
-    is each published individual's largest breach probability over protected values.
+    table's local codes to global ids. ``published`` (p,) int64 rows in ``group >= 0``.
+    ``history`` is the merged history of every row of the snapshot (row i for row i): the
+    published ones linked to their group's values, the suppressed ones to the suppressed set's.
+    ``breach`` (p,) float64 is each published individual's largest breach probability over
+    protected values; ``suppressed_breach`` the largest over the suppressed individuals' pairs
+    that were not at the bound before (0 without any).
     """
 
     group: NDArray[np.int64]
@@ -83,19 +102,31 @@ class ReleasePlan:
     breach: NDArray[np.float64]
     suppressed_by_history: int
     strategy: Strategy
+    suppressed_set: SuppressedSet
+    suppressed_breach: float = 0.0
+    spent_pairs: int = 0
+    """(individual, protected value) pairs of this release's individuals past ``1/l``: linked
+    by a suppressed set while at the bound (now or in an earlier release)."""
 
     @property
     def suppressed(self) -> int:
         return int(np.count_nonzero(self.group < 0))
 
-    def breach_summary(self) -> dict[str, float]:
-        """``bound``, ``max``, ``p50``, ``p99`` of the published individuals' breach."""
+    @property
+    def committed(self) -> NDArray[np.int64]:
+        """(n,) the rows whose history the release commits: every row of the snapshot."""
+        return np.arange(self.group.shape[0], dtype=np.int64)
+
+    def breach_summary(self) -> dict[str, float | int]:
+        """``bound``, ``max``, ``p50``, ``p99`` of the published individuals' breach (their
+        spent pairs aside), and ``spent``: the release's individuals' pairs past the bound."""
         b = self.breach
         return {
             "bound": 1.0 / self.strategy.ell,
             "max": float(b.max()) if b.size else 0.0,
             "p50": float(np.quantile(b, 0.5)) if b.size else 0.0,
             "p99": float(np.quantile(b, 0.99)) if b.size else 0.0,
+            "spent": self.spent_pairs,
         }
 
 
@@ -151,21 +182,37 @@ def plan_release(
 
     requirements = _requirements(table, history, local_of_global, is_protected, strategy)
     own = requirements.own_value_ratio(table.sensitive)
-    eligible = ~(is_protected[table.sensitive] & np.isinf(own))
+    exhausted = is_protected[table.sensitive] & np.isinf(own)
+    cap = group_size_cap(strategy.base_ratio, min_group_size, grouping.max_group_factor)
+    # a row whose own value needs a larger group than any may be never starts or joins one
+    eligible = ~exhausted & ~(is_protected[table.sensitive] & (own > cap))
     _check_feasible(table, eligible, is_protected, strategy, min_group_size)
 
-    group = form_groups(
-        table,
-        is_protected,
-        requirements,
-        min_group_size=min_group_size,
-        eligible=eligible,
-        max_group_factor=grouping.max_group_factor,
-        insertion_window=grouping.insertion_window,
-    )
+    settings = grouping
+
+    def group_rows(rows: NDArray[np.bool_]) -> NDArray[np.int64]:
+        return form_groups(
+            table,
+            is_protected,
+            requirements,
+            min_group_size=min_group_size,
+            eligible=rows,
+            max_group_factor=settings.max_group_factor,
+            insertion_window=settings.insertion_window,
+        )
+
+    group, suppressed = protect_suppressed_set(
+        table.sensitive, is_protected, requirements, eligible, group_rows, cap=cap,
+        floor=strategy.ell,
+    )  # fmt: skip
     contents = GroupContents.of(table, group)
     published = np.flatnonzero(group >= 0)
-    merged = _merge_history(history, published, group, contents, value_of_local)
+    # the suppressed set is one more group (the last id): its members' linkages are history
+    linked = np.where(group >= 0, group, contents.n_groups)
+    everyone = np.arange(table.n_rows, dtype=np.int64)
+    merged = _merge_history(
+        history, everyone, linked, GroupContents.of(table, linked), value_of_local
+    )
     protected_global = np.zeros(len(values), dtype=np.bool_)
     protected_global[value_of_local[is_protected]] = True
     if protected:
@@ -173,15 +220,32 @@ def plan_release(
         protected_global |= np.array([v in wanted for v in values], dtype=np.bool_)
     else:
         protected_global[:] = True
-    breach = _individual_breach(merged, protected_global)
+    exempt = _exempt_entries(merged, suppressed, value_of_local)
+    is_protected_entry = protected_global[merged.value]
+    # pairs past the bound since a release that linked them at the bound (spent): kept out of
+    # breach.max and counted; every pair linked now and not exempt is checked
+    # (only the suppressed set's exemptions put a pair past the bound under a strategy that
+    # checks it; the localized baseline's breaches are its own and stay in breach.max)
+    spent = (
+        is_protected_entry
+        & strategy.uses_history
+        & (breach_lower_bound(merged.log_p, merged.links) > bound_limit(strategy.ell))
+    )
+    linked_now = _linked_now(history, merged)
+    breach_all = _individual_breach(merged, is_protected_entry & ~spent & ~exempt)
     _check_sizes(contents, min_group_size)
-    if strategy.uses_history and breach.size and breach.max() > 1.0 / strategy.ell + BREACH_ATOL:
-        worst = int(np.argmax(breach))
-        raise GuaranteeUnsatisfiable(
-            f"internal check failed: a published individual (row {int(published[worst]) + 1}) "
-            f"would reach breach probability {breach[worst]:.6g} > 1/l = {1 / strategy.ell:.6g}; "
-            "nothing was released"
-        )
+    if strategy.uses_history and merged.n_entries:
+        checked = is_protected_entry & linked_now & ~exempt
+        over = possibly_exceeds(merged.log_p, merged.links, strategy.ell) & checked
+        if over.any():
+            row = int(merged.owner()[np.flatnonzero(over)[0]])
+            where = "published" if group[row] >= 0 else "suppressed"
+            raise GuaranteeUnsatisfiable(
+                f"internal check failed: a {where} individual (row {row + 1}) would reach "
+                f"breach probability {breach_all[row]:.6g}, which may exceed 1/l = "
+                f"{1 / strategy.ell:.6g}; nothing was released"
+            )
+    star = group < 0
     return ReleasePlan(
         group=group,
         contents=contents,
@@ -190,9 +254,12 @@ def plan_release(
         protected=is_protected,
         published=published,
         history=merged,
-        breach=breach,
+        breach=breach_all[published],
         suppressed_by_history=int(np.count_nonzero(~eligible)),
         strategy=strategy,
+        suppressed_set=suppressed,
+        suppressed_breach=float(breach_all[star].max(initial=0.0)),
+        spent_pairs=int(np.count_nonzero(spent)),
     )
 
 
@@ -229,14 +296,20 @@ def _requirements(
     relevant[relevant] = is_protected[local[relevant]]
     ratio = strategy.required_ratio(history.log_p, history.links)
     keep = relevant & (ratio > strategy.base_ratio * (1.0 + 1e-12))
-    owner = history.owner()[keep]
+    owner = history.owner()
     ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(owner, minlength=n), out=ptr[1:])
+    np.cumsum(np.bincount(owner[keep], minlength=n), out=ptr[1:])
+    linked = relevant & (history.log_p < 0.0)
+    least_ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(owner[linked], minlength=n), out=least_ptr[1:])
     return Requirements(
         strategy.base_ratio,
         ptr,
         local[keep].astype(np.int32),
         ratio[keep].astype(np.float64),
+        least_ptr,
+        local[linked].astype(np.int32),
+        minimum_ratio_from_log_product(strategy.ell, history.log_p[linked]),
     )
 
 
@@ -265,7 +338,7 @@ def _check_feasible(
         return
     r_max = n / counts[worst]
     need = strategy.base_ratio
-    if r_max >= need * (1.0 - RATIO_RTOL):
+    if r_max >= need:
         return
     value = table.sensitive_values[worst]
     raise GuaranteeUnsatisfiable(
@@ -334,16 +407,45 @@ def _merge_history(
     )
 
 
-def _individual_breach(
-    history: HistoryRows, protected_global: NDArray[np.bool_]
-) -> NDArray[np.float64]:
-    """(p,) each individual's largest breach probability over protected values (Lemma 4)."""
+def _exempt_entries(
+    history: HistoryRows,
+    suppressed: SuppressedSet,
+    value_of_local: NDArray[np.int64],
+) -> NDArray[np.bool_]:
+    """(m,) the merged entries the suppressed set links without holding them to the bound:
+    its spent members' entries for its values (:class:`SuppressedSet` ``spent``)."""
+    if suppressed.spent.size == 0 or history.n_entries == 0:
+        return np.zeros(history.n_entries, dtype=np.bool_)
+    in_set = np.zeros(int(max(history.value.max(initial=0), value_of_local.max(initial=0))) + 1,
+                      dtype=np.bool_)  # fmt: skip
+    in_set[value_of_local[np.flatnonzero(suppressed.counts)]] = True
+    spent = np.zeros(history.n_individuals, dtype=np.bool_)
+    spent[suppressed.spent] = True
+    return spent[history.owner()] & in_set[history.value]
+
+
+def _linked_now(old: HistoryRows, new: HistoryRows) -> NDArray[np.bool_]:
+    """(m,) the entries of ``new`` (row i = row i of ``old``) this release linked: one more
+    linkage than before, or a new entry."""
+    span = int(max(old.value.max(initial=0), new.value.max(initial=0))) + 1
+    old_keys = old.owner() * span + old.value
+    new_keys = new.owner() * span + new.value
+    at = np.searchsorted(old_keys, new_keys)
+    hit = at < old_keys.shape[0]
+    hit[hit] = old_keys[at[hit]] == new_keys[hit]
+    before = np.zeros(new.n_entries, dtype=np.int64)
+    before[hit] = old.links[at[hit]]
+    return new.links > before
+
+
+def _individual_breach(history: HistoryRows, checked: NDArray[np.bool_]) -> NDArray[np.float64]:
+    """(n,) each individual's largest breach probability over its ``checked`` entries
+    (protected values, Lemma 4); 0 for an individual without one."""
     p = history.n_individuals
     out = np.zeros(p, dtype=np.float64)
     if history.n_entries == 0:
         return out
-    relevant = protected_global[history.value]
-    prob = np.where(relevant, breach_from_log_product(history.log_p), 0.0)
+    prob = np.where(checked, breach_from_log_product(history.log_p), 0.0)
     filled = np.diff(history.indptr) > 0  # entries are grouped by individual (CSR)
     out[filled] = np.maximum.reduceat(prob, history.indptr[:-1][filled])
     return out

@@ -72,9 +72,13 @@ from stream_release.io.release_files import (
     stage_release,
 )
 from stream_release.io.snapshot import read_snapshot
-from stream_release.mechanisms import GLOBAL_GUARANTEE, Mechanism, make_mechanism
-from stream_release.mechanisms.base import ReleaseRandomness
-from stream_release.publication import render_mechanism_release, render_release
+from stream_release.mechanisms import GLOBAL_GUARANTEE, make_mechanism
+from stream_release.mechanisms.base import Mechanism, ReleaseRandomness
+from stream_release.publication import (
+    render_mechanism_release,
+    render_release,
+    suppressed_record,
+)
 from stream_release.release import plan_release
 from stream_release.table import EncodedTable
 
@@ -337,17 +341,19 @@ class Publisher:
             settings=self.settings,
             elapsed_s=time.perf_counter() - started,
         )
+        private = _private_record(label, sequence, source)
+        private["suppressed"] = suppressed_record(table, plan)
         files = ReleaseFiles(
             groups,
             manifest,
             assignments_csv(table.ids.tolist(), plan.group.tolist()),
-            _private_record(label, sequence, source),
+            private,
         )
         return PreparedRelease(
             sequence,
             label,
             files,
-            pseudonyms[plan.published],
+            pseudonyms[plan.committed],
             plan.history,
             plan.values,
             encode_record(groups, manifest),

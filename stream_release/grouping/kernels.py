@@ -8,7 +8,9 @@ of the pairs (row, value) whose required ratio exceeds ``base`` (``inf`` = may n
 group with that value), ``min_size`` the k-anonymity floor.
 
 A group G is *valid* iff ``|G| >= min_size`` and, for every protected value t present,
-``|G| >= n(G,t) * R(G,t) * (1 - RATIO_RTOL)`` with ``R(G,t) = max(base, max_{o in G} req(o,t))``
+``|G| >= n(G,t) * R(G,t)`` with ``R(G,t) = max(base, max_{o in G} req(o,t))`` (the ratios
+carry the margin on the safe side where they are Theorem 1's own bound:
+:mod:`stream_release.privacy.strategy`)
 (paper 003, Theorem 1 and §6, in the engineering form of the research digest §4).
 
 Algorithm (three passes, each QID-local):
@@ -32,8 +34,6 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
-
-RTOL = 1e-9  # = privacy.breach.RATIO_RTOL (kept literal: numba compiles module globals in)
 
 
 @njit(cache=True)
@@ -111,7 +111,7 @@ def _sorted_codes(perm, lo, hi, qid, a, c_min, c_max):
 @njit(cache=True)
 def _allowed(n, base):
     """Largest count of one protected value a group of ``n`` rows may hold."""
-    return int(np.floor(n / (base * (1.0 - RTOL))))
+    return int(np.floor(n / base))
 
 
 @njit(cache=True)
@@ -174,11 +174,7 @@ def _balance(perm, lo, mid, hi, qid, a, sens, protected, base, min_size, cnt_l, 
     ok = n_l >= max(min_size, 1) and n_r >= max(min_size, 1)
     for i in range(lo, hi):
         v = sens[perm[i]]
-        if (
-            ok
-            and protected[v]
-            and (n_l < cnt_l[v] * base * (1.0 - RTOL) or n_r < cnt_r[v] * base * (1.0 - RTOL))
-        ):
+        if ok and protected[v] and (n_l < cnt_l[v] * base or n_r < cnt_r[v] * base):
             ok = False
         cnt_l[v] = 0
         cnt_r[v] = 0
@@ -299,7 +295,7 @@ def _valid(size, min_size, protected, cnt, req, touched, n_touched):
         return False
     for i in range(n_touched):
         t = touched[i]
-        if cnt[t] > 0 and protected[t] and size < cnt[t] * req[t] * (1.0 - RTOL):
+        if cnt[t] > 0 and protected[t] and size < cnt[t] * req[t]:
             return False
     return True
 
@@ -312,17 +308,21 @@ def _reset(cnt, req, touched, n_touched):
 
 
 @njit(cache=True)
-def _compatible(row, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, cap):
-    """Can ``row`` join the group and the group still become valid within ``cap`` rows?"""
+def _compatible(row, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, cap, repeat):
+    """Can ``row`` join the group and the group still become valid within ``cap`` rows?
+
+    Protected values stay distinct inside a bucketized group unless ``repeat``: then a value
+    may come again if the group can still hold it (``(n(G,v) + 1) R(G,v) <= cap``).
+    """
     v = sens[row]
     if protected[v]:
-        if cnt[v] > 0:
-            return False  # protected values stay distinct inside a bucketized group
+        if cnt[v] > 0 and not repeat:
+            return False
         r_own = req[v] if req[v] > base else base
         for e in range(ex_ptr[row], ex_ptr[row + 1]):
             if ex_val[e] == v and ex_req[e] > r_own:
                 r_own = ex_req[e]
-        if r_own > cap:
+        if (cnt[v] + 1) * r_own > cap:
             return False
     for e in range(ex_ptr[row], ex_ptr[row + 1]):
         t = ex_val[e]
@@ -358,7 +358,7 @@ def _extra_rows(row, need, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, r
         t = ex_val[e]
         if cnt[t] > 0:
             after = max(after, cnt[t] * max(req[t], ex_req[e]))
-    return int(np.ceil(after * (1.0 - RTOL))) - int(np.ceil(need * (1.0 - RTOL)))
+    return int(np.ceil(after)) - int(np.ceil(need))
 
 
 @njit(cache=True)
@@ -483,49 +483,77 @@ def bucketize(
             best_extra = 0
             best_growth = 0.0
             best_rem = 0
-            for bb in range(nb):
-                if b_rem[bb] == 0:
-                    continue
-                v = b_val[bb]
-                if protected[v] and cnt[v] > 0:
-                    continue  # protected values stay distinct inside a bucketized group
-                if any_critical and not (protected[v] and b_rem[bb] * m > rows_after):
-                    continue
-                while b_ptr[bb] < b_end[bb] and taken[order[b_ptr[bb]]]:
-                    b_ptr[bb] += 1
-                seen = 0
-                i = b_ptr[bb]
-                while i < b_end[bb] and seen < CANDIDATES_PER_BUCKET:
-                    p = order[i]
-                    i += 1
-                    if taken[p]:
+            # first distinct protected values (Anatomy); only when none fits, a repeated one: a
+            # member whose history needs a ratio above the number of values present could
+            # never be grouped otherwise
+            for attempt in range(2):
+                if best_pos >= 0 or (attempt == 1 and not has_history):
+                    break
+                repeat = attempt == 1
+                for bb in range(nb):
+                    if b_rem[bb] == 0:
                         continue
-                    seen += 1
-                    cand = seg[p]
-                    extra = 0
-                    if has_history:  # without any history every distinct value fits at no cost
-                        if not _compatible(
-                            cand, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, cap
-                        ):
-                            continue  # this row's own history forbids it; bucket-mates may fit
-                        extra = _extra_rows(
-                            cand, need, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req
-                        )
-                    grow = _growth(cand, qid, norm, height, span_lo, span_hi, lo, hi, extent)
+                    v = b_val[bb]
+                    if protected[v] and cnt[v] > 0 and not repeat:
+                        continue
                     if (
-                        best_pos < 0
-                        or extra < best_extra
-                        or (extra == best_extra and grow < best_growth)
-                        or (extra == best_extra and grow == best_growth and b_rem[bb] > best_rem)
+                        not repeat
+                        and any_critical
+                        and not (protected[v] and b_rem[bb] * m > rows_after)
                     ):
-                        best_pos = p
-                        best_extra = extra
-                        best_growth = grow
-                        best_rem = b_rem[bb]
-                    if grow == 0.0 and extra == 0:
-                        break  # inside the box, no larger group needed: nothing does better
-                if best_pos >= 0 and best_growth == 0.0 and best_extra == 0 and not any_critical:
-                    break  # nothing beats a row inside the box
+                        continue
+                    while b_ptr[bb] < b_end[bb] and taken[order[b_ptr[bb]]]:
+                        b_ptr[bb] += 1
+                    seen = 0
+                    i = b_ptr[bb]
+                    while i < b_end[bb] and seen < CANDIDATES_PER_BUCKET:
+                        p = order[i]
+                        i += 1
+                        if taken[p]:
+                            continue
+                        seen += 1
+                        cand = seg[p]
+                        extra = 0
+                        if has_history:  # without any history every distinct value fits
+                            if not _compatible(
+                                cand,
+                                sens,
+                                protected,
+                                base,
+                                ex_ptr,
+                                ex_val,
+                                ex_req,
+                                cnt,
+                                req,
+                                cap,
+                                repeat,
+                            ):
+                                continue  # its own history forbids it; bucket-mates may fit
+                            extra = _extra_rows(
+                                cand, need, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req
+                            )
+                        grow = _growth(cand, qid, norm, height, span_lo, span_hi, lo, hi, extent)
+                        if (
+                            best_pos < 0
+                            or extra < best_extra
+                            or (extra == best_extra and grow < best_growth)
+                            or (
+                                extra == best_extra and grow == best_growth and b_rem[bb] > best_rem
+                            )
+                        ):
+                            best_pos = p
+                            best_extra = extra
+                            best_growth = grow
+                            best_rem = b_rem[bb]
+                        if grow == 0.0 and extra == 0:
+                            break  # inside the box, no larger group needed: nothing does better
+                    if (
+                        best_pos >= 0
+                        and best_growth == 0.0
+                        and best_extra == 0
+                        and not any_critical
+                    ):
+                        break  # nothing beats a row inside the box
             if best_pos < 0:
                 break
             row = seg[best_pos]

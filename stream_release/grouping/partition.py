@@ -8,40 +8,14 @@ in :mod:`stream_release.grouping.kernels`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
 from stream_release.grouping.kernels import group_rows
+from stream_release.grouping.merge import merge_leftovers
+from stream_release.grouping.requirements import Requirements
 from stream_release.table import EncodedTable
-
-
-@dataclass(frozen=True, eq=False)
-class Requirements:
-    """Ratios required of a release's (row, value) pairs: ``base`` for every protected value
-    with no history, and a CSR over rows of the pairs that need more.
-
-    ``ptr`` (n+1,) int64; ``value`` (m,) int32 local value codes (protected and present in the
-    release); ``ratio`` (m,) float64 > base, ``inf`` = the row may not share a group with it.
-    """
-
-    base: float
-    ptr: NDArray[np.int64]
-    value: NDArray[np.int32]
-    ratio: NDArray[np.float64]
-
-    @classmethod
-    def uniform(cls, base: float, n: int) -> Requirements:
-        return cls(base, np.zeros(n + 1, np.int64), np.zeros(0, np.int32), np.zeros(0))
-
-    def own_value_ratio(self, sensitive: NDArray[np.int32]) -> NDArray[np.float64]:
-        """(n,) ratio each row requires for its own value (``base`` when no history)."""
-        own = np.full(sensitive.shape[0], self.base)
-        rows = np.repeat(np.arange(sensitive.shape[0]), np.diff(self.ptr))
-        hit = self.value == sensitive[rows]
-        own[rows[hit]] = np.maximum(own[rows[hit]], self.ratio[hit])
-        return own
 
 
 def form_groups(
@@ -64,7 +38,8 @@ def form_groups(
     min_group_size : k-anonymity floor, >= 1
     eligible : (n,) bool; other rows are suppressed
     max_group_factor : a group is never grown beyond this multiple of ``max(base, k)`` rows
-    insertion_window : how far (in k-d order) a leftover row looks for a group to join
+    insertion_window : how far (in k-d order) a leftover row looks for a group to join, or
+        for groups to merge with (:func:`~stream_release.grouping.merge.merge_leftovers`)
 
     Returns
     -------
@@ -73,7 +48,7 @@ def form_groups(
     sizes = np.array([a.size for a in table.attributes], dtype=np.float64)
     norm = np.where(sizes > 1, 1.0 / np.maximum(sizes - 1, 1), 0.0)
     height, span_lo, span_hi = hierarchy_spans(table)
-    cap = math.ceil(max(requirements.base, min_group_size) * max_group_factor)
+    cap = group_size_cap(requirements.base, min_group_size, max_group_factor)
     perm = np.flatnonzero(eligible).astype(np.int64)
     group, _ = group_rows(
         np.ascontiguousarray(table.qid),
@@ -92,7 +67,22 @@ def form_groups(
         perm,
         int(insertion_window),
     )
-    return group
+    # the rows still left over: merged with their nearest groups where that makes a valid one
+    return merge_leftovers(
+        group,
+        perm,
+        np.ascontiguousarray(table.sensitive),
+        np.ascontiguousarray(protected, dtype=np.bool_),
+        requirements,
+        min_group_size=min_group_size,
+        cap=cap,
+        window=insertion_window,
+    )
+
+
+def group_size_cap(base: float, min_group_size: int, max_group_factor: float) -> int:
+    """The largest group a release may form: ``ceil(max(base, k) * max_group_factor)``."""
+    return math.ceil(max(base, min_group_size) * max_group_factor)
 
 
 def hierarchy_spans(

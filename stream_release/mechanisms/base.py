@@ -20,39 +20,35 @@ transaction as the release record, so the state and the releases never disagree.
 What the manifest may say. A DP guarantee covers the published lines, not figures of the
 input next to them: the input's size (``records_in``, ``suppressed``), its sha256, the time
 the release took or a query error measured against the input are functions of the input that
-the mechanism did not randomise, and publishing them voids the (ε, δ) (the digest of papers
-000/001, §9.1 "must not emit"). The publisher therefore writes them into the manifest only
-for a release whose :attr:`MechanismRelease.input_statistics` is true; the private
-``assignments-NNNN.csv`` holds them in every case.
+the mechanism did not randomise, and publishing them voids the (ε, δ). The publisher
+therefore writes them into the manifest only for a release whose
+:attr:`MechanismRelease.input_statistics` is true; the private files hold them in every
+case.
 
 Registration (:mod:`stream_release.mechanisms`). A mode is one module holding its section
 model (a plain pydantic model, ``ConfigDict(extra="forbid", frozen=True)``; the TOML table
 ``[mechanism.<kind with _ for ->]``), a factory (the :class:`Mechanism` class built from the
 section, or a function ``(section, settings)`` for a mode that needs the rest of the
-configuration) and ``verify_release(manifest, lines) -> list[str]`` for the audit (or the
-audit in a module of its own, named by ``verify_module``); one :class:`Registration` line
-in ``MECHANISMS`` makes it available. A section model may define ``check_settings(self,
-settings) -> None`` (raising ``ValueError``) to check itself against the rest of the
-configuration (QID names, hierarchies) when the configuration is loaded.
+configuration); one :class:`Registration` line in ``MECHANISMS`` makes it available. Its
+audit is a module of its own, ``<mode>_audit`` with ``verify_series(releases) -> list[str]``,
+that imports none of the mode's release code (only its ``<mode>_params`` module and the
+privacy formulas), named in :data:`stream_release.audit.mechanisms.VERIFIERS`. A section
+model may define ``check_settings(self, settings) -> None`` (raising ``ValueError``) to check
+itself against the rest of the configuration (QID names, hierarchies) when the configuration
+is loaded.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
 from stream_release.table import EncodedTable
-
-if TYPE_CHECKING:
-    from pydantic import BaseModel
-
-    from stream_release.config import Settings
 
 StateLoader = Callable[[Sequence[bytes]], list[bytes | None]]
 """Reads the committed state entries of the given keys (``None``: never written)."""
@@ -161,78 +157,3 @@ class Mechanism(Protocol):
     ) -> MechanismRelease:
         """Release ``table`` (rows sorted by ``pseudonyms``) as release ``sequence``."""
         ...
-
-
-Verifier = Callable[[Mapping[str, Any], Sequence[Mapping[str, Any]]], list[str]]
-"""``verify_release(manifest, lines) -> problems``: the audit of one release of a mode from
-its published files alone (an empty list when it passes)."""
-
-SeriesVerifier = Callable[
-    [Sequence[tuple[Mapping[str, Any], Sequence[Mapping[str, Any]]]]], list[str]
-]
-"""``verify_series([(manifest, lines), ...]) -> problems``: checks across a whole series."""
-
-
-@dataclass(frozen=True)
-class Registration:
-    """Where a mode lives: one line of :data:`stream_release.mechanisms.MECHANISMS`.
-
-    Names are resolved on first use (importing the module then), so the configuration can
-    name every kind without importing every mode, and a module that imports
-    :mod:`stream_release.config` causes no import cycle.
-
-    Attributes
-    ----------
-    module : str
-        Dotted module path, e.g. ``"stream_release.mechanisms.sampled_k_anonymity"``.
-    settings : str
-        Name of the section model in the module.
-    factory : str
-        Name of what builds the :class:`Mechanism`: called as ``factory(section)`` or, with
-        ``pass_settings``, ``factory(section, settings)`` (the whole :class:`~stream_release.
-        config.Settings`).
-    verify : str or None
-        Name of ``verify_release(manifest, lines) -> list[str]`` (:data:`Verifier`).
-    verify_series : str or None
-        Name of an optional :data:`SeriesVerifier`.
-    pass_settings : bool
-        See ``factory``.
-    verify_module : str or None
-        Dotted module path holding ``verify`` and ``verify_series`` when they live outside
-        ``module`` (e.g. ``"stream_release.mechanisms.dp_sanitised_audit"``); ``None``: in
-        ``module``.
-    """
-
-    module: str
-    settings: str
-    factory: str
-    verify: str | None = "verify_release"
-    verify_series: str | None = None
-    pass_settings: bool = False
-    verify_module: str | None = None
-
-    def _attr(self, name: str, module: str | None = None) -> Any:
-        return getattr(importlib.import_module(module or self.module), name)
-
-    def settings_model(self) -> type[BaseModel]:
-        """The section model (a pydantic model class)."""
-        model: type[BaseModel] = self._attr(self.settings)
-        return model
-
-    def make(self, section: BaseModel, settings: Settings) -> Mechanism:
-        """The mechanism for a validated ``section`` of ``settings``."""
-        factory = self._attr(self.factory)
-        mechanism: Mechanism = (
-            factory(section, settings) if self.pass_settings else factory(section)
-        )
-        return mechanism
-
-    def verifier(self) -> Verifier | None:
-        """The mode's ``verify_release``, if it has one."""
-        return None if self.verify is None else self._attr(self.verify, self.verify_module)
-
-    def series_verifier(self) -> SeriesVerifier | None:
-        """The mode's ``verify_series``, if it has one."""
-        if self.verify_series is None:
-            return None
-        return self._attr(self.verify_series, self.verify_module)

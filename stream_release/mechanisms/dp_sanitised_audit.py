@@ -22,12 +22,12 @@ from typing import Any
 import numpy as np
 
 from stream_release.errors import InvalidParameter
-from stream_release.mechanisms.dp_sanitised import CAVEAT, KIND, _entry, _fingerprint
+from stream_release.mechanisms.dp_sanitised_params import CAVEAT, KIND, _entry, _fingerprint
 from stream_release.privacy.dp_budget import BUDGET_RTOL, split_budget
 from stream_release.privacy.metric_dp import rr_debiased_counts
 from stream_release.privacy.validation import check_delta, check_epsilon
 
-__all__ = ["verify_release"]
+__all__ = ["verify_release", "verify_series"]
 
 _RTOL = 1e-9
 _MAX_LINE_PROBLEMS = 20
@@ -336,4 +336,16 @@ def _check_counts(
                 f"mechanism.counts[{label!r}] = ({estimate[label]!r}, {variance[label]!r}), but "
                 f"the lines give (estimate, variance) = ({e!r}, {v!r})"
             )
+    return problems
+
+
+def verify_series(
+    releases: Sequence[tuple[Mapping[str, Any], Sequence[Mapping[str, Any]]]],
+) -> list[str]:
+    """:func:`verify_release` of every release of a series, each problem prefixed
+    ``release N:`` (the per-person ledger is private: nothing is checked across releases)."""
+    problems: list[str] = []
+    for count, (manifest, lines) in enumerate(releases, start=1):
+        label = f"release {manifest.get('sequence', count)}"
+        problems.extend(f"{label}: {p}" for p in verify_release(manifest, lines))
     return problems

@@ -19,7 +19,7 @@ import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from stream_release.mechanisms.reconstruction_rr import (
+from stream_release.mechanisms.reconstruction_rr_params import (
     KIND,
     ReconstructionRRSettings,
     _block,

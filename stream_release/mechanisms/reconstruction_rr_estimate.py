@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from stream_release.errors import InvalidParameter
-from stream_release.mechanisms.reconstruction_rr import KIND, _block, _field
+from stream_release.mechanisms.reconstruction_rr_params import KIND, _block, _field
 from stream_release.privacy.reconstruction_estimate import CountEstimate, reconstruct_count
 
 __all__ = ["Where", "reconstruct"]

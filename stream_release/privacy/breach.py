@@ -9,15 +9,23 @@ over the releases whose group containing o holds s is all the history the guaran
 We keep it in log space, ``log_p = sum_j log1p(-n_{j,s}/n_j)`` (rule 9 of STYLE.md: never
 multiply group sizes across releases in floats).
 
-Floating point and the bound
-----------------------------
-``BREACH_ATOL = 1e-9``: a probability ``p`` breaches ``1/l`` iff ``p > 1/l + BREACH_ATOL``.
-Equality ``p = 1/l`` is allowed by the guarantee (Corollary 2), and rounding can put a value that
-is exactly ``1/l`` in rational arithmetic a few ulps above it; the margin absorbs that and
-nothing else (every real breach of a group of at most 10^8 rows exceeds it).
-``RATIO_RTOL = 1e-9``: a group ratio ``r`` meets a requirement ``q`` iff
-``r >= q (1 - RATIO_RTOL)``; by Theorem 3 the breach this admits exceeds ``1/l`` by at most
-``RATIO_RTOL``, inside BREACH_ATOL.
+Floating point and the bound: every margin on the safe side
+-----------------------------------------------------------
+The bound ``1/l`` is compared exactly: ``l`` is taken as the rational number its float is
+(``Fraction(l)``), and a float is never compared with slack in its favour.
+
+* Planning: where a strategy's ratio is Theorem 1's own bound ``q = \tilde n`` it plans
+  ``q (1 + RATIO_RTOL)`` (``RATIO_RTOL = 1e-9``; :mod:`stream_release.privacy.strategy`): by
+  Theorem 3 a plan then stays below ``1/l`` by about ``RATIO_RTOL P / q``, far more than the
+  rounding of the history, so the check before release passes it; an exact ``p = 1/l``
+  (Corollary 2, allowed by the guarantee) is given up for it.
+* Dead pairs: a pair whose ``P <= 1 - 1/l + BREACH_ATOL`` (``BREACH_ATOL = 1e-9``) is treated
+  as at the bound: never linked again (:func:`minimum_ratio_from_log_product`).
+* The check before release (:func:`possibly_exceeds`): the stored ``log P`` is a float sum of
+  ``links`` rounded factors; :func:`breach_upper_bound` adds a proven bound on that rounding
+  to ``p``, and a release is refused unless that upper bound is ``<= 1/l`` exactly.
+* The audit recomputes near the bound in exact rational arithmetic
+  (:func:`breach_probability_exact`).
 
 References
 ----------
@@ -28,6 +36,7 @@ References
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -109,7 +118,7 @@ def minimum_ratio_from_log_product(ell: float, log_p: ArrayLike) -> NDArray[np.f
 
     Returns ``inf`` where ``P <= 1 - 1/l + BREACH_ATOL``: there o can never again share a group
     with s (Theorem 2: any further linkage breaches; within the margin the required group would
-    exceed 10^8 rows).
+    exceed 10^8 rows). Treating those as at the bound errs on the safe side.
     """
     ell = check_ell(ell)
     p_keep = np.exp(np.asarray(log_p, dtype=np.float64))
@@ -187,7 +196,92 @@ def _check_history(n: ArrayLike, n_s: ArrayLike) -> tuple[NDArray[np.int64], NDA
     return n_arr, ns_arr
 
 
+def exact_bound(ell: float) -> Fraction:
+    """``1/l`` exactly, ``l`` being the rational number its float is."""
+    return 1 / Fraction(check_ell(ell))
+
+
+def bound_limit(ell: float) -> float:
+    """The largest float ``<= 1/l`` (exactly): ``x <= bound_limit(l)`` iff ``x <= 1/l`` for
+    every float ``x``."""
+    bound = exact_bound(ell)
+    limit = float(bound)
+    if Fraction(limit) > bound:
+        limit = math.nextafter(limit, 0.0)
+    return limit
+
+
 def exceeds_bound(p: ArrayLike, ell: float) -> NDArray[np.bool_]:
-    """True where a breach probability exceeds ``1/l`` by more than ``BREACH_ATOL``."""
-    ell = check_ell(ell)
-    return np.asarray(p, dtype=np.float64) > 1.0 / ell + BREACH_ATOL
+    """True where a breach probability exceeds ``1/l``, compared exactly (a float as the
+    rational number it is; ``p = 1/l`` is allowed, Corollary 2)."""
+    return np.asarray(p, dtype=np.float64) > bound_limit(ell)
+
+
+def breach_probability_exact(n: ArrayLike, n_s: ArrayLike) -> Fraction:
+    r"""Lemma 4 of [WFLWX10] in exact rational arithmetic:
+    ``1 - prod_j (n_j - n_{j,s}) / n_j``.
+
+    >>> breach_probability_exact([2, 2], [1, 1]), breach_probability_exact([4, 4], [1, 1])
+    (Fraction(3, 4), Fraction(7, 16))
+    """
+    n_arr, ns_arr = _check_history(n, n_s)
+    keep = math.prod(
+        (Fraction(int(a) - int(b), int(a)) for a, b in zip(n_arr, ns_arr, strict=True)),
+        start=Fraction(1),
+    )
+    return 1 - keep
+
+
+_UNIT = 2.0**-53
+"""Unit roundoff of float64."""
+
+
+def breach_upper_bound(log_p: ArrayLike, links: ArrayLike) -> NDArray[np.float64]:
+    r"""An upper bound on the exact breach probability of a stored history entry.
+
+    ``log_p`` is a float sum, in release order, of ``links`` rounded factors
+    ``fl(log1p(fl(-c/n)))``. With unit roundoff ``u = 2^-53``, exact ``L`` and its float
+    ``\hat L`` (both <= 0), ``P = e^L``:
+
+    * one factor: the quotient's rounding moves ``log1p`` by at most ``u (c/n)/(1 - c/n) <=
+      u |phi| / P`` (``1 - c/n >= P``, ``c/n <= |phi|``), ``log1p`` itself by at most 4 ulp:
+      ``|f - phi| <= |phi| u (1/P + 4)``;
+    * the sum of ``k`` non-positive terms: each addition at most ``u`` times the partial sum,
+      which never exceeds ``|L|`` in magnitude: ``k u |L|``;
+    * so ``|\hat L - L| <= u |L| (1/P + 4 + k)`` and ``p = -expm1(L)`` moves by at most
+      ``P`` times that (``dp/dL = -e^L``) plus ``expm1``'s own 2 ulp.
+
+    The returned bound doubles that: ``p + 2u (|L| (1 + (k + 4) P) + 2p)``, rounded up;
+    ``-inf`` (a group made only of the value) gives 1.
+    """
+    log_arr = np.asarray(log_p, dtype=np.float64)
+    p = breach_from_log_product(log_arr)
+    return np.where(
+        np.isfinite(log_arr), np.nextafter(p + _rounding(log_arr, links, p), np.inf), 1.0
+    )
+
+
+def breach_lower_bound(log_p: ArrayLike, links: ArrayLike) -> NDArray[np.float64]:
+    """A lower bound on the exact breach probability of a stored entry: ``p`` less the
+    rounding bound of :func:`breach_upper_bound`, rounded down (``-inf`` gives 1)."""
+    log_arr = np.asarray(log_p, dtype=np.float64)
+    p = breach_from_log_product(log_arr)
+    lower = np.nextafter(p - _rounding(log_arr, links, p), -np.inf)
+    return np.where(np.isfinite(log_arr), lower, 1.0)
+
+
+def _rounding(
+    log_p: NDArray[np.float64], links: ArrayLike, p: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """The bound of :func:`breach_upper_bound` on ``|p - exact p|`` (finite ``log_p``)."""
+    k = np.asarray(links, dtype=np.float64)
+    finite = np.isfinite(log_p)
+    big_p = np.exp(np.where(finite, log_p, 0.0))
+    mag = np.where(finite, -log_p, 0.0)
+    return 2.0 * _UNIT * (mag * (1.0 + (k + 4.0) * big_p) + 2.0 * p)
+
+
+def possibly_exceeds(log_p: ArrayLike, links: ArrayLike, ell: float) -> NDArray[np.bool_]:
+    """True where a stored entry's exact breach probability may exceed ``1/l``: the check
+    before release, with its margin on the safe side (:func:`breach_upper_bound`)."""
+    return breach_upper_bound(log_p, links) > bound_limit(ell)

@@ -3,10 +3,16 @@ r"""Ratio strategies: the group-size ratio ``|G| / n(G,s)`` each (individual, va
 Every strategy maps an individual's history for one value, ``(log P, links)``, to the ratio
 its next group holding that value must meet. Sources, all [WFLWX10] (see ``breach.py``):
 
-* ``constant-ratio`` (§6.1, min-max optimal by Theorem 4): ``max(n_c, \tilde n)`` with
+* ``constant-ratio`` (§6.1, min-max optimal by Theorem 4): ``max(n_c, \tilde n^+)`` with
   ``n_c = constant_ratio_target(l, k')``. ``n_c`` is the plan; ``\tilde n`` (Theorem 1) still
   guards an individual linked more than ``k'`` times, and is infinite once ``P <= 1 - 1/l``.
-* ``geometric`` (§6.2): ``alpha * \tilde n``.
+* ``geometric`` (§6.2): ``max(alpha * \tilde n, \tilde n^+)``.
+
+``\tilde n^+ = \tilde n (1 + RATIO_RTOL)``: where a ratio is Theorem 1's own bound, it is
+planned a hair above it, so that a planned group stays strictly below ``1/l`` however the
+history's floats round (the margin on the safe side, :mod:`stream_release.privacy.breach`);
+the base ratio likewise stays above ``l``. A plan ratio clear of the bound (``n_c > l``,
+``alpha > 1``) is used as it is.
 * ``minimal``: ``\tilde n (1 + MINIMAL_MARGIN)``, Theorem 1's bound with a margin against
   rounding; it shows Theorem 2's dead end: an individual linked at (close to) the minimum
   can never be linked to that value again.
@@ -23,6 +29,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from stream_release.errors import InvalidParameter
 from stream_release.privacy.breach import (
+    RATIO_RTOL,
     constant_ratio_target,
     minimum_ratio_from_log_product,
 )
@@ -69,8 +76,11 @@ class Strategy:
 
     @property
     def base_ratio(self) -> float:
-        """The ratio required of an (individual, value) pair with no history."""
-        return self.target
+        """The ratio required of an (individual, value) pair with no history: the plan's
+        ratio, and above Theorem 1's ``l`` by the safe margin (``localized``: ``l``)."""
+        if self.name == "localized":
+            return self.target
+        return max(self.target, self.ell * (1.0 + RATIO_RTOL))
 
     @property
     def uses_history(self) -> bool:
@@ -83,10 +93,11 @@ class Strategy:
         if self.name == "localized":
             return np.full(log_p_arr.shape, self.ell)
         minimum = minimum_ratio_from_log_product(self.ell, log_p_arr)
+        safe = minimum * (1.0 + RATIO_RTOL)
         if self.name == "constant-ratio":
-            return np.maximum(self.target, minimum)
+            return np.maximum(self.target, safe)
         if self.name == "geometric":
-            return (self.alpha or 0.0) * minimum
+            return np.maximum((self.alpha or 0.0) * minimum, safe)
         return minimum * (1.0 + MINIMAL_MARGIN)
 
     def schedule(self, releases: int) -> NDArray[np.float64]:

@@ -85,6 +85,26 @@ class BreachSummary(_Message):
     max: float
     p50: float
     p99: float
+    spent: int = Field(
+        default=0,
+        ge=0,
+        description="(individual, protected value) pairs of the release's individuals past the "
+        "bound: linked by a suppressed set while spent (not in max)",
+    )
+
+
+class SuppressedSetSummary(_Message):
+    """The suppressed rows as one more group (all QIDs ``*``)."""
+
+    rows: int = Field(ge=0)
+    decoys: int = Field(ge=0, description="rows suppressed to dilute the set")
+    share_max: float = Field(ge=0, le=1, description="largest share of a protected value")
+    share_bound: float = Field(gt=0, le=1, description="1/l: share_max never exceeds it")
+    exhausted: int = Field(ge=0, description="members spent for their own value")
+    spent: int = Field(
+        ge=0, description="members spent for a value of the set: not held to the bound"
+    )
+    breach_max: float = Field(ge=0, le=1, description="largest breach of its other members")
 
 
 class Manifest(BaseModel):
@@ -103,6 +123,10 @@ class Manifest(BaseModel):
     breach: BreachSummary
     utility: dict[str, Any]
     elapsed_s: float = Field(ge=0)
+    exhausted: int | None = Field(
+        default=None, ge=0, description="individuals suppressed because spent for their value"
+    )
+    suppressed_set: SuppressedSetSummary | None = None
 
 
 class Rejected(_Message):

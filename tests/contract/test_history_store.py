@@ -19,7 +19,7 @@ import pytest
 import redis
 from numpy.typing import NDArray
 
-from stream_release.errors import HistoryStoreError, SequenceConflict
+from stream_release.errors import HistoryStoreError, KeyMismatch, SequenceConflict
 from stream_release.history import (
     FileHistoryStore,
     HistoryRows,
@@ -387,6 +387,34 @@ def test_mechanism_state_is_not_written_by_a_refused_commit(store: HistoryStore)
         store.load_state([b""])
     assert store.load_state([b"k"]) == [None]
     assert store.last_sequence() == 1
+
+
+K1, K2 = hashlib.blake2b(b"one", digest_size=16).digest(), hashlib.blake2b(b"two").digest()[:16]
+
+
+def test_the_key_check_is_recorded_by_the_first_commit_and_another_key_refused(
+    open_store: OpenStore,
+) -> None:
+    store = open_store()
+    assert store.key_check() is None
+    store.commit(1, np.array([A]), rows([(0, -0.5, 1)]), VALUES, b"r1", key_check=K1)
+    assert store.key_check() == K1
+    with pytest.raises(KeyMismatch, match="another pseudonymisation key"):
+        store.commit(2, np.array([B]), rows([(1, -0.1, 1)]), VALUES, b"r2", key_check=K2)
+    other = open_store()
+    assert (other.last_sequence(), other.key_check(), other.record(2)) == (1, K1, None)
+    assert_rows_equal(other.load(np.array([B])), rows([]))
+    other.commit(2, np.array([B]), rows([(1, -0.1, 1)]), VALUES, b"r2", key_check=K1)
+    assert store.key_check() == K1 and store.last_sequence() == 2
+
+
+def test_a_store_written_before_key_checks_records_one_at_its_next_commit(
+    store: HistoryStore,
+) -> None:
+    commit_first(store)  # no key_check: an older version's commit
+    assert store.key_check() is None
+    store.commit(2, np.array([D]), rows([(0, -0.2, 1)]), VALUES, b"r2", key_check=K2)
+    assert store.key_check() == K2
 
 
 # -- how each backend keeps a commit atomic ----------------------------------------------------

@@ -32,9 +32,8 @@ from stream_release.mechanisms.sampled_k_anonymity import (
     SERIES_STATE_KEY,
     SampledKAnonymity,
     SampledKAnonymitySettings,
-    verify_release,
-    verify_series,
 )
+from stream_release.mechanisms.sampled_k_anonymity_audit import verify_release, verify_series
 from stream_release.privacy.dp_selftest import hockey_stick_divergence
 from stream_release.privacy.sampling_dp import calc_delta, sample_mask
 from stream_release.publication import render_mechanism_release

@@ -1,7 +1,7 @@
 """Breach probability, Lemma 4 of [WFLWX10]: p(o,s,k) = 1 - prod_j (1 - n_{j,s}/n_j).
 
 [WFLWX10] Wong, Fu, Liu, Wang, Xu. Preserving Individual Privacy in Serial Data Publishing.
-ICDE 2010. Digest: /work/shared/research/seed-global-guarantee.md, section 2.
+ICDE 2010 (arXiv:0903.0682).
 """
 
 from __future__ import annotations
@@ -16,11 +16,20 @@ from hypothesis import strategies as st
 
 from stream_release.privacy import (
     BREACH_ATOL,
+    RATIO_RTOL,
+    bound_limit,
     breach_from_log_product,
     breach_probability,
+    breach_probability_exact,
+    breach_upper_bound,
+    constant_ratio_target,
     exceeds_bound,
     log_survival_factor,
+    make_strategy,
+    minimum_ratio_from_log_product,
+    possibly_exceeds,
 )
+from stream_release.privacy.breach import breach_lower_bound
 
 PROPERTY = settings(max_examples=200, deadline=None, database=None)
 
@@ -176,7 +185,46 @@ def test_log_survival_factor_of_full_group_is_minus_inf() -> None:
 # --- the bound itself ------------------------------------------------------------------------
 
 
-def test_exceeds_bound_allows_equality_and_flags_real_breaches() -> None:
-    # Corollary 2: p = 1/l exactly is allowed; BREACH_ATOL absorbs rounding only.
-    p = np.array([0.5, 0.5 + BREACH_ATOL / 2, 0.5 + 2 * BREACH_ATOL, 0.75, 0.0])
-    assert exceeds_bound(p, 2).tolist() == [False, False, True, True, False]
+def test_exceeds_bound_compares_exactly_without_slack() -> None:
+    # Corollary 2: p = 1/l exactly is allowed; anything above it, by however little, is not
+    p = np.array([0.5, np.nextafter(0.5, 1.0), 0.5 + BREACH_ATOL / 2, 0.75, 0.0])
+    assert exceeds_bound(p, 2).tolist() == [False, True, True, True, False]
+    # l = 3: 1/3 is no float; the largest float <= 1/3 passes, the next one does not
+    limit = bound_limit(3)
+    assert Fraction(limit) <= Fraction(1, 3) < Fraction(np.nextafter(limit, 1.0))
+    assert exceeds_bound([limit, np.nextafter(limit, 1.0)], 3).tolist() == [False, True]
+
+
+def test_two_ratios_just_below_the_target_are_caught() -> None:
+    """Two linkages each 9e-11 below constant-ratio's k' = 2 target: 1/2 + 3.8e-11 exactly,
+    which a 1e-9 slack let through the planner, the check before release and the audit."""
+    n_c = constant_ratio_target(2, 2)  # 3.4142...: 1 - (1 - 1/n_c)^2 = 1/2
+    r = Fraction(n_c) * (1 - Fraction(9, 10**11))
+    exact = 1 - (1 - 1 / r) ** 2
+    assert Fraction(1, 2) < exact < Fraction(1, 2) + Fraction(4, 10**11)
+    log_p = 2 * math.log1p(-1 / float(r))
+    assert possibly_exceeds(log_p, 2, 2)
+    assert breach_upper_bound(log_p, 2) >= float(exact)
+    # the planner asks for Theorem 1's ratio plus its margin, never less
+    strategy = make_strategy("constant-ratio", ell=2, k_prime=2)
+    after_one = math.log1p(-1 / float(r))
+    assert float(strategy.required_ratio(after_one, 1)) >= float(
+        minimum_ratio_from_log_product(2, after_one)
+    ) * (1 + RATIO_RTOL)
+
+
+@given(history, st.floats(1.01, 20))
+@PROPERTY
+def test_the_upper_and_lower_bounds_enclose_the_exact_breach(
+    pairs: list[tuple[int, int]], ell: float
+) -> None:
+    live = [(n, c) for n, c in pairs if c < n]
+    if not live:
+        return
+    n, n_s = zip(*live, strict=True)
+    exact = breach_probability_exact(list(n), list(n_s))
+    log_p = float(log_survival_factor(np.array(n), np.array(n_s)).sum())
+    assert breach_lower_bound(log_p, len(live)) <= exact <= breach_upper_bound(log_p, len(live))
+    # the check before release never lets an exact breach through
+    if exact > 1 / Fraction(ell):
+        assert possibly_exceeds(log_p, len(live), ell)

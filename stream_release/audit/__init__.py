@@ -1,0 +1,401 @@
+"""Independent audit of a series of releases (``stream-release audit``).
+
+Recomputes every claim from the files alone: the public group lines and manifests of ``DIR``,
+the private assignments and records of ``PDIR`` (default ``DIR.private``; a series written
+before the two were apart keeps them in ``DIR``), and, when given, the configuration (for its
+hierarchies) and the snapshots. It imports nothing from the planning code: its arithmetic is
+its own (:mod:`~stream_release.audit.ledger`, exact near every bound), its file reading too
+(:mod:`~stream_release.audit.files`).
+
+Per release, every kind: group ids ``0..G-1``, each size equal to its sensitive counts, its
+members and its assigned ids, no duplicate id, the manifest's counts. The global guarantee
+then (:mod:`~stream_release.audit.global_guarantee`): the suppressed set's shares, every bound
+of every pair linked, the manifest's breach and suppressed-set figures; with the
+configuration, every hierarchy label; with the snapshot, every group against its rows and the
+suppressed multiset against the suppressed rows (:mod:`~stream_release.audit.rows`). Another
+``[mechanism] kind``: its registered verification of the published files
+(:mod:`~stream_release.audit.mechanisms`).
+
+What it could not check is listed (:attr:`AuditReport.not_done`): no private files, no
+configuration, no snapshot for a release, assignments holding pseudonyms. ``--strict`` makes
+any of them a failure.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from stream_release.audit.files import (
+    AuditInputError,
+    Hierarchies,
+    Snapshot,
+    default_private,
+    read_assignments,
+    read_hierarchies,
+    read_json,
+    read_lines,
+    read_snapshot,
+)
+from stream_release.audit.global_guarantee import SeriesState, audit_linkages
+from stream_release.audit.mechanisms import guarantee_summary, verify_mechanism
+from stream_release.audit.rows import Findings, check_labels, check_rows
+
+__all__ = [
+    "GLOBAL_GUARANTEE",
+    "AuditInputError",
+    "AuditReport",
+    "ReleaseAudit",
+    "audit_directory",
+    "default_private",
+    "manifest_kind",
+]
+
+GLOBAL_GUARANTEE = "global-guarantee"
+"""The kind of a manifest without a ``mechanism`` block."""
+
+_MANIFEST = re.compile(r"^manifest-(\d+)\.json$")
+
+
+@dataclass
+class ReleaseAudit:
+    """Outcome for one release."""
+
+    sequence: int
+    release: str
+    records: int
+    groups: int
+    published: int
+    suppressed: int
+    breach_max: float
+    manifest_breach_max: float
+    bound: float
+    problems: list[str] = field(default_factory=list)
+    kind: str = GLOBAL_GUARANTEE
+    """The release's ``mechanism.kind``; another kind's ``breach_*`` and ``bound`` are 0."""
+    guarantee: str = ""
+    """Another kind's guarantee in a few words (e.g. ``epsilon 1, delta 4.07e-14``)."""
+    suppressed_share: float = 0.0
+    """The largest share of a protected value among the suppressed rows."""
+    spent_members: int = 0
+    """Suppressed individuals spent for a value of the suppressed set (global guarantee)."""
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+@dataclass
+class AuditReport:
+    releases: list[ReleaseAudit]
+    not_done: list[str] = field(default_factory=list)
+    """The checks the audit could not do, one line each."""
+
+    @property
+    def ok(self) -> bool:
+        """No check found a problem (checks not done aside: see :attr:`strict_ok`)."""
+        return bool(self.releases) and all(r.ok for r in self.releases)
+
+    @property
+    def strict_ok(self) -> bool:
+        """:attr:`ok`, and every check was done."""
+        return self.ok and not self.not_done
+
+    def table(self) -> str:
+        head = (
+            f"{'seq':>4} {'release':<14} {'rows':>8} {'groups':>7} {'supp':>6} "
+            f"{'breach.max':>11} {'1/l':>7} {'supp.share':>10}  status"
+        )
+        lines = [head]
+        for r in self.releases:
+            status = "ok" if r.ok else "FAIL: " + "; ".join(r.problems[:3])
+            figures = (
+                f"{r.breach_max:>11.6f} {r.bound:>7.4f} {r.suppressed_share:>10.4f}"
+                if r.kind == GLOBAL_GUARANTEE
+                else f"{r.kind}: {r.guarantee}"
+            )
+            lines.append(
+                f"{r.sequence:>4} {r.release[:14]:<14} {r.records:>8} {r.groups:>7} "
+                f"{r.suppressed:>6} {figures}  {status}"
+            )
+        if not self.releases:
+            lines.append("no releases found")
+        if self.not_done:
+            lines.append("not checked:")
+            lines.extend(f"  - {line}" for line in self.not_done)
+        return "\n".join(lines)
+
+
+def manifest_kind(manifest: dict[str, Any]) -> str:
+    """The ``mechanism.kind`` of a manifest (none = the global guarantee)."""
+    block = manifest.get("mechanism")
+    return str(block.get("kind")) if isinstance(block, dict) else GLOBAL_GUARANTEE
+
+
+def audit_directory(
+    directory: Path,
+    ell: float | None = None,
+    private: Path | None = None,
+    *,
+    config: Path | None = None,
+    snapshots: list[Path] | tuple[Path, ...] = (),
+) -> AuditReport:
+    """Audit every release in ``directory`` in sequence order.
+
+    Parameters
+    ----------
+    directory : the public files
+    ell : audit against ``1/l`` instead of each manifest's ``l``
+    private : the private files (default :func:`default_private`)
+    config : a configuration file: its hierarchies check every label
+    snapshots : snapshot CSVs, matched to the releases by the sha256 in their private
+        records (else by file name = release label, else in order)
+
+    Raises
+    ------
+    AuditInputError
+        A file is malformed (one line naming it).
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise AuditInputError(f"{str(directory)!r} is not a directory of releases")
+    private = Path(private) if private is not None else default_private(directory)
+    hierarchies = read_hierarchies(Path(config)) if config is not None else None
+    paths = sorted(
+        (int(m.group(1)), p)
+        for p in directory.iterdir()
+        if (m := _MANIFEST.match(p.name)) is not None
+    )
+    report = AuditReport([])
+    if not any(private.glob("assignments-*.csv")):
+        report.not_done.append(
+            f"every check of the private files: none in {str(private)!r} (give --private)"
+        )
+    if hierarchies is None:
+        report.not_done.append(
+            "hierarchy labels against the configured hierarchies (give --config)"
+        )
+    state = SeriesState()
+    series: dict[str, list[tuple[ReleaseAudit, dict[str, Any], list[dict[str, Any]]]]] = {}
+    first_kind: str | None = None
+    loaded = [(number, path, read_json(path)) for number, path in paths]
+    matched = _match_snapshots(loaded, private, list(snapshots), report.not_done)
+    for expected, (number, path, manifest) in enumerate(loaded, start=1):
+        sequence = manifest.get("sequence")
+        if not isinstance(sequence, int) or sequence != number:
+            raise AuditInputError(f"{path}: sequence {sequence!r} where {number} was expected")
+        kind = manifest_kind(manifest)
+        result, lines = _audit_release(
+            directory, private, manifest, kind, state, ell, hierarchies, matched.get(number),
+            report.not_done,
+        )  # fmt: skip
+        if kind != GLOBAL_GUARANTEE:
+            series.setdefault(kind, []).append((result, manifest, lines))
+        if first_kind is None:
+            first_kind = kind
+        elif kind != first_kind:
+            result.problems.append(
+                f"mechanism.kind = {kind!r} but release 1 is {first_kind!r}: a series keeps one "
+                "mechanism"
+            )
+        if number != expected:
+            result.problems.insert(
+                0, f"sequence {number} where {expected} was expected (a release is missing)"
+            )
+        report.releases.append(result)
+    for kind, releases in series.items():
+        verify_mechanism(kind, releases)
+    return report
+
+
+def _audit_release(
+    directory: Path,
+    private: Path,
+    manifest: dict[str, Any],
+    kind: str,
+    state: SeriesState,
+    ell: float | None,
+    hierarchies: Hierarchies | None,
+    snapshot: Snapshot | None,
+    not_done: list[str],
+) -> tuple[ReleaseAudit, list[dict[str, Any]]]:
+    seq = int(manifest["sequence"])
+    problems: list[str] = []
+    lines = read_lines(directory / f"release-{seq:04d}.jsonl")
+    assignments = private / f"assignments-{seq:04d}.csv"
+    if assignments.exists():
+        ids, assigned = read_assignments(assignments)
+    else:
+        ids, assigned = [], np.zeros(0, dtype=np.int64)
+        if any(private.glob("assignments-*.csv")):
+            problems.append(f"{assignments.name} is missing")
+    record_path = private / f"private-{seq:04d}.json"
+    record = read_json(record_path) if record_path.exists() else None
+    strategy = manifest.get("strategy") or {}
+    min_size = int(strategy.get("min_group_size", 1)) if kind == GLOBAL_GUARANTEE else 1
+    published = _check_structure(manifest, lines, ids, assigned, min_size, problems)
+    result = ReleaseAudit(
+        sequence=seq,
+        release=str(manifest.get("release", "")),
+        records=len(ids),
+        groups=len(lines),
+        published=int(published.sum()),
+        suppressed=int((~published).sum()),
+        breach_max=0.0,
+        manifest_breach_max=0.0,
+        bound=0.0,
+        problems=problems,
+        kind=kind,
+    )
+    if kind != GLOBAL_GUARANTEE:
+        result.guarantee = guarantee_summary(manifest)
+        return result, lines
+    found = Findings(problems=problems)
+    if hierarchies is not None:
+        check_labels(lines, hierarchies, found)
+    if snapshot is not None and ids:
+        schema = manifest.get("schema") or {}
+        rows_of = check_rows(lines, ids, assigned, snapshot, schema, hierarchies, found)
+        if rows_of is not None:
+            _check_suppressed_rows(ids, assigned, rows_of, snapshot, schema, record, found)
+    not_done.extend(found.not_done)
+    if not ids:
+        return result, lines
+    bound_l = float(ell if ell is not None else manifest["l"])
+    figures = audit_linkages(
+        state, manifest, lines, ids, assigned, record, bound_l, problems, not_done
+    )
+    result.breach_max = figures.breach_max
+    result.manifest_breach_max = float((manifest.get("breach") or {}).get("max", 0.0))
+    result.bound = 1.0 / bound_l
+    result.suppressed_share = figures.share_max
+    result.spent_members = figures.spent_members
+    return result, lines
+
+
+def _check_structure(
+    manifest: dict[str, Any],
+    lines: list[dict[str, Any]],
+    ids: list[str],
+    assigned: NDArray[np.int64],
+    min_size: int,
+    problems: list[str],
+) -> NDArray[np.bool_]:
+    """The files against each other; returns which assigned ids are published."""
+    n_groups = len(lines)
+    sizes = np.array([int(line["size"]) for line in lines], dtype=np.int64)
+    if [int(line["group"]) for line in lines] != list(range(n_groups)):
+        problems.append("group ids are not 0..G-1 in order")
+    for g, line in enumerate(lines):
+        total = sum(int(c) for c in line["sensitive"].values())
+        if total != sizes[g]:
+            problems.append(f"group {g}: size {sizes[g]} but its sensitive counts sum to {total}")
+        if "members" in line and len(line["members"]) != sizes[g]:
+            problems.append(f"group {g}: size {sizes[g]} but {len(line['members'])} members listed")
+        if sizes[g] < min_size:
+            problems.append(f"group {g}: size {sizes[g]} below min_group_size {min_size}")
+    published = assigned >= 0
+    if np.any(assigned >= n_groups):
+        problems.append(f"an id is assigned to group {int(assigned.max())}, which does not exist")
+        published &= assigned < n_groups
+    if ids:
+        per_group = np.bincount(assigned[published], minlength=n_groups)[:n_groups]
+        bad = np.flatnonzero(per_group != sizes)
+        if bad.size:
+            g = int(bad[0])
+            problems.append(
+                f"group {g}: size {sizes[g]} but {per_group[g]} ids assigned "
+                f"({bad.size} groups differ)"
+            )
+        if len(set(ids)) != len(ids):
+            problems.append("an id appears twice in the assignments")
+    figures = {"groups": n_groups}
+    if ids:
+        figures.update(
+            records_in=len(ids),
+            published=int(published.sum()),
+            suppressed=int((~published).sum()),
+        )
+    else:
+        figures["published"] = int(sizes.sum())
+    for key, value in figures.items():
+        if key in manifest and manifest[key] != value:
+            problems.append(f"manifest {key} = {manifest[key]} but the files give {value}")
+    return published
+
+
+def _check_suppressed_rows(
+    ids: list[str],
+    assigned: NDArray[np.int64],
+    rows_of: dict[str, list[str]],
+    snapshot: Snapshot,
+    schema: dict[str, Any],
+    record: dict[str, Any] | None,
+    found: Findings,
+) -> None:
+    """The private record's suppressed multiset against the suppressed rows' values."""
+    block = (record or {}).get("suppressed")
+    if not isinstance(block, dict):
+        return
+    column = snapshot.header.index(str(schema.get("sensitive")))
+    counts: dict[str, int] = {}
+    for i, g in zip(ids, assigned.tolist(), strict=True):
+        if g < 0 and i in rows_of:
+            value = rows_of[i][column]
+            counts[value] = counts.get(value, 0) + 1
+    stated = {str(k): int(v) for k, v in (block.get("sensitive") or {}).items()}
+    if counts != stated:
+        found.problems.append("the suppressed rows' values differ from the private record's")
+
+
+def _match_snapshots(
+    loaded: list[tuple[int, Path, dict[str, Any]]],
+    private: Path,
+    snapshots: list[Path],
+    not_done: list[str],
+) -> dict[int, Snapshot]:
+    """Each global-guarantee release's snapshot: by the sha256 of its private record, else by
+    file name (release label), else by position; the record's own path when no snapshot is
+    given and the file there still has the recorded sha256."""
+    out: dict[int, Snapshot] = {}
+    candidates = []
+    for number, _, manifest in loaded:
+        if manifest_kind(manifest) != GLOBAL_GUARANTEE:
+            continue
+        schema = manifest.get("schema") or {}
+        candidates.append((number, str(manifest.get("release", "")), str(schema.get("id", "id"))))
+    if not candidates:
+        return out
+    id_column = candidates[0][2]
+    given = [read_snapshot(path, id_column) for path in snapshots]
+    by_hash = {s.sha256: s for s in given}
+    by_name = {s.path.stem: s for s in given}
+    missing = []
+    for position, (number, label, _) in enumerate(candidates):
+        record_path = private / f"private-{number:04d}.json"
+        source = (read_json(record_path).get("source") or {}) if record_path.exists() else {}
+        sha = source.get("sha256")
+        if sha in by_hash:
+            out[number] = by_hash[sha]
+        elif not given and sha and source.get("file") and Path(source["file"]).is_file():
+            found = read_snapshot(Path(source["file"]), id_column)
+            if found.sha256 == sha:
+                out[number] = found
+        elif not sha and label in by_name:
+            out[number] = by_name[label]
+        elif not sha and len(given) == len(candidates):
+            out[number] = given[position]
+        if number not in out:
+            missing.append(number)
+    if missing:
+        shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
+        not_done.append(
+            f"groups against their snapshot rows: no snapshot (with the recorded sha256) for "
+            f"releases {shown} (give the snapshots)"
+        )
+    return out

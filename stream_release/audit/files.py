@@ -1,0 +1,196 @@
+"""Reading a series' files for the audit: public lines and manifests, private assignments and
+records, snapshots and hierarchies. Standard library and numpy only.
+
+Every malformed input raises :class:`AuditInputError`, one line naming the file, the line and
+what is wrong; the command prints it and exits 2.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from stream_release.errors import StreamReleaseError
+
+PRIVATE_SUFFIX = ".private"
+
+
+class AuditInputError(StreamReleaseError):
+    """A file the audit reads is missing a part or malformed."""
+
+
+def default_private(directory: Path) -> Path:
+    """The private directory of the public ``directory``: ``DIR.private`` when it exists,
+    else ``DIR`` itself (a series written before public and private files were apart)."""
+    private = directory.with_name(directory.name + PRIVATE_SUFFIX)
+    return private if private.is_dir() else directory
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON object from ``path``."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise AuditInputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise AuditInputError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise AuditInputError(f"{path}: holds a {type(value).__name__}, not a JSON object")
+    return value
+
+
+def read_lines(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a ``release-NNNN.jsonl``, each with ``group``, ``size`` and
+    ``sensitive`` (an object of counts)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise AuditInputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    lines = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            line = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise AuditInputError(f"{path}, line {number}: not valid JSON ({exc})") from None
+        if not isinstance(line, dict):
+            raise AuditInputError(f"{path}, line {number}: not a JSON object")
+        sizes = line.get("size"), line.get("group")
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in sizes):
+            raise AuditInputError(f"{path}, line {number}: group and size must be integers")
+        counts = line.get("sensitive")
+        if not isinstance(counts, dict) or not all(
+            isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in counts.values()
+        ):
+            raise AuditInputError(
+                f"{path}, line {number}: sensitive must be an object of counts >= 1"
+            )
+        lines.append(line)
+    return lines
+
+
+def read_assignments(path: Path) -> tuple[list[str], NDArray[np.int64]]:
+    """``id,group`` rows: the ids and their groups (``-1`` for an empty group: suppressed)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise AuditInputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = next(reader, None)
+    if header is None or header[:2] != ["id", "group"]:
+        raise AuditInputError(f"{path}: the header must start with id,group")
+    ids, groups = [], []
+    for number, row in enumerate(reader, start=2):
+        if not row:
+            continue
+        ids.append(row[0])
+        cell = row[1] if len(row) > 1 else ""
+        try:
+            groups.append(int(cell) if cell != "" else -1)
+        except ValueError:
+            raise AuditInputError(
+                f"{path}, line {number}: group {cell!r} is not a number"
+            ) from None
+    return ids, np.array(groups, dtype=np.int64)
+
+
+@dataclass
+class Snapshot:
+    """The rows of a snapshot CSV by id: its columns and the row of each id."""
+
+    path: Path
+    header: list[str]
+    rows: dict[str, list[str]]
+    sha256: str
+
+
+def read_snapshot(path: Path, id_column: str) -> Snapshot:
+    """A snapshot CSV (``,`` or ``;``, the delimiter taken from the header line)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise AuditInputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise AuditInputError(f"{path}: not UTF-8 text") from None
+    first = text.split("\n", 1)[0]
+    delimiter = ";" if first.count(";") > first.count(",") else ","
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    header = [h.strip() for h in next(reader, [])]
+    if id_column not in header:
+        raise AuditInputError(f"{path}: no column {id_column!r} (the id column of the series)")
+    at = header.index(id_column)
+    rows: dict[str, list[str]] = {}
+    for number, row in enumerate(reader, start=2):
+        if not row:
+            continue
+        if len(row) != len(header):
+            raise AuditInputError(
+                f"{path}, line {number}: {len(row)} fields where the header has {len(header)}"
+            )
+        rows[row[at].strip()] = [cell.strip() for cell in row]
+    return Snapshot(path, header, rows, hashlib.sha256(data).hexdigest())
+
+
+@dataclass
+class Hierarchies:
+    """The configured ARX hierarchies: per attribute, every label (leaves too) and the leaves
+    under it."""
+
+    leaves_of: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)
+
+    def has(self, attribute: str) -> bool:
+        return attribute in self.leaves_of
+
+
+def read_hierarchies(config: Path) -> Hierarchies:
+    """``schema.hierarchies`` of a configuration file (paths relative to the file)."""
+    try:
+        settings = tomllib.loads(config.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise AuditInputError(f"{config}: cannot be read ({exc.strerror or exc})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise AuditInputError(f"{config}: not valid TOML ({exc})") from None
+    named = (settings.get("schema") or {}).get("hierarchies") or {}
+    if not isinstance(named, dict):
+        raise AuditInputError(f"{config}: schema.hierarchies must be a table")
+    out = Hierarchies()
+    for attribute, name in named.items():
+        path = Path(str(name))
+        path = path if path.is_absolute() else config.resolve().parent / path
+        out.leaves_of[str(attribute)] = _hierarchy(path)
+    return out
+
+
+def _hierarchy(path: Path) -> dict[str, frozenset[str]]:
+    """Label -> the leaves under it, from an ARX hierarchy (``leaf;level1;...;*``)."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except OSError as exc:
+        raise AuditInputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    under: dict[str, set[str]] = {}
+    for row in csv.reader(io.StringIO(text, newline=""), delimiter=";"):
+        cells = [c.strip() for c in row if c.strip() != ""]
+        if not cells:
+            continue
+        for label in cells:
+            under.setdefault(label, set()).add(cells[0])
+    return {label: frozenset(leaves) for label, leaves in under.items()}
+
+
+def sha256_of(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as exc:
+        raise AuditInputError(f"{path}: cannot be read ({exc.strerror or exc})") from None

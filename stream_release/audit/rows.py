@@ -1,0 +1,171 @@
+"""The audit's comparison of published groups with the snapshot rows assigned to them, and of
+hierarchy labels with the configured hierarchies. Standard library and numpy only.
+
+A published QID value covers a row's value when it is the value itself (a number equal to
+it), an interval ``[lo, hi]`` holding it, a list holding it, or a label of the attribute's
+configured hierarchy with the value among its leaves. Without the hierarchy a label that is no
+member's value cannot be checked: the audit says so (:class:`Findings` ``not_done``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from stream_release.audit.files import Hierarchies, Snapshot
+
+
+@dataclass
+class Findings:
+    """What a comparison found wrong (``problems``) and could not check (``not_done``)."""
+
+    problems: list[str] = field(default_factory=list)
+    not_done: list[str] = field(default_factory=list)
+
+
+def check_labels(lines: list[dict[str, Any]], hierarchies: Hierarchies, found: Findings) -> None:
+    """Every string QID value of an attribute with a configured hierarchy is one of its
+    labels (leaves included)."""
+    for line in lines:
+        for name, value in (line.get("qid") or {}).items():
+            known = hierarchies.has(name) and value in hierarchies.leaves_of[name]
+            if isinstance(value, str) and hierarchies.has(name) and not known:
+                found.problems.append(
+                    f"group {line['group']}: {name} = {value!r} is no label of its "
+                    "configured hierarchy"
+                )
+                return
+
+
+def check_rows(
+    lines: list[dict[str, Any]],
+    ids: list[str],
+    assigned: NDArray[np.int64],
+    snapshot: Snapshot,
+    schema: dict[str, Any],
+    hierarchies: Hierarchies | None,
+    found: Findings,
+) -> dict[str, list[str]] | None:
+    """Compare each group with its assigned rows: the sensitive multiset, and each QID value
+    (generalized: it covers every member; anatomy: the members' exact values).
+
+    Returns each assigned id's row (``None`` when the assignments do not name the
+    snapshot's ids, e.g. the worker's pseudonyms: then nothing is compared).
+    """
+    id_column, sensitive = schema.get("id"), schema.get("sensitive")
+    qids = list(schema.get("qid") or [])
+    header = snapshot.header
+    missing = [c for c in (sensitive, *qids) if c not in header]
+    if missing:
+        found.problems.append(f"the snapshot {snapshot.path.name} lacks the columns {missing}")
+        return None
+    absent = [i for i in ids if i not in snapshot.rows]
+    if absent and len(absent) == len(ids):
+        found.not_done.append(
+            f"comparison with {snapshot.path.name}: the assignments do not hold its "
+            f"{id_column!r} values (the worker's assignments hold keyed pseudonyms)"
+        )
+        return None
+    if absent:
+        found.problems.append(f"{len(absent)} assigned ids are not in {snapshot.path.name}")
+    if len(ids) != len(snapshot.rows):
+        found.problems.append(
+            f"the assignments list {len(ids)} ids but {snapshot.path.name} has "
+            f"{len(snapshot.rows)} rows"
+        )
+    s_col = header.index(str(sensitive))
+    q_col = {q: header.index(q) for q in qids}
+    members: dict[int, list[list[str]]] = {}
+    rows_of = {i: snapshot.rows[i] for i in ids if i in snapshot.rows}
+    for i, g in zip(ids, assigned.tolist(), strict=True):
+        if g >= 0 and i in rows_of:
+            members.setdefault(g, []).append(rows_of[i])
+    unchecked = 0
+    for line in lines:
+        g = int(line["group"])
+        got = members.get(g, [])
+        multiset: dict[str, int] = {}
+        for row in got:
+            multiset[row[s_col]] = multiset.get(row[s_col], 0) + 1
+        if multiset != {str(k): int(v) for k, v in line["sensitive"].items()}:
+            found.problems.append(f"group {g}: published sensitive values differ from its rows")
+            return rows_of
+        if "members" in line:
+            if _anatomy_differs(line["members"], got, q_col):
+                found.problems.append(f"group {g}: its members' QIDs differ from its rows")
+                return rows_of
+            continue
+        for name, published in (line.get("qid") or {}).items():
+            if name not in q_col:
+                continue
+            verdict = _covers_all(published, [row[q_col[name]] for row in got], name, hierarchies)
+            if verdict is False:
+                found.problems.append(
+                    f"group {g}: {name} = {published!r} does not cover its rows' values"
+                )
+                return rows_of
+            if verdict is None:
+                unchecked += 1
+    if unchecked and hierarchies is not None:
+        found.not_done.append(
+            f"{unchecked} hierarchy labels in {snapshot.path.name}'s release (give --config "
+            "with the hierarchies)"
+        )
+    return rows_of
+
+
+def _covers_all(
+    published: Any, values: list[str], name: str, hierarchies: Hierarchies | None
+) -> bool | None:
+    """True if ``published`` covers every value, False if it does not, None if that needs a
+    hierarchy the audit was not given."""
+    if isinstance(published, bool):
+        return False
+    if isinstance(published, list):
+        if len(published) == 2 and all(
+            isinstance(x, int | float) and not isinstance(x, bool) for x in published
+        ):
+            numbers = [_number(v) for v in values]
+            return all(x is not None and published[0] <= x <= published[1] for x in numbers)
+        allowed = {_canonical(x) for x in published}
+        return all(_canonical(v) in allowed for v in values)
+    if isinstance(published, int | float):
+        return all(_number(v) == float(published) for v in values)
+    if isinstance(published, str):
+        if hierarchies is not None and hierarchies.has(name):
+            leaves = hierarchies.leaves_of[name].get(published)
+            return leaves is not None and all(v in leaves for v in values)
+        if all(v == published for v in values):
+            return True
+        if hierarchies is not None or any(v == published for v in values):
+            return False  # no hierarchy for it: only the value itself covers it
+        return None
+    return False
+
+
+def _anatomy_differs(
+    published: list[dict[str, Any]], rows: list[list[str]], q_col: dict[str, int]
+) -> bool:
+    mine = sorted(tuple(_canonical(m.get(q)) for q in q_col) for m in published)
+    theirs = sorted(tuple(_canonical(row[c]) for c in q_col.values()) for row in rows)
+    return mine != theirs
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _canonical(value: Any) -> str:
+    """A value as text, numbers in one form (``34`` and ``34.0`` alike)."""
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int | float):
+        return repr(float(value))
+    number = _number(str(value))
+    return repr(number) if number is not None else str(value)

@@ -1,0 +1,53 @@
+"""The ratios a release requires of its (row, value) pairs (paper 003, Theorem 1 and §6)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["Requirements"]
+
+
+@dataclass(frozen=True, eq=False)
+class Requirements:
+    """Ratios required of a release's (row, value) pairs: ``base`` for every protected value
+    with no history, and a CSR over rows of the pairs that need more.
+
+    ``ptr`` (n+1,) int64; ``value`` (m,) int32 local value codes (protected and present in the
+    release); ``ratio`` (m,) float64 > base, ``inf`` = the row may not share a group with it.
+    ``least_ptr`` (n+1,), ``least_value`` (h,), ``least`` (h,): Theorem 1's ratio of *every*
+    (row, protected value present) pair with history, also those the strategy plans at the
+    base (``None``: no history). The suppressed set needs these, not the plan.
+    """
+
+    base: float
+    ptr: NDArray[np.int64]
+    value: NDArray[np.int32]
+    ratio: NDArray[np.float64]
+    least_ptr: NDArray[np.int64] | None = None
+    least_value: NDArray[np.int32] | None = None
+    least: NDArray[np.float64] | None = None
+
+    @classmethod
+    def uniform(cls, base: float, n: int) -> Requirements:
+        return cls(base, np.zeros(n + 1, np.int64), np.zeros(0, np.int32), np.zeros(0))
+
+    def theorem_1(
+        self,
+    ) -> tuple[NDArray[np.int64], NDArray[np.int32], NDArray[np.float64]]:
+        """``(ptr, value, ratio)``: Theorem 1's ratio of every pair with history, as a CSR
+        over rows (empty when the release has no history)."""
+        if self.least_ptr is None or self.least_value is None or self.least is None:
+            n = self.ptr.shape[0] - 1
+            return np.zeros(n + 1, np.int64), np.zeros(0, np.int32), np.zeros(0)
+        return self.least_ptr, self.least_value, self.least
+
+    def own_value_ratio(self, sensitive: NDArray[np.int32]) -> NDArray[np.float64]:
+        """(n,) ratio each row requires for its own value (``base`` when no history)."""
+        own = np.full(sensitive.shape[0], self.base)
+        rows = np.repeat(np.arange(sensitive.shape[0]), np.diff(self.ptr))
+        hit = self.value == sensitive[rows]
+        own[rows[hit]] = np.maximum(own[rows[hit]], self.ratio[hit])
+        return own

@@ -1,0 +1,121 @@
+"""The suppressed rows as one more group: decoys, members' requirements, spent members."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from stream_release.errors import GuaranteeUnsatisfiable
+from stream_release.grouping.requirements import Requirements
+from stream_release.grouping.suppressed_set import protect_suppressed_set
+from stream_release.privacy.breach import RATIO_RTOL
+
+A, B, C, D, E = range(5)
+PROTECTED = np.ones(5, dtype=np.bool_)
+
+
+def _fixed_groups(groups: list[list[int]], n: int):  # type: ignore[no-untyped-def]
+    """A grouping that puts the given rows together and leaves the others out (the
+    eligibility mask removes rows, as the real one does)."""
+
+    def group_rows(eligible: np.ndarray) -> np.ndarray:
+        out = np.full(n, -1, dtype=np.int64)
+        g = 0
+        for rows in groups:
+            if all(eligible[r] for r in rows):
+                out[rows] = g
+                g += 1
+        return out
+
+    return group_rows
+
+
+def _history(n: int, entries: dict[int, list[tuple[int, float]]]) -> Requirements:
+    """Requirements whose Theorem 1 ratios are ``entries``: row -> [(value, ratio)]."""
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    for row, pairs in entries.items():
+        ptr[row + 1] = len(pairs)
+    ptr = np.cumsum(ptr)
+    flat = [pair for row in sorted(entries) for pair in entries[row]]
+    value = np.array([v for v, _ in flat], dtype=np.int32)
+    ratio = np.array([r for _, r in flat], dtype=np.float64)
+    empty = np.zeros(n + 1, dtype=np.int64)
+    return Requirements(4.0, empty, np.zeros(0, np.int32), np.zeros(0), ptr, value, ratio)
+
+
+def _share(sensitive: np.ndarray, rows: np.ndarray) -> Fraction:
+    counts = np.bincount(sensitive[rows], minlength=5)
+    return Fraction(int(counts.max()), rows.shape[0])
+
+
+def test_decoys_dilute_a_set_made_of_one_value_below_1_over_l() -> None:
+    # three rows of A left over; two groups of four rows without A
+    sensitive = np.array([A, A, A, B, C, D, E, B, C, D, E], dtype=np.int32)
+    n = sensitive.shape[0]
+    group_rows = _fixed_groups([[3, 4, 5, 6], [7, 8, 9, 10]], n)
+    eligible = np.ones(n, dtype=np.bool_)
+    eligible[:3] = False
+    group, star = protect_suppressed_set(
+        sensitive, PROTECTED, _history(n, {}), eligible, group_rows, cap=8, floor=2.0
+    )
+    assert star.rows.tolist() == [0, 1, 2, 3, 4, 5, 6]  # the first group joined them
+    assert star.decoys.tolist() == [3, 4, 5, 6]
+    assert _share(sensitive, star.rows) == Fraction(3, 7) < Fraction(1, 2)
+    assert star.share_max(PROTECTED) == pytest.approx(3 / 7)
+    assert group.tolist() == [-1] * 7 + [0] * 4  # ids renumbered
+    assert star.spent.size == 0 and star.exhausted == 0
+
+
+def test_a_members_history_raises_the_ratio_the_set_must_meet() -> None:
+    # row 0 (value A) needs a ratio of 3 for A: one A in at least 3 rows (plus the margin)
+    sensitive = np.array([A, B, C, D, E, B, C, D, E], dtype=np.int32)
+    n = sensitive.shape[0]
+    group_rows = _fixed_groups([[1, 2], [3, 4], [5, 6], [7, 8]], n)
+    eligible = np.ones(n, dtype=np.bool_)
+    eligible[0] = False
+    _, star = protect_suppressed_set(
+        sensitive, PROTECTED, _history(n, {0: [(A, 3.0)]}), eligible, group_rows, cap=8, floor=2.0
+    )
+    assert star.size >= 3 * (1 + RATIO_RTOL)
+    assert star.size == 5  # 1 + two groups of 2: 3 rows would not clear 3 (1 + margin)
+    assert star.ratio[A] == pytest.approx(3.0 * (1 + RATIO_RTOL))
+
+
+def test_a_spent_member_is_not_held_to_the_bound_and_is_counted() -> None:
+    # row 0 is spent for its own value A (Theorem 1's ratio 30 above the cap 8): exhausted;
+    # its requirement raises nothing, the set still keeps A below 1/l
+    sensitive = np.array([A, B, C, D, E], dtype=np.int32)
+    n = sensitive.shape[0]
+    group_rows = _fixed_groups([[1, 2], [3, 4]], n)
+    eligible = np.array([False, True, True, True, True])
+    _, star = protect_suppressed_set(
+        sensitive, PROTECTED, _history(n, {0: [(A, 30.0)]}), eligible, group_rows, cap=8,
+        floor=2.0,
+    )  # fmt: skip
+    assert star.spent.tolist() == [0] and star.exhausted == 1
+    assert star.size == 3 and _share(sensitive, star.rows) == Fraction(1, 3)
+
+
+def test_no_decoy_brings_a_value_an_unspent_member_is_spent_for() -> None:
+    # row 0 (A, unspent) is spent for B: a group holding B may not join the set
+    sensitive = np.array([A, B, C, C, D], dtype=np.int32)
+    n = sensitive.shape[0]
+    group_rows = _fixed_groups([[1, 2], [3, 4]], n)
+    eligible = np.array([False, True, True, True, True])
+    _, star = protect_suppressed_set(
+        sensitive, PROTECTED, _history(n, {0: [(B, np.inf)]}), eligible, group_rows, cap=8,
+        floor=2.0,
+    )  # fmt: skip
+    assert star.rows.tolist() == [0, 3, 4] and star.spent.size == 0
+
+
+def test_a_set_no_decoy_can_make_safe_refuses_the_release() -> None:
+    sensitive = np.array([A, A, A, B], dtype=np.int32)
+    group_rows = _fixed_groups([], 4)
+    with pytest.raises(GuaranteeUnsatisfiable, match="suppressed rows cannot be made safe"):
+        protect_suppressed_set(
+            sensitive, PROTECTED, _history(4, {}), np.ones(4, np.bool_), group_rows, cap=8,
+            floor=2.0,
+        )  # fmt: skip
