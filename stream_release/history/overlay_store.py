@@ -41,6 +41,10 @@ class OverlayHistoryStore:
 
     def __init__(self, base: HistoryStore) -> None:
         self._base = base
+        self._reset()
+
+    def _reset(self) -> None:
+        base = self._base
         self._sequence = base.last_sequence()
         self._values = base.values()
         self._key_check = base.key_check()
@@ -145,4 +149,4 @@ class OverlayHistoryStore:
 
     def close(self) -> None:
         """Drop the commits kept here (the base stays open)."""
-        self.__init__(self._base)  # type: ignore[misc]
+        self._reset()

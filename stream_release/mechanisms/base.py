@@ -81,19 +81,23 @@ class ReleaseRandomness:
         ).digest()
         return np.random.default_rng(np.frombuffer(seed, dtype=np.uint64))
 
-    def row_uniforms(
-        self, purpose: str, keys: Sequence[bytes], draws: int = 1
-    ) -> NDArray[np.float64]:
-        """(len(keys), draws) uniforms in [0, 1), the same for the same key in every release
+    def row_words(self, purpose: str, keys: Sequence[bytes], draws: int = 1) -> NDArray[np.uint64]:
+        """(len(keys), draws) uniform 64-bit words, the same for the same key in every release
         (a row's randomized value is drawn once, then reused): BLAKE2b keyed by the secret, of
-        ``purpose`` and the key, 53 bits per uniform."""
+        ``purpose`` and the key."""
         if draws < 1 or draws > 8:
             raise ValueError(f"draws = {draws}: between 1 and 8 uniforms per key")
         tag = purpose.encode("utf-8") + b"\x1f"
         digests = b"".join(
             hashlib.blake2b(tag + k, key=self.secret, digest_size=8 * draws).digest() for k in keys
         )
-        words = np.frombuffer(digests, dtype="<u8").reshape(len(keys), draws)
+        return np.frombuffer(digests, dtype="<u8").reshape(len(keys), draws).astype(np.uint64)
+
+    def row_uniforms(
+        self, purpose: str, keys: Sequence[bytes], draws: int = 1
+    ) -> NDArray[np.float64]:
+        """:meth:`row_words` as uniforms in [0, 1): the top 53 bits of each word."""
+        words = self.row_words(purpose, keys, draws)
         return (words >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
 
 

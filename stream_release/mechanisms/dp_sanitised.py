@@ -7,9 +7,12 @@ Everything published (group lines, dashboard counts) is computed from the saniti
 and is post-processing (Theorem 4).
 
 * A numeric QID with configured bounds ``[lo, hi]``: the value is clipped into the bounds
-  (never dropped), ``Laplace(b)`` is added and the result clamped into the bounds
-  (Example 5; ``b`` from :func:`~stream_release.privacy.metric_dp.laplace_scale_tight` or
-  ``laplace_scale_paper``). Optionally snapped to a grid (``resolution``; post-processing).
+  (never dropped), rounded to the grid of ``resolution`` (default: one step per unit of an
+  integer interval, else 256 steps) and moved by a discrete Laplace, clamped into the grid:
+  pure epsilon-DP between any two values of the interval (Example 5 with ``delta = 0``, on a
+  grid), sampled from 64-bit words by an integer table, so no output's low-order bits depend
+  on the input (:mod:`stream_release.privacy.discrete_laplace`; Mironov 2012 showed how a
+  floating-point Laplace leaks through them).
 * A categorical QID (a hierarchy's leaves, or a configured domain list for a ``set``
   attribute) and, by default, the sensitive attribute (a configured domain list): k-ary
   randomised response (Example 6).
@@ -17,8 +20,8 @@ and is post-processing (Theorem 4).
   composes back by basic composition ([X], :func:`~stream_release.privacy.dp_budget.
   split_budget`).
 
-Sanitised once, without storing it. A record's noise is a function of uniforms
-``ReleaseRandomness.row_uniforms("sanitise", key)`` with ``key = pseudonym || parameters ||
+Sanitised once, without storing it. A record's noise is a function of 64-bit words
+``ReleaseRandomness.row_words("sanitise", key)`` with ``key = pseudonym || parameters ||
 record content``: the same record of the same person gets the same sanitised values in every
 release (re-serving it is post-processing, free), and nobody without the secret can predict
 them. A changed record, or the same record under changed parameters (epsilon, bounds,
@@ -61,9 +64,9 @@ Notes
 Not protected: membership (substitution neighbours, n public), the number of records, whether
 and when a person's record changed (a new version is charged and may be refused for budget;
 ``refused_budget`` is a count of such people). Several records of one person compose by the
-ledger. Floating-point Laplace from 53-bit uniforms is the textbook inverse-CDF sampler; its
-low-order bits can leak (Mironov 2012): use ``resolution`` to publish on a grid (the reported
-expected error is the unsnapped value's; snapping adds at most ``resolution / 2``).
+ledger. A numeric attribute's delta share goes unused (its grid Laplace is pure epsilon), so
+``scale = "tight"`` changes nothing there; the manifest states Example 5's continuous scales
+beside the grid's for reference.
 
 References
 ----------
@@ -91,7 +94,14 @@ from stream_release.mechanisms.base import (
     ReleaseRandomness,
     StateLoader,
 )
-from stream_release.mechanisms.dp_sanitised_params import CAVEAT, KIND, _entry, _fingerprint
+from stream_release.mechanisms.dp_sanitised_params import (
+    CAVEAT,
+    KIND,
+    _entry,
+    _fingerprint,
+    numeric_table,
+)
+from stream_release.privacy.discrete_laplace import GridLaplace
 from stream_release.privacy.dp_budget import BUDGET_RTOL, ledger_charge_batch, split_budget
 from stream_release.privacy.metric_dp import (
     rr_debiased_counts,
@@ -105,7 +115,6 @@ __all__ = [
     "DPSanitised",
     "DPSanitisedSettings",
     "SchemaLike",
-    "laplace_from_uniform",
     "make_dp_sanitised",
     "rr_from_uniform",
 ]
@@ -116,8 +125,7 @@ _NEIGHBOURS = "substitution of one record, n public (membership not protected)"
 _STATE_VERSION = b"\x01"
 _ENTRY = struct.Struct("<8sdd")
 _DIGEST = 8
-_HALF_ULP = 2.0**-54  # half the spacing of row_uniforms' 53-bit grid
-_MAX_DRAWS = 8  # ReleaseRandomness.row_uniforms per call
+_MAX_DRAWS = 8  # ReleaseRandomness.row_words per call
 
 
 # --- settings -----------------------------------------------------------------------------------
@@ -144,7 +152,8 @@ class DPSanitisedSettings(BaseModel):
     (epsilon, delta)-DP Laplace scale) or ``"paper"`` (Example 5); equal when ``delta = 0``.
     ``epsilon_budget``, ``delta_budget``: a person's lifetime caps over record versions.
     ``bounds``: ``[lo, hi]`` of every numeric QID, fixed without looking at the data.
-    ``resolution``: optional grid step of a numeric QID's published value. ``domains``: the
+    ``resolution``: the grid step of a numeric QID's published values (default: 1 for an
+    integer interval of 16 to 1024 units, else a 256th of it). ``domains``: the
     category list of every ``set`` QID. ``sanitise_sensitive`` (default yes) with
     ``sensitive_domain`` (its category list). ``weights`` (QID name -> weight, every QID;
     default equal) and ``sensitive_weight``: the budget split.
@@ -281,9 +290,7 @@ class _Attr:
     epsilon: float
     delta: float
     entry: dict[str, Any]
-    bounds: tuple[float, float] = (0.0, 0.0)
-    resolution: float | None = None
-    scale: float = 0.0
+    table: GridLaplace | None = None
     labels: tuple[str, ...] = ()
     keep: float = 1.0
 
@@ -350,7 +357,11 @@ class DPSanitised:
                         f"declare schema.numeric (without {name!r}) so it stays categorical"
                     )
                 _check_numeric(s, name)
-                spec = {"type": "numeric", "bounds": list(s.bounds[name])}
+                spec = {
+                    "type": "numeric",
+                    "bounds": list(s.bounds[name]),
+                    "resolution": s.resolution.get(name),
+                }
             elif attribute.kind == "hierarchy":
                 _check_hierarchy(s, name)
                 leaves = [str(v) for v in attribute.domain.tolist()]
@@ -407,9 +418,10 @@ class DPSanitised:
         ``delta``; ``scale`` (the rule); ``split`` (``"equal"`` or ``"weights"``); ``qid``
         (name -> entry) and ``sensitive`` (an entry with ``"sanitised": true``, or
         ``{"sanitised": false}``), each entry with ``type``, ``weight``, the ``epsilon`` and
-        ``delta`` shares, then for ``numeric``: ``bounds``, ``resolution``, ``scale`` (used),
-        ``scale_paper``, ``scale_tight``, ``expected_error`` (clamped),
-        ``expected_error_unclamped``; for ``categorical``: ``domain``, ``source``
+        ``delta`` shares, then for ``numeric``: ``bounds``, ``resolution`` (configured),
+        ``sampler``, ``grid_step``, ``steps``, ``q``, ``epsilon_realized``, ``scale`` (the grid
+        Laplace's), ``scale_paper``, ``scale_tight`` (Example 5's, for reference),
+        ``expected_error`` (exact, worst input); for ``categorical``: ``domain``, ``source``
         (``hierarchy``/``configured``), ``domain_size``, ``keep``, ``p_other``,
         ``expected_error`` (discrete metric); and ``lower_bound`` with its ``theorem``
         (6 or 7) and ``ratio``; ``composition`` (basic composition of the shares);
@@ -441,7 +453,7 @@ class DPSanitised:
 
         # sanitise the published records from their uniforms
         rows = np.flatnonzero(granted)
-        u = _uniforms(randomness, [keys[i] for i in rows.tolist()], len(plan.sanitised))
+        u = _words(randomness, [keys[i] for i in rows.tolist()], len(plan.sanitised))
         columns = [
             _sanitise(a, table.attributes[j].domain, maps[j], table.qid[rows, j], u[:, j])
             for j, a in enumerate(plan.qid)
@@ -533,10 +545,9 @@ def _attr(spec: dict[str, Any], s: DPSanitisedSettings) -> _Attr:
         head = {"type": "categorical", "domain": spec["domain"], "source": spec["source"]}
     entry = {**head, **{k: spec[k] for k in ("weight", "epsilon", "delta")}, **fig}
     if spec["type"] == "numeric":
-        lo, hi = spec["bounds"]
         return _Attr(
             spec["name"], True, spec["epsilon"], spec["delta"], entry,
-            bounds=(lo, hi), resolution=resolution, scale=fig["scale"],
+            table=numeric_table(spec, spec["epsilon"]),
         )  # fmt: skip
     return _Attr(
         spec["name"], False, spec["epsilon"], spec["delta"], entry,
@@ -688,29 +699,15 @@ def _record_digests(randomness: ReleaseRandomness, keys: Sequence[bytes]) -> lis
     ]
 
 
-def _uniforms(randomness: ReleaseRandomness, keys: Sequence[bytes], draws: int) -> NDArray[Any]:
-    """(len(keys), draws) uniforms, at most 8 per ``row_uniforms`` call."""
+def _words(randomness: ReleaseRandomness, keys: Sequence[bytes], draws: int) -> NDArray[np.uint64]:
+    """(len(keys), draws) keyed 64-bit words, at most 8 per ``row_words`` call."""
     if draws == 0 or not keys:
-        return np.zeros((len(keys), draws))
+        return np.zeros((len(keys), draws), dtype=np.uint64)
     chunks = []
     for c, start in enumerate(range(0, draws, _MAX_DRAWS)):
         purpose = "sanitise" if c == 0 else f"sanitise/{c}"
-        chunks.append(randomness.row_uniforms(purpose, keys, min(_MAX_DRAWS, draws - start)))
+        chunks.append(randomness.row_words(purpose, keys, min(_MAX_DRAWS, draws - start)))
     return np.concatenate(chunks, axis=1)
-
-
-def laplace_from_uniform(u: NDArray[np.float64], scale: float) -> NDArray[np.float64]:
-    r"""Laplace(``scale``) noise by the inverse CDF of uniforms on the grid ``k 2^-53``.
-
-    ``a = min(u, 1 - u)`` moved half a grid step inward (exact in float64, in
-    ``[2^-54, 1/2)``, symmetric under ``k -> 2^53 - 1 - k``); ``L = scale ln(2a)`` for
-    ``u < 1/2``, ``-scale ln(2a)`` otherwise: ``P(L <= x) = e^{x/scale}/2`` for ``x < 0``,
-    the Laplace CDF, up to the grid. ``|L| <= scale ln 2^53 = 36.7 scale``.
-    """
-    lower = u < 0.5
-    a = np.where(lower, u + _HALF_ULP, (1.0 - u) - _HALF_ULP)
-    magnitude = -scale * np.log(2.0 * a)
-    return np.where(lower, -magnitude, magnitude)
 
 
 def rr_from_uniform(
@@ -735,22 +732,20 @@ def _sanitise(
     domain: NDArray[Any] | None,
     code_map: NDArray[np.int64] | None,
     codes: NDArray[np.integer],
-    u: NDArray[np.float64],
+    words: NDArray[np.uint64],
 ) -> NDArray[Any]:
-    """Sanitised column from one uniform per row: float64 values in ``[lo, hi]`` (numeric:
-    clip, add Laplace, clamp, snap) or int64 domain indices (categorical: randomised
-    response)."""
+    """Sanitised column from one 64-bit word per row: float64 grid values in ``[lo, hi]``
+    (numeric: the grid Laplace) or int64 domain indices (categorical: randomised response
+    from the word's top 53 bits as a uniform in [0, 1))."""
     if not a.numeric:
         assert code_map is not None
+        u = (words >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
         return rr_from_uniform(code_map[codes], u, len(a.labels), a.keep)
-    assert domain is not None
-    lo, hi = a.bounds
-    x = np.clip(np.asarray(domain, dtype=np.float64)[codes], lo, hi)
-    if a.scale > 0.0:
-        x = np.clip(x + laplace_from_uniform(u, a.scale), lo, hi)
-    if a.resolution is not None:
-        x = np.clip(lo + np.round((x - lo) / a.resolution) * a.resolution, lo, hi)
-    return x
+    assert domain is not None and a.table is not None
+    x = np.asarray(domain, dtype=np.float64)[codes]
+    if a.table.steps == 0:
+        return np.full(x.shape, a.table.lo)
+    return a.table.sample(x, words)
 
 
 def _distinct_rows(

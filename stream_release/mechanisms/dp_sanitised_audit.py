@@ -22,7 +22,13 @@ from typing import Any
 import numpy as np
 
 from stream_release.errors import InvalidParameter
-from stream_release.mechanisms.dp_sanitised_params import CAVEAT, KIND, _entry, _fingerprint
+from stream_release.mechanisms.dp_sanitised_params import (
+    CAVEAT,
+    KIND,
+    _entry,
+    _fingerprint,
+    numeric_table,
+)
 from stream_release.privacy.dp_budget import BUDGET_RTOL, split_budget
 from stream_release.privacy.metric_dp import rr_debiased_counts
 from stream_release.privacy.validation import check_delta, check_epsilon
@@ -290,11 +296,12 @@ def _value_problem(spec: dict[str, Any], value: object) -> str:
     v = float(value)
     if not (math.isfinite(v) and lo <= v <= hi):
         return f"is outside its bounds [{lo!r}, {hi!r}]"
-    step = spec.get("resolution")
-    if step is not None and v != hi:
-        k = (v - lo) / step
-        if abs(k - round(k)) > 1e-6:
-            return f"is not on its grid lo + k * {step!r}"
+    if hi == lo:
+        return ""
+    table = numeric_table(spec, spec["epsilon"])
+    j = table.grid_index(np.array([v]))
+    if v != float(table.value(j)[0]):
+        return f"is not a point lo + k * {table.resolution!r} of its grid"
     return ""
 
 

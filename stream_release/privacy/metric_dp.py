@@ -323,8 +323,10 @@ def sanitise_numeric(
     towards the middle: aggregate from ``clamp=False`` output of the same draw. Theorem 6's
     bound holds for either output (real-valued outputs are allowed there).
 
-    Floating point: ``rng.laplace`` is a textbook floating-point sampler; its low-order bits can
-    leak (Mironov 2012). A snapped or discrete Laplace is the production-grade choice.
+    Floating point: ``rng.laplace`` is a textbook floating-point sampler whose low-order bits can
+    leak the input (Mironov 2012): this function is the paper's real-valued mechanism, for
+    analysis and for the papers' numbers. What is published (``dp-sanitised``) is sanitised
+    by the grid Laplace of :mod:`stream_release.privacy.discrete_laplace` instead.
     """
     lo_f, hi_f = _bounds(lo, hi)
     rule = _scale_rule(scale)

@@ -32,7 +32,6 @@ from stream_release.mechanisms.dp_sanitised import (
     CAVEAT,
     DPSanitised,
     DPSanitisedSettings,
-    laplace_from_uniform,
     make_dp_sanitised,
     rr_from_uniform,
 )
@@ -247,9 +246,12 @@ def test_group_lines_aggregate_distinct_sanitised_rows(tmp_path: Path) -> None:
     assert len(rel.qids) < 40 and int(rel.sizes.sum()) == 40
     keys = [tuple(q.values()) for q in rel.qids]
     assert len(set(keys)) == len(keys)
-    assert {q["age"] for q in rel.qids} <= {17.0, 42.0, 67.0, 90.0}
+    # [17, 90] in ceil(73/25) = 3 steps of 73/3: the published ages are those grid points
+    age = rel.guarantee["qid"]["age"]
+    assert (age["resolution"], age["steps"]) == (25.0, 3)
+    assert age["grid_step"] == pytest.approx(73.0 / 3.0)
+    assert {q["age"] for q in rel.qids} <= {17.0, 17.0 + 73.0 / 3.0, 17.0 + 146.0 / 3.0, 90.0}
     assert [sum(s.values()) for s in rel.sensitive] == rel.sizes.tolist()
-    assert rel.guarantee["qid"]["age"]["resolution"] == 25.0
     assert verify_release({"mechanism": rel.guarantee}, lines_of(rel)) == []
 
 
@@ -331,8 +333,12 @@ def test_guarantee_reports_errors_next_to_the_lower_bounds(tmp_path: Path) -> No
     g = run(DPSanitised(settings(delta=0.01, delta_budget=0.02)), table, ps).guarantee
     age = g["qid"]["age"]
     assert age["epsilon"] == pytest.approx(1.0) and age["delta"] == pytest.approx(0.0025)
-    assert age["scale"] == pytest.approx(laplace_scale_tight(73.0, 1.0, 0.0025))
-    assert age["scale"] < age["scale_paper"]
+    # the paper's continuous scales for reference; the grid Laplace is pure epsilon: its
+    # scale is the paper's at delta = 0 (73 steps of one year, q = e^{-1/73})
+    assert age["scale_tight"] == pytest.approx(laplace_scale_tight(73.0, 1.0, 0.0025))
+    assert age["scale_tight"] < age["scale_paper"]
+    assert age["scale"] == pytest.approx(73.0, rel=1e-5) and age["steps"] == 73
+    assert age["epsilon_realized"] <= 1.0 and age["sampler"] == "grid-laplace-v1"
     assert age["lower_bound"] == pytest.approx(error_lower_bound_compact(73.0, 1.0, 0.0025))
     assert 1.0 < age["ratio"] < 4.0 and age["theorem"] == "6"
     city = g["qid"]["city"]
@@ -358,13 +364,8 @@ def test_sensitive_attribute_can_be_left_exact(tmp_path: Path) -> None:
 # --- the sanitiser's distribution and the empirical e^epsilon check -----------------------------
 
 
-def test_uniform_kernels_have_the_right_distribution() -> None:
+def test_randomised_response_has_the_right_distribution() -> None:
     u = (np.arange(200_000) + 0.5) / 200_000  # a fine grid of uniforms
-    noise = laplace_from_uniform(u, 2.0)
-    assert np.mean(np.abs(noise)) == pytest.approx(2.0, rel=1e-3)
-    assert np.mean(noise <= -2.0) == pytest.approx(0.5 * math.exp(-1.0), abs=1e-4)
-    grid = np.array([0.0, 0.5 - 2.0**-53, 0.5, 1.0 - 2.0**-53])  # ends of the 53-bit grid
-    assert np.isfinite(laplace_from_uniform(grid, 1.0)).all()
     keep, _ = rr_keep(4, 1.0, 0.0)
     out = rr_from_uniform(np.zeros(200_000, dtype=np.int64), u, 4, keep)
     assert np.bincount(out, minlength=4) / 200_000 == pytest.approx(
@@ -430,8 +431,8 @@ def test_empirical_dp_on_neighbouring_tables(neighbours: tuple[Any, ...]) -> Non
 
 def test_negative_control_with_half_the_noise_fails(neighbours: tuple[Any, ...]) -> None:
     # The same check against epsilon_j = 1, on the mechanism with half the noise of every
-    # attribute: half the Laplace scale (epsilon_j' = 2) and half the probability p of each
-    # other category (e^epsilon_j' = m + 2e). True delta: 1 - e^{-1/2} = 0.39 and 1/2.
+    # attribute: half the grid Laplace's scale (epsilon_j' = 2) and half the probability p of
+    # each other category (e^epsilon_j' = m + 2e). True delta: 1 - e^{-1/2} = 0.39 and 1/2.
     half = {"age": 2.0, "education": math.log(6 + 2 * math.e), "city": math.log(3 + 2 * math.e)}
     total = sum(half.values()) + half["city"]
     mech = DPSanitised(
@@ -439,7 +440,7 @@ def test_negative_control_with_half_the_noise_fails(neighbours: tuple[Any, ...])
     )
     d, _, ps, _ = neighbours
     g = run(mech, d, ps).guarantee
-    assert g["qid"]["age"]["scale"] == pytest.approx(73.0 / 2.0)
+    assert g["qid"]["age"]["scale"] == pytest.approx(73.0 / 2.0, rel=1e-5)
     assert g["sensitive"]["p_other"] == pytest.approx(rr_keep(4, 1.0, 0.0).p / 2.0)
     results = _check(mech, neighbours)
     assert not any(r.passed for r in results.values()), results
