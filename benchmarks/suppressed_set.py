@@ -5,7 +5,9 @@ rows as one more group with every QID ``*``. Per release this prints, from the f
 private assignments and the snapshot's own values):
 
 * the suppressed rows (% of the snapshot), the decoys among them (rows suppressed only to
-  dilute the set), the exhausted and the spent members the manifest counts;
+  dilute the set), the forced rows (their own value needs more than the cap; the unplaced ones
+  among them: no group took them), the exhausted ones (at the bound for their own value;
+  these three from the private record) and the spent members the manifest counts;
 * the share of protected values among the suppressed rows and among the published ones, and
   the largest share one protected value holds among the suppressed rows: the adversary's
   probability that a suppressed person holds it (it must stay below 1/l);
@@ -126,10 +128,13 @@ def measure(data_dir: Path, rounds: int) -> list[dict[str, Any]]:
                     rng=np.random.default_rng([0, k]),
                 )  # fmt: skip
                 block = manifest.get("suppressed_set") or {}
+                record = _private_record(work / "out", k)
                 row.update(
                     suppressed=int(star.sum()),
                     decoys=block.get("decoys"),
-                    exhausted=manifest.get("exhausted", manifest.get("suppressed_by_history")),
+                    forced=_count(record.get("forced", manifest.get("suppressed_by_history"))),
+                    unplaced=_count(record.get("unplaced")),
+                    exhausted=_count(record.get("exhausted", manifest.get("exhausted"))),
                     spent=block.get("spent"),
                     protected_in_suppressed=_share(is_protected[star]),
                     protected_in_published=_share(is_protected[~star]),
@@ -141,6 +146,23 @@ def measure(data_dir: Path, rounds: int) -> list[dict[str, Any]]:
                 out.append(row)
             publisher.close()
     return out
+
+
+def _private_record(out: Path, k: int) -> dict[str, Any]:
+    """The ``suppressed`` block of release ``k``'s private record (empty before they were
+    kept: the revision under ``--before`` may predate them)."""
+    path = out.with_name(out.name + ".private") / f"private-{k:04d}.json"
+    if not path.exists():
+        return {}
+    block = json.loads(path.read_text()).get("suppressed")
+    return block if isinstance(block, dict) else {}
+
+
+def _count(value: Any) -> int | None:
+    """A count stated as a number, or as the list or map of what it counts."""
+    if value is None:
+        return None
+    return len(value) if isinstance(value, list | dict) else int(value)
 
 
 def _adult_panel(serial: Any, data_dir: Path, rounds: int) -> Any:
@@ -196,15 +218,16 @@ def measure_revision(revision: str, data_dir: Path, rounds: int) -> list[dict[st
 
 def table(rows: list[dict[str, Any]], title: str) -> list[str]:
     head = (
-        "| data set | setting | rel | rows | suppressed | decoys | exhausted | spent | protected "
-        "in suppressed / published | worst share in suppressed | error mean / median / trimmed |"
+        "| data set | setting | rel | rows | suppressed | decoys | forced (unplaced) | exhausted "
+        "| spent | protected in suppressed / published | worst share in suppressed | error mean "
+        "/ median / trimmed |"
     )
-    lines = [f"### {title}", "", head, "|" + "---|" * 11]
+    lines = [f"### {title}", "", head, "|" + "---|" * 12]
     for r in rows:
         if "refused" in r:
             lines.append(
                 f"| {r['dataset']} | {r['setting']} | {r['release']} | {r['rows']:,} | refused: "
-                f"{r['refused'][:90]} |  |  |  |  |  |  |"
+                f"{r['refused'][:90]} |  |  |  |  |  |  |  |"
             )
             continue
         pct = 100 * r["suppressed"] / r["rows"]
@@ -213,10 +236,13 @@ def table(rows: list[dict[str, Any]], title: str) -> list[str]:
             for x in (r["protected_in_suppressed"], r["protected_in_published"])
         )
         dash = "-"
+        forced = dash if r["forced"] is None else str(r["forced"])
+        if r["unplaced"] is not None:
+            forced += f" ({r['unplaced']})"
         lines.append(
             f"| {r['dataset']} | {r['setting']} | {r['release']} | {r['rows']:,} | "
             f"{r['suppressed']} ({pct:.2f} %) | {dash if r['decoys'] is None else r['decoys']} | "
-            f"{dash if r['exhausted'] is None else r['exhausted']} | "
+            f"{forced} | {dash if r['exhausted'] is None else r['exhausted']} | "
             f"{dash if r['spent'] is None else r['spent']} | {shares} | {r['worst_share']:.3f} | "
             f"{r['error_mean']:.3f} / {r['error_median']:.3f} / {r['error_trimmed']:.3f} |"
         )

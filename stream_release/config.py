@@ -89,13 +89,11 @@ class OutputSettings(_Section):
 class GroupingSettings(_Section):
     max_group_factor: float = Field(default=2.0, ge=1.0)
     """A group is never grown beyond this multiple of ``max(base ratio, min_group_size)``
-    (the cap); rows that would need more are suppressed (paper 003 §6.3). A pair whose
-    Theorem 1 ratio exceeds the cap can never be published again (*spent*): the suppressed
-    set (which must meet every other member's ratio) does not hold it to the bound. A larger
-    cap keeps more pairs unspent but can make the suppressed set infeasible: on Adult's
-    12-release series with every occupation protected, factor 4 refused releases 7-9
-    (constant-ratio k' = 3) and 4-5 (geometric alpha = 2); factor 2 published all with
-    0.6 % (4.4 %) of the rows suppressed on average."""
+    (the cap); a row whose own value would need more is *forced* into the suppressed set
+    (paper 003 §6.3), where its pairs whose Theorem 1 ratio exceeds the cap, for values a
+    forced row holds, are not held to the bound (README, "What is promised"). A larger cap
+    forces fewer rows but makes groups larger (``benchmarks/suppressed_set.py`` measures the
+    suppression and refusals of a setting)."""
     insertion_window: int = Field(default=32, ge=0)
     """How far (rows in k-d order, each side) a leftover row looks for a group that stays valid
     with it before it is suppressed. Larger: less suppression, wider groups (higher NCP and, on

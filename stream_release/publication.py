@@ -68,8 +68,6 @@ def render_release(
         "records_in": table.n_rows,
         "published": int(plan.published.shape[0]),
         "suppressed": plan.suppressed,
-        "suppressed_by_history": plan.suppressed_by_history,
-        "exhausted": star.exhausted,
         "groups": plan.contents.n_groups,
         "l": plan.strategy.ell,
         "strategy": strategy,
@@ -81,7 +79,6 @@ def render_release(
             "decoys": int(star.decoys.shape[0]),
             "share_max": star.share_max(plan.protected),
             "share_bound": 1.0 / plan.strategy.ell,
-            "exhausted": star.exhausted,
             "spent": int(star.spent.shape[0]),
             "breach_max": plan.suppressed_breach,
         },
@@ -92,16 +89,29 @@ def render_release(
 
 
 def suppressed_record(table: EncodedTable, plan: ReleasePlan) -> dict[str, Any]:
-    """The suppressed set as the private record keeps it for the audit: its size, its
-    multiset of values and its decoys (``private-NNNN.json``'s ``suppressed``). Never
-    published: with the public counts it would give the snapshot's totals exactly."""
+    """The suppressed set as the private record keeps it for the audit and the operator:
+    its size, its multiset of values, its decoys, the ids of the rows suppressed by their
+    history (``forced``, as the assignments name them: the audit allows a pair past the bound
+    only to them), among them those no group could take (``unplaced``) and the value of each
+    exhausted one (``exhausted``) (``private-NNNN.json``'s ``suppressed``).
+
+    Never published. The multiset is the snapshot's value totals less the public counts: an
+    adversary the guarantee allows for knows it already, but the publisher need not confirm
+    it. ``forced`` and ``exhausted`` depend on the suppressed individuals' own values: an
+    adversary who reads every history from the public files knows which values would force or
+    exhaust each of them, and a count equal to the set's size would tell each one's value.
+    """
     star = plan.suppressed_set
     values = table.sensitive_values
     return {
         "rows": star.size,
         "sensitive": {values[v]: int(c) for v, c in enumerate(star.counts.tolist()) if c},
         "decoys": int(star.decoys.shape[0]),
-        "exhausted": star.exhausted,
+        "forced": [str(i) for i in table.ids[star.forced].tolist()],
+        "unplaced": [str(i) for i in table.ids[star.unplaced].tolist()],
+        "exhausted": {
+            str(table.ids[r]): values[int(table.sensitive[r])] for r in star.exhausted.tolist()
+        },
         "spent": int(star.spent.shape[0]),
     }
 

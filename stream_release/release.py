@@ -34,7 +34,12 @@ from numpy.typing import NDArray
 from stream_release.config import GroupingSettings
 from stream_release.errors import GuaranteeUnsatisfiable, PrivacyLeakWarning
 from stream_release.grouping.generalize import group_layout, sensitive_pairs
-from stream_release.grouping.partition import Requirements, form_groups, group_size_cap
+from stream_release.grouping.partition import (
+    Requirements,
+    form_groups,
+    group_size_cap,
+    place_in_groups,
+)
 from stream_release.grouping.suppressed_set import SuppressedSet, protect_suppressed_set
 from stream_release.history.types import HistoryRows
 from stream_release.history.update import merge_linkages
@@ -182,13 +187,12 @@ def plan_release(
 
     requirements = _requirements(table, history, local_of_global, is_protected, strategy)
     own = requirements.own_value_ratio(table.sensitive)
-    exhausted = is_protected[table.sensitive] & np.isinf(own)
     cap = group_size_cap(strategy.base_ratio, min_group_size, grouping.max_group_factor)
-    # a row whose own value needs a larger group than any may be never starts or joins one
-    eligible = ~exhausted & ~(is_protected[table.sensitive] & (own > cap))
+    # a row whose own value needs a larger group than any may be (or none: at the bound)
+    # never starts or joins one: it is forced into the suppressed set
+    eligible = ~(is_protected[table.sensitive] & (own > cap))
     _check_feasible(table, eligible, is_protected, strategy, min_group_size)
-
-    settings = grouping
+    factor, window = grouping.max_group_factor, grouping.insertion_window
 
     def group_rows(rows: NDArray[np.bool_]) -> NDArray[np.int64]:
         return form_groups(
@@ -197,13 +201,19 @@ def plan_release(
             requirements,
             min_group_size=min_group_size,
             eligible=rows,
-            max_group_factor=settings.max_group_factor,
-            insertion_window=settings.insertion_window,
+            max_group_factor=factor,
+            insertion_window=window,
         )
 
+    def place_rows(group: NDArray[np.int64], rows: NDArray[np.int64]) -> NDArray[np.int64]:
+        return place_in_groups(
+            table, is_protected, requirements, group, rows, min_group_size=min_group_size,
+            max_group_factor=factor, insertion_window=window,
+        )  # fmt: skip
+
     group, suppressed = protect_suppressed_set(
-        table.sensitive, is_protected, requirements, eligible, group_rows, cap=cap,
-        floor=strategy.ell,
+        table.sensitive, is_protected, requirements, eligible, group_rows, place_rows,
+        cap=cap, floor=strategy.ell,
     )  # fmt: skip
     contents = GroupContents.of(table, group)
     published = np.flatnonzero(group >= 0)
@@ -412,16 +422,14 @@ def _exempt_entries(
     suppressed: SuppressedSet,
     value_of_local: NDArray[np.int64],
 ) -> NDArray[np.bool_]:
-    """(m,) the merged entries the suppressed set links without holding them to the bound:
-    its spent members' entries for its values (:class:`SuppressedSet` ``spent``)."""
-    if suppressed.spent.size == 0 or history.n_entries == 0:
+    """(m,) the merged entries the suppressed set links without holding them to the bound
+    (:class:`SuppressedSet` ``exempt_row``, ``exempt_value``)."""
+    if suppressed.exempt_row.size == 0 or history.n_entries == 0:
         return np.zeros(history.n_entries, dtype=np.bool_)
-    in_set = np.zeros(int(max(history.value.max(initial=0), value_of_local.max(initial=0))) + 1,
-                      dtype=np.bool_)  # fmt: skip
-    in_set[value_of_local[np.flatnonzero(suppressed.counts)]] = True
-    spent = np.zeros(history.n_individuals, dtype=np.bool_)
-    spent[suppressed.spent] = True
-    return spent[history.owner()] & in_set[history.value]
+    span = int(max(history.value.max(initial=0), value_of_local.max(initial=0))) + 1
+    keys = history.owner() * span + history.value
+    exempt = suppressed.exempt_row * span + value_of_local[suppressed.exempt_value]
+    return np.isin(keys, exempt)
 
 
 def _linked_now(old: HistoryRows, new: HistoryRows) -> NDArray[np.bool_]:

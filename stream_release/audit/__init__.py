@@ -35,6 +35,8 @@ from stream_release.audit.files import (
     AuditInputError,
     Hierarchies,
     Snapshot,
+    check_manifest,
+    check_private_record,
     default_private,
     read_assignments,
     read_hierarchies,
@@ -42,9 +44,14 @@ from stream_release.audit.files import (
     read_lines,
     read_snapshot,
 )
-from stream_release.audit.global_guarantee import SeriesState, audit_linkages
+from stream_release.audit.global_guarantee import (
+    SeriesState,
+    audit_linkages,
+    check_public_bounds,
+)
 from stream_release.audit.mechanisms import guarantee_summary, verify_mechanism
 from stream_release.audit.rows import Findings, check_labels, check_rows
+from stream_release.audit.settings import ConfiguredPrivacy, check_settings, read_privacy
 
 __all__ = [
     "GLOBAL_GUARANTEE",
@@ -166,6 +173,7 @@ def audit_directory(
         raise AuditInputError(f"{str(directory)!r} is not a directory of releases")
     private = Path(private) if private is not None else default_private(directory)
     hierarchies = read_hierarchies(Path(config)) if config is not None else None
+    configured = read_privacy(Path(config)) if config is not None else None
     paths = sorted(
         (int(m.group(1)), p)
         for p in directory.iterdir()
@@ -178,7 +186,9 @@ def audit_directory(
         )
     if hierarchies is None:
         report.not_done.append(
-            "hierarchy labels against the configured hierarchies (give --config)"
+            "hierarchy labels against the configured hierarchies, and each manifest's l, "
+            "strategy, protected values and group-size cap against the configuration (checked "
+            "against the papers only; give --config)"
         )
     state = SeriesState()
     series: dict[str, list[tuple[ReleaseAudit, dict[str, Any], list[dict[str, Any]]]]] = {}
@@ -190,9 +200,11 @@ def audit_directory(
         if not isinstance(sequence, int) or sequence != number:
             raise AuditInputError(f"{path}: sequence {sequence!r} where {number} was expected")
         kind = manifest_kind(manifest)
+        if kind == GLOBAL_GUARANTEE:
+            check_manifest(path, manifest)
         result, lines = _audit_release(
-            directory, private, manifest, kind, state, ell, hierarchies, matched.get(number),
-            report.not_done,
+            directory, private, manifest, kind, state, ell, hierarchies, configured,
+            matched.get(number), report.not_done,
         )  # fmt: skip
         if kind != GLOBAL_GUARANTEE:
             series.setdefault(kind, []).append((result, manifest, lines))
@@ -221,6 +233,7 @@ def _audit_release(
     state: SeriesState,
     ell: float | None,
     hierarchies: Hierarchies | None,
+    configured: ConfiguredPrivacy | None,
     snapshot: Snapshot | None,
     not_done: list[str],
 ) -> tuple[ReleaseAudit, list[dict[str, Any]]]:
@@ -236,6 +249,10 @@ def _audit_release(
             problems.append(f"{assignments.name} is missing")
     record_path = private / f"private-{seq:04d}.json"
     record = read_json(record_path) if record_path.exists() else None
+    if record is not None:
+        check_private_record(record_path, record)
+    if assignments.exists() and not ids and lines:
+        problems.append(f"{assignments.name} assigns no id, but {len(lines)} groups are published")
     strategy = manifest.get("strategy") or {}
     min_size = int(strategy.get("min_group_size", 1)) if kind == GLOBAL_GUARANTEE else 1
     published = _check_structure(manifest, lines, ids, assigned, min_size, problems)
@@ -256,19 +273,24 @@ def _audit_release(
         result.guarantee = guarantee_summary(manifest)
         return result, lines
     found = Findings(problems=problems)
+    check_settings(manifest, configured, problems)
     if hierarchies is not None:
         check_labels(lines, hierarchies, found)
+    own_values: dict[str, str] | None = None
     if snapshot is not None and ids:
         schema = manifest.get("schema") or {}
         rows_of = check_rows(lines, ids, assigned, snapshot, schema, hierarchies, found)
         if rows_of is not None:
-            _check_suppressed_rows(ids, assigned, rows_of, snapshot, schema, record, found)
+            own_values = _check_suppressed_rows(
+                ids, assigned, rows_of, snapshot, schema, record, found
+            )
     not_done.extend(found.not_done)
+    bound_l = float(ell if ell is not None else manifest["l"])
+    check_public_bounds(manifest, lines, bound_l, problems)
     if not ids:
         return result, lines
-    bound_l = float(ell if ell is not None else manifest["l"])
     figures = audit_linkages(
-        state, manifest, lines, ids, assigned, record, bound_l, problems, not_done
+        state, manifest, lines, ids, assigned, record, bound_l, problems, not_done, own_values
     )
     result.breach_max = figures.breach_max
     result.manifest_breach_max = float((manifest.get("breach") or {}).get("max", 0.0))
@@ -337,20 +359,22 @@ def _check_suppressed_rows(
     schema: dict[str, Any],
     record: dict[str, Any] | None,
     found: Findings,
-) -> None:
-    """The private record's suppressed multiset against the suppressed rows' values."""
+) -> dict[str, str]:
+    """The private record's suppressed multiset against the suppressed rows' values; returns
+    each suppressed id's value."""
+    column = snapshot.header.index(str(schema.get("sensitive")))
+    own = {i: rows_of[i][column] for i, g in zip(ids, assigned.tolist(), strict=True)
+           if g < 0 and i in rows_of}  # fmt: skip
     block = (record or {}).get("suppressed")
     if not isinstance(block, dict):
-        return
-    column = snapshot.header.index(str(schema.get("sensitive")))
+        return own
     counts: dict[str, int] = {}
-    for i, g in zip(ids, assigned.tolist(), strict=True):
-        if g < 0 and i in rows_of:
-            value = rows_of[i][column]
-            counts[value] = counts.get(value, 0) + 1
+    for value in own.values():
+        counts[value] = counts.get(value, 0) + 1
     stated = {str(k): int(v) for k, v in (block.get("sensitive") or {}).items()}
     if counts != stated:
         found.problems.append("the suppressed rows' values differ from the private record's")
+    return own
 
 
 def _match_snapshots(

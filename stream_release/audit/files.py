@@ -11,6 +11,7 @@ import csv
 import hashlib
 import io
 import json
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +69,8 @@ def read_lines(path: Path) -> list[dict[str, Any]]:
         sizes = line.get("size"), line.get("group")
         if not all(isinstance(x, int) and not isinstance(x, bool) for x in sizes):
             raise AuditInputError(f"{path}, line {number}: group and size must be integers")
+        if not isinstance(line.get("qid", {}), dict):
+            raise AuditInputError(f"{path}, line {number}: qid must be an object")
         counts = line.get("sensitive")
         if not isinstance(counts, dict) or not all(
             isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in counts.values()
@@ -189,8 +192,84 @@ def _hierarchy(path: Path) -> dict[str, frozenset[str]]:
     return {label: frozenset(leaves) for label, leaves in under.items()}
 
 
-def sha256_of(path: Path) -> str:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError as exc:
-        raise AuditInputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+def check_manifest(path: Path, manifest: dict[str, Any]) -> None:
+    """The fields a global-guarantee manifest's audit reads, with their types."""
+    if not _is_number(manifest.get("l")) or not manifest["l"] > 1:
+        raise AuditInputError(f"{path}: l = {manifest.get('l')!r} must be a number above 1")
+    strategy = manifest.get("strategy")
+    if not isinstance(strategy, dict):
+        raise AuditInputError(f"{path}: strategy must be an object")
+    _field(path, strategy, "strategy.", "name", str)
+    protected = strategy.get("protected", [])
+    if not isinstance(protected, list) or not all(isinstance(v, str) for v in protected):
+        raise AuditInputError(f"{path}: strategy.protected must be a list of values")
+    for key in ("min_group_size", "group_size_cap", "k_prime"):
+        if key in strategy and not (_is_int(strategy[key]) and strategy[key] >= 1):
+            raise AuditInputError(
+                f"{path}: strategy.{key} = {strategy[key]!r} must be an integer >= 1"
+            )
+    for key in ("base_ratio", "alpha"):
+        if key in strategy and not _is_number(strategy[key]):
+            raise AuditInputError(f"{path}: strategy.{key} = {strategy[key]!r} must be a number")
+    breach = manifest.get("breach", {})
+    if not isinstance(breach, dict):
+        raise AuditInputError(f"{path}: breach must be an object")
+    for key in ("max", "p50", "p99"):
+        if key in breach and not _is_number(breach[key]):
+            raise AuditInputError(f"{path}: breach.{key} = {breach[key]!r} must be a number")
+    if "spent" in breach and not _is_int(breach["spent"]):
+        raise AuditInputError(f"{path}: breach.spent = {breach['spent']!r} must be an integer")
+    block = manifest.get("suppressed_set")
+    if block is not None:
+        if not isinstance(block, dict):
+            raise AuditInputError(f"{path}: suppressed_set must be an object")
+        for key in ("rows", "decoys", "spent"):
+            if key in block and not (_is_int(block[key]) and block[key] >= 0):
+                raise AuditInputError(
+                    f"{path}: suppressed_set.{key} = {block[key]!r} must be an integer >= 0"
+                )
+        for key in ("share_max", "breach_max"):
+            if key in block and not _is_number(block[key]):
+                raise AuditInputError(
+                    f"{path}: suppressed_set.{key} = {block[key]!r} must be a number"
+                )
+    schema = manifest.get("schema", {})
+    if not isinstance(schema, dict) or not isinstance(schema.get("qid", []), list):
+        raise AuditInputError(f"{path}: schema must be an object whose qid is a list")
+
+
+def check_private_record(path: Path, record: dict[str, Any]) -> None:
+    """The ``suppressed`` block of a private record, with its types."""
+    block = record.get("suppressed")
+    if block is None:
+        return
+    if not isinstance(block, dict):
+        raise AuditInputError(f"{path}: suppressed must be an object")
+    counts = block.get("sensitive", {})
+    if not isinstance(counts, dict) or not all(_is_int(c) and c >= 1 for c in counts.values()):
+        raise AuditInputError(f"{path}: suppressed.sensitive must be an object of counts >= 1")
+    for key in ("rows", "decoys"):
+        if key in block and not (_is_int(block[key]) and block[key] >= 0):
+            raise AuditInputError(
+                f"{path}: suppressed.{key} = {block[key]!r} must be an integer >= 0"
+            )
+    for key in ("forced", "unplaced"):
+        ids = block.get(key, [])
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise AuditInputError(f"{path}: suppressed.{key} must be a list of ids")
+    exhausted = block.get("exhausted", {})
+    if not isinstance(exhausted, dict) or not all(isinstance(v, str) for v in exhausted.values()):
+        raise AuditInputError(f"{path}: suppressed.exhausted must map ids to values")
+
+
+def _field(path: Path, table: dict[str, Any], prefix: str, key: str, kind: type) -> None:
+    if not isinstance(table.get(key), kind):
+        raise AuditInputError(f"{path}: {prefix}{key} = {table.get(key)!r} is missing or mistyped")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

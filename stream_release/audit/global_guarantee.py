@@ -6,16 +6,19 @@ one through its group line, a suppressed one through the suppressed set (to an a
 knows who is in the snapshot and its value counts, one more group with every QID ``*``), whose
 multiset the private record keeps. The release fails when
 
-* a protected value's share of the suppressed rows exceeds ``1/l`` (exactly);
+* a group's or the suppressed set's share of a protected value exceeds ``1/l`` (exactly;
+  the groups' from the public files alone);
 * a pair linked in this release passes ``1/l`` (exactly, :mod:`~stream_release.audit.ledger`),
-  unless its individual is a *spent* member of the suppressed set: suppressed, and before this
-  release spent for a protected value the set holds (Theorem 1's ratio ``lP / (lP - (l - 1))``
-  above the largest group the release may form, ``strategy.group_size_cap``; infinite at the
-  bound): the set links it past its bound for that value, and none of its pairs is held to
-  it in this release. Their number must equal the manifest's ``suppressed_set.spent``; a pair
-  they push past the bound stays out of ``breach.max`` afterwards;
-* the manifest's ``breach.max`` (published individuals, spent pairs aside) or its suppressed-set
-  figures differ from the files.
+  unless it is *exempt*: its individual is a suppressed row the private record lists as
+  forced (its own value needs a larger group than the cap), the set holds the value, and
+  before this release Theorem 1's ratio ``lP / (lP - (l - 1))`` for it exceeded the cap
+  ``strategy.group_size_cap`` by the planner's margin (infinite at the bound). With the
+  snapshot, a value past the bound must be held by a forced row, and each exhausted member
+  the record lists must be at the bound for its own value;
+* the manifest's ``breach`` (``max``, ``p50``, ``p99`` of the published individuals, their
+  pairs past the bound aside; ``spent``: the release's individuals' pairs past it) or its
+  ``suppressed_set`` figures (``rows``, ``decoys``, ``share_max``, ``spent``: the members with
+  an exempt pair, ``breach_max``: the other members' pairs) differ from the files.
 
 References
 ----------
@@ -25,7 +28,7 @@ References
 
 from __future__ import annotations
 
-import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -36,8 +39,10 @@ from numpy.typing import NDArray
 from stream_release.audit.ledger import (
     VALUE_SPACE,
     Ledger,
+    at_bound_threshold,
     breach,
     exact_inverse,
+    forced_threshold,
     spent_threshold,
 )
 
@@ -61,9 +66,32 @@ class GlobalFigures:
 
     breach_max: float = 0.0
     share_max: float = 0.0
-    spent_now: int = 0
     spent_members: int = 0
-    """Suppressed individuals spent for a protected value of the set (exempt now)."""
+    """Suppressed individuals with an exempt pair."""
+
+
+@dataclass(frozen=True)
+class SuppressedRecord:
+    """What the private record states of the suppressed set (validated on reading)."""
+
+    counts: dict[str, int]
+    decoys: int | None
+    forced: frozenset[str]
+    unplaced: frozenset[str]
+    exhausted: dict[str, str]
+
+    @classmethod
+    def of(cls, record: dict[str, Any] | None) -> SuppressedRecord | None:
+        block = (record or {}).get("suppressed")
+        if not isinstance(block, dict) or not isinstance(block.get("sensitive"), dict):
+            return None
+        return cls(
+            counts={str(k): int(v) for k, v in block["sensitive"].items()},
+            decoys=block.get("decoys"),
+            forced=frozenset(block.get("forced") or []),
+            unplaced=frozenset(block.get("unplaced") or []),
+            exhausted=dict(block.get("exhausted") or {}),
+        )
 
 
 def audit_linkages(
@@ -76,63 +104,68 @@ def audit_linkages(
     ell: float,
     problems: list[str],
     not_done: list[str],
+    own_values: dict[str, str] | None = None,
 ) -> GlobalFigures:
-    """Link the release into the ledger and check every bound (see the module docstring)."""
+    """Link the release into the ledger and check every bound and claim (see the module
+    docstring). ``own_values``: each suppressed id's value, from the snapshot (``None``:
+    no snapshot)."""
     ledger = state.ledger
     figures = GlobalFigures()
-    strategy = manifest.get("strategy") or {}
+    strategy = manifest["strategy"]
     protected_names = set(strategy.get("protected") or [])
     bound = exact_inverse(ell)
-    sizes = np.array([int(line["size"]) for line in lines], dtype=np.int64)
+    sequence = manifest.get("sequence")
     rows = ledger.index(ids)
     published = (assigned >= 0) & (assigned < len(lines))
-
-    # the suppressed set: its members and multiset (the private record)
-    star = np.flatnonzero(assigned < 0)
-    star_counts: dict[str, int] | None = None
-    block = (private or {}).get("suppressed")
-    if isinstance(block, dict) and isinstance(block.get("sensitive"), dict):
-        star_counts = {str(k): int(v) for k, v in block["sensitive"].items()}
-        if sum(star_counts.values()) != star.shape[0]:
-            problems.append(
-                f"the private record's suppressed multiset has {sum(star_counts.values())} "
-                f"rows but {star.shape[0]} ids are suppressed"
-            )
-    elif star.size:
-        not_done.append(
-            f"release {manifest.get('sequence')}: the linkages of its {star.size} suppressed "
-            "rows (no suppressed multiset in a private record: written before they were kept)"
-        )
 
     def is_protected(name: str) -> bool:
         return not protected_names or name in protected_names
 
-    # spent members: suppressed, spent for a protected value of the set; exempt this release
-    exempt_keys = np.zeros(0, dtype=np.int64)
-    if star_counts and star.size and strategy.get("name") != "localized":
-        cap = strategy.get("group_size_cap")
-        values = [ledger.value(v) for v, c in star_counts.items() if c and is_protected(v)]
-        if values and not isinstance(cap, int):
-            problems.append("the manifest states no strategy.group_size_cap for the suppressed set")
-        elif values:
-            grid = rows[star][:, None] * VALUE_SPACE + np.array(values)[None, :]
-            spent = ledger.keep_below(grid.ravel(), spent_threshold(ell, int(cap)))
-            members = spent.reshape(grid.shape).any(axis=1)
-            exempt_keys = grid[members].ravel()
-            figures.spent_members = int(members.sum())
-        shares = [Fraction(c, star.shape[0]) for v, c in star_counts.items() if is_protected(v)]
-        worst = max(shares, default=Fraction(0))
-        figures.share_max = float(worst)
-        if worst > bound:
+    # the suppressed set: its members and multiset (the private record)
+    star = np.flatnonzero(assigned < 0)
+    star_ids = {ids[i] for i in star.tolist()}
+    record = SuppressedRecord.of(private)
+    if record is not None:
+        if sum(record.counts.values()) != star.shape[0]:
             problems.append(
-                f"a protected value holds {worst.numerator * star.shape[0] // worst.denominator}"
-                f" of the {star.shape[0]} suppressed rows: share {float(worst):.4f} > 1/l"
+                f"the private record's suppressed multiset has {sum(record.counts.values())} "
+                f"rows but {star.shape[0]} ids are suppressed"
             )
+        inside = set(record.exhausted) | record.unplaced
+        if not record.forced <= star_ids or not inside <= record.forced:
+            problems.append(
+                "the private record lists a forced id that is not suppressed, or an exhausted "
+                "or unplaced one that is not forced"
+            )
+        figures.share_max = _set_share(record.counts, star.shape[0], bound, is_protected, problems)
+    elif star.size:
+        not_done.append(
+            f"release {sequence}: the linkages of its {star.size} suppressed rows (no "
+            "suppressed multiset in a private record: written before they were kept)"
+        )
+
+    # exempt pairs: forced members x protected values of the set, spent before this release
+    exempt_keys = np.zeros(0, dtype=np.int64)
+    history = strategy.get("name") != "localized"
+    if record is not None and star.size and history:
+        forced = np.array([ids[i] in record.forced for i in star.tolist()], dtype=bool)
+        values = [ledger.value(v) for v, c in record.counts.items() if c and is_protected(v)]
+        cap = strategy.get("group_size_cap")
+        if values and forced.any() and cap is None:
+            problems.append("the manifest states no strategy.group_size_cap for the suppressed set")
+        elif values and forced.any():
+            grid = rows[star[forced]][:, None] * VALUE_SPACE + np.array(values)[None, :]
+            spent = ledger.keep_below(grid.ravel(), spent_threshold(ell, int(cap)))
+            exempt_keys = grid.ravel()[spent]
+            figures.spent_members = int(spent.reshape(grid.shape).any(axis=1).sum())
+        _check_exhausted(ledger, record, ids, rows, ell, own_values, problems, not_done)
+        if own_values is not None:
+            _check_forced(ledger, record, ids, rows, ell, strategy, own_values, problems)
 
     # link: published rows to their group's values, suppressed rows to the set's
-    keys, n, c = _group_pairs(ledger, lines, sizes, rows, assigned, published)
-    if star_counts and star.size:
-        star_values = [(ledger.value(v), k) for v, k in star_counts.items() if k]
+    keys, n, c = _group_pairs(ledger, lines, sizes_of(lines), rows, assigned, published)
+    if record is not None and star.size:
+        star_values = [(ledger.value(v), k) for v, k in record.counts.items() if k]
         member = rows[star]
         keys = np.concatenate(
             [keys, (member[:, None] * VALUE_SPACE + np.array([v for v, _ in star_values])).ravel()]
@@ -154,25 +187,210 @@ def audit_linkages(
     if exempt_keys.size:
         passed = exempt_keys[ledger.above(exempt_keys, bound)]
         state.spent.update(passed.tolist())
-        figures.spent_now = int(exempt_keys.shape[0])
+        if passed.size and record is not None:
+            _check_passed(passed, record, ids, rows, names, own_values, problems, not_done)
 
-    # breach.max: published individuals, protected pairs, spent ones aside
-    mine = np.isin(ledger.keys // VALUE_SPACE, rows[published])
-    mine &= prot[ledger.keys % VALUE_SPACE]
-    if state.spent:
-        mine &= ~np.isin(ledger.keys, np.fromiter(state.spent, dtype=np.int64))
-    probs = breach(ledger.log_p[mine])
-    figures.breach_max = float(probs.max()) if probs.size else 0.0
-    if ledger.above(ledger.keys[mine], bound).any() and not over.any():
+    # the claims: breach of the published, of the other members of the set, pairs past it
+    spent_keys = np.fromiter(state.spent, dtype=np.int64, count=len(state.spent))
+    mine = prot[ledger.keys % VALUE_SPACE] & ~np.isin(ledger.keys, spent_keys)
+    owner = ledger.keys // VALUE_SPACE
+    probs = breach(ledger.log_p)
+    worst = _individual_max(owner[mine], probs[mine], rows[published])
+    figures.breach_max = float(worst.max(initial=0.0))
+    ours = mine & np.isin(owner, rows[published])
+    if not over.any() and ledger.above(ledger.keys[ours], bound).any():
         problems.append("a published individual's breach is above 1/l")
-    claimed = (manifest.get("breach") or {}).get("max")
-    if isinstance(claimed, int | float) and abs(float(claimed) - figures.breach_max) > CLAIM_ATOL:
-        problems.append(
-            f"manifest breach.max = {float(claimed):.9f} but the files give "
-            f"{figures.breach_max:.9f}"
+    claimed = manifest.get("breach") or {}
+    _claim(problems, "breach.max", claimed.get("max"), figures.breach_max)
+    if worst.size:
+        _claim(problems, "breach.p50", claimed.get("p50"), float(np.quantile(worst, 0.5)))
+        _claim(problems, "breach.p99", claimed.get("p99"), float(np.quantile(worst, 0.99)))
+    if history and "spent" in claimed:
+        in_release = np.isin(owner, rows) & prot[ledger.keys % VALUE_SPACE]
+        past = int(ledger.above(ledger.keys[in_release], bound).sum())
+        if claimed["spent"] != past:
+            problems.append(f"manifest breach.spent = {claimed['spent']} but the files give {past}")
+    if record is not None:
+        others = mine & ~np.isin(ledger.keys, exempt_keys)
+        set_worst = _individual_max(owner[others], probs[others], rows[star])
+        _check_set_claims(
+            manifest, star.shape[0], figures, record, float(set_worst.max(initial=0.0)), problems
         )
-    _check_set_claims(manifest, star.shape[0], figures, star_counts is not None, problems)
+    else:
+        _check_set_claims(manifest, star.shape[0], figures, None, 0.0, problems)
     return figures
+
+
+def sizes_of(lines: list[dict[str, Any]]) -> NDArray[np.int64]:
+    return np.array([int(line["size"]) for line in lines], dtype=np.int64)
+
+
+def check_public_bounds(
+    manifest: dict[str, Any], lines: list[dict[str, Any]], ell: float, problems: list[str]
+) -> None:
+    """What the public files alone show against ``1/l``: no published group holds a protected
+    value above it (a lower bound of its members' breach in this release), and the manifest
+    claims no breach or suppressed share above it (the localized baseline's breach aside)."""
+    bound = exact_inverse(ell)
+    protected = set(manifest["strategy"].get("protected") or [])
+    claimed = (manifest.get("breach") or {}).get("max")
+    history = manifest["strategy"].get("name") != "localized"
+    if history and isinstance(claimed, int | float) and Fraction(claimed) > bound:
+        problems.append(f"manifest breach.max = {claimed} is above 1/l = {float(bound):.6f}")
+    for line in lines:
+        size = int(line["size"])
+        for value, count in line["sensitive"].items():
+            mine = not protected or str(value) in protected
+            if mine and Fraction(int(count), size) > bound:
+                problems.append(
+                    f"group {line['group']}: {count} of its {size} rows hold {value!r}, a share "
+                    f"above 1/l = {float(bound):.6f}"
+                )
+                return
+    block = manifest.get("suppressed_set")
+    share = block.get("share_max") if isinstance(block, dict) else None
+    if isinstance(share, int | float) and Fraction(share) > bound:
+        problems.append(f"manifest suppressed_set.share_max = {share} is above 1/l")
+
+
+def _set_share(
+    counts: dict[str, int],
+    size: int,
+    bound: Fraction,
+    is_protected: Callable[[str], bool],
+    problems: list[str],
+) -> float:
+    """The largest share of a protected value in the suppressed set, checked against 1/l."""
+    if size == 0:
+        return 0.0
+    worst = max(
+        (Fraction(c, size) for v, c in counts.items() if is_protected(v)), default=Fraction(0)
+    )
+    if worst > bound:
+        problems.append(
+            f"a protected value holds {worst.numerator * size // worst.denominator} of the "
+            f"{size} suppressed rows: share {float(worst):.4f} > 1/l"
+        )
+    return float(worst)
+
+
+def _check_exhausted(
+    ledger: Ledger,
+    record: SuppressedRecord,
+    ids: list[str],
+    rows: NDArray[np.int64],
+    ell: float,
+    own_values: dict[str, str] | None,
+    problems: list[str],
+    not_done: list[str],
+) -> None:
+    """Each exhausted member the record lists is at the bound for the value it states, before
+    this release; with the snapshot, that value is its own."""
+    if not record.exhausted:
+        return
+    row_of = {i: int(r) for i, r in zip(ids, rows.tolist(), strict=True)}
+    listed = list(record.exhausted.items())
+    keys = np.array(
+        [row_of[i] * VALUE_SPACE + ledger.value(v) for i, v in listed if i in row_of],
+        dtype=np.int64,
+    )
+    if keys.size and ledger.keep_above(keys, at_bound_threshold(ell)).any():
+        problems.append(
+            "the private record lists an exhausted member that was not at the bound for its value"
+        )
+    if own_values is None:
+        not_done.append(
+            "that each exhausted member's value in the private records is its own (give the "
+            "snapshots)"
+        )
+    elif any(own_values.get(i) != v for i, v in listed):
+        problems.append("an exhausted member's value in the private record is not its own")
+
+
+def _check_passed(
+    passed: NDArray[np.int64],
+    record: SuppressedRecord,
+    ids: list[str],
+    rows: NDArray[np.int64],
+    names: list[str],
+    own_values: dict[str, str] | None,
+    problems: list[str],
+    not_done: list[str],
+) -> None:
+    """The pairs the set took past the bound: each value held by a forced member (else a row
+    could have been published instead; needs the snapshot). That no group could take an
+    unplaced member is the planner's claim."""
+    id_of = {int(r): i for i, r in zip(ids, rows.tolist(), strict=True)}
+    owners = {id_of[int(k // VALUE_SPACE)] for k in passed.tolist()}
+    if owners & record.unplaced:
+        not_done.append(
+            f"that no group could take the {len(owners & record.unplaced)} unplaced members "
+            "the suppressed set took past the bound (the planner's claim: it tried every group, "
+            "swaps and regrouping their neighbours)"
+        )
+    if own_values is None:
+        not_done.append(
+            "that every value the suppressed set takes past the bound is held by a forced row, "
+            "and that each forced row's own value needs a larger group than the cap (give the "
+            "snapshots)"
+        )
+        return
+    by_forced = {own_values[i] for i in record.forced if i in own_values}
+    values = {names[int(k % VALUE_SPACE)] for k in passed.tolist()}
+    if not values <= by_forced:
+        problems.append(
+            f"the suppressed set takes pairs past the bound for {sorted(values - by_forced)}, "
+            "which no forced row holds"
+        )
+
+
+def _check_forced(
+    ledger: Ledger,
+    record: SuppressedRecord,
+    ids: list[str],
+    rows: NDArray[np.int64],
+    ell: float,
+    strategy: dict[str, Any],
+    own_values: dict[str, str],
+    problems: list[str],
+) -> None:
+    """Each row the record lists as forced: its own value's ratio under the strategy's plan
+    exceeded the cap before this release (:func:`~stream_release.audit.ledger.
+    forced_threshold`; called before the release is linked)."""
+    cap = strategy.get("group_size_cap")
+    if not isinstance(cap, int) or not record.forced:
+        return
+    row_of = {i: int(r) for i, r in zip(ids, rows.tolist(), strict=True)}
+    forced = sorted(i for i in record.forced - record.unplaced if i in own_values and i in row_of)
+    keys = np.array(
+        [row_of[i] * VALUE_SPACE + ledger.value(own_values[i]) for i in forced], dtype=np.int64
+    )
+    threshold = forced_threshold(ell, cap, strategy)
+    if keys.size and not ledger.keep_below(keys, threshold).all():
+        problems.append(
+            "the private record lists a forced row whose own value needed no larger group than "
+            "the cap: it could have been published"
+        )
+
+
+def _individual_max(
+    owner: NDArray[np.int64], probs: NDArray[np.float64], individuals: NDArray[np.int64]
+) -> NDArray[np.float64]:
+    """(len(individuals),) each individual's largest probability (0 without any)."""
+    out = np.zeros(individuals.shape[0], dtype=np.float64)
+    if individuals.size == 0 or owner.size == 0:
+        return out
+    order = np.argsort(individuals)
+    at = np.searchsorted(individuals[order], owner)
+    hit = at < individuals.shape[0]
+    hit[hit] = individuals[order][at[hit]] == owner[hit]
+    np.maximum.at(out, order[at[hit]], probs[hit])
+    return out
+
+
+def _claim(problems: list[str], name: str, stated: object, found: float) -> None:
+    if isinstance(stated, int | float) and abs(float(stated) - found) > CLAIM_ATOL:
+        problems.append(f"manifest {name} = {float(stated):.9f} but the files give {found:.9f}")
 
 
 def _group_pairs(
@@ -209,7 +427,8 @@ def _check_set_claims(
     manifest: dict[str, Any],
     suppressed: int,
     figures: GlobalFigures,
-    known: bool,
+    record: SuppressedRecord | None,
+    breach_max: float,
     problems: list[str],
 ) -> None:
     """The manifest's ``suppressed_set`` against the files."""
@@ -221,18 +440,20 @@ def _check_set_claims(
             f"manifest suppressed_set.rows = {block.get('rows')} but {suppressed} ids are "
             "suppressed"
         )
-    if not known:
-        return
     share = block.get("share_max")
-    if isinstance(share, int | float) and not math.isclose(
-        float(share), figures.share_max, rel_tol=0, abs_tol=CLAIM_ATOL
-    ):
-        problems.append(
-            f"manifest suppressed_set.share_max = {share} but the files give "
-            f"{figures.share_max:.6f}"
-        )
+    if record is None:
+        return
+    _claim(problems, "suppressed_set.share_max", share, figures.share_max)
+    _claim(problems, "suppressed_set.breach_max", block.get("breach_max"), breach_max)
     if block.get("spent") != figures.spent_members:
         problems.append(
             f"manifest suppressed_set.spent = {block.get('spent')} but the files give "
-            f"{figures.spent_members} spent members"
+            f"{figures.spent_members} members with an exempt pair"
         )
+    if record.decoys is not None and block.get("decoys") != record.decoys:
+        problems.append(
+            f"manifest suppressed_set.decoys = {block.get('decoys')} but the private record "
+            f"gives {record.decoys}"
+        )
+    if isinstance(block.get("decoys"), int) and block["decoys"] > suppressed:
+        problems.append(f"manifest suppressed_set.decoys = {block['decoys']} exceeds its rows")

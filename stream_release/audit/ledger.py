@@ -115,6 +115,19 @@ class Ledger:
             out[near] = [exact[int(k)] < threshold for k in keys[near].tolist()]
         return out
 
+    def keep_above(self, keys: NDArray[np.int64], threshold: Fraction) -> NDArray[np.bool_]:
+        """Whether each key's ``P = prod(1 - c/n)`` is above ``threshold``, decided exactly
+        near it (``P <= 1 - 1/l``: at the bound)."""
+        log_p, _ = self.state(keys)
+        keep = np.exp(log_p)
+        limit = float(threshold)
+        out = keep > limit
+        near = np.abs(keep - limit) <= SCREEN
+        if near.any():
+            exact = self.exact_keep(keys[near])
+            out[near] = [exact[int(k)] > threshold for k in keys[near].tolist()]
+        return out
+
 
 def breach(log_p: NDArray[np.float64]) -> NDArray[np.float64]:
     """``1 - P`` from ``log P`` (Lemma 4)."""
@@ -126,10 +139,49 @@ def exact_inverse(ell: float) -> Fraction:
     return 1 / Fraction(ell)
 
 
+SPENT_MARGIN = Fraction(1, 10**9)
+"""The planner calls a forced member's pair spent only when Theorem 1's ratio clears the cap
+by this relative margin (``RATIO_RTOL``): the audit allows no more."""
+
+
 def spent_threshold(ell: float, cap: int) -> Fraction:
-    """The ``P`` below which Theorem 1's ratio ``lP / (lP - (l - 1))`` exceeds ``cap`` (or
-    is infinite): ``cap (l - 1) / (l (cap - 1))``."""
+    """The ``P`` below which Theorem 1's ratio ``lP / (lP - (l - 1))`` exceeds
+    ``C = cap (1 + margin)`` (or is infinite): ``C (l - 1) / (l (C - 1))``."""
     el = Fraction(ell)
-    if cap <= 1:  # no ratio fits: every pair is spent
+    c = cap * (1 + SPENT_MARGIN)
+    return c * (el - 1) / (el * (c - 1))
+
+
+PLAN_MARGIN = {"constant-ratio": 1e-9, "geometric": 1e-9, "minimal": 1e-6}
+"""The relative margins the strategies plan above Theorem 1's ratio (``RATIO_RTOL``,
+``MINIMAL_MARGIN`` of :mod:`stream_release.privacy.strategy`; a test keeps them equal)."""
+
+
+def forced_threshold(ell: float, cap: int, strategy: dict[str, object]) -> Fraction:
+    """The ``P`` of a row's own value below which the strategy's plan for it exceeds ``cap``
+    (the row is *forced*: no group may take it): the constant-ratio plan ``max(n_c, m ñ)``
+    and the minimal one ``m ñ`` exceed it when ``ñ > cap / m`` (``n_c`` never does: the cap is
+    at least the base), the geometric ``max(alpha ñ, m ñ)`` when ``ñ > cap / max(alpha, m)``
+    ([WFLWX10] §6 and Theorem 1)."""
+    name = str(strategy.get("name"))
+    margin = Fraction(1.0 + PLAN_MARGIN.get(name, 0.0))
+    alpha = strategy.get("alpha")
+    if name == "geometric" and isinstance(alpha, int | float):
+        margin = max(margin, Fraction(alpha))
+    c = Fraction(cap) / margin
+    el = Fraction(ell)
+    if c <= el:  # every ratio is at least l: the plan always exceeds the cap
         return Fraction(2)
-    return cap * (el - 1) / (el * (cap - 1))
+    return c * (el - 1) / (el * (c - 1))
+
+
+AT_BOUND_ATOL = Fraction(1e-9)
+"""The planner treats ``P <= 1 - 1/l + BREACH_ATOL`` as at the bound (never linked again):
+the audit allows exactly that much (``BREACH_ATOL`` of :mod:`stream_release.privacy.breach`;
+a test keeps them equal)."""
+
+
+def at_bound_threshold(ell: float) -> Fraction:
+    """``1 - 1/l`` plus the planner's tolerance: a pair whose ``P`` is at most this is
+    treated as at the bound (never linked again)."""
+    return 1 - 1 / Fraction(ell) + AT_BOUND_ATOL

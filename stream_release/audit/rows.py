@@ -31,8 +31,9 @@ def check_labels(lines: list[dict[str, Any]], hierarchies: Hierarchies, found: F
     labels (leaves included)."""
     for line in lines:
         for name, value in (line.get("qid") or {}).items():
-            known = hierarchies.has(name) and value in hierarchies.leaves_of[name]
-            if isinstance(value, str) and hierarchies.has(name) and not known:
+            if not isinstance(value, str) or not hierarchies.has(name):
+                continue
+            if value not in hierarchies.leaves_of[name]:
                 found.problems.append(
                     f"group {line['group']}: {name} = {value!r} is no label of its "
                     "configured hierarchy"

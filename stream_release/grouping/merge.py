@@ -8,6 +8,10 @@ Here it takes the groups nearest to it in k-d order, one after another, until th
 form a valid group (paper 003, Theorem 1, in the form of :mod:`stream_release.grouping.
 kernels`), within the group-size cap; the union of valid groups plus the row is checked as
 a whole, every member's requirements included.
+
+:func:`place_rows` puts single rows into the nearest group anywhere in the release that stays
+valid with them, or swaps them for a member another group takes: the rows the suppressed set
+may not keep.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from numpy.typing import NDArray
 
 from stream_release.grouping.requirements import Requirements
 
-__all__ = ["merge_leftovers", "renumber"]
+__all__ = ["merge_leftovers", "nearest_groups", "place_rows", "renumber"]
 
 MERGE_GROUPS = 8
 """Most neighbouring groups one row may merge."""
@@ -88,6 +92,139 @@ def merge_leftovers(
                 group[x] = keep
                 break
     return renumber(group)
+
+
+SWAP_GROUPS = 64
+"""Nearest groups where :func:`place_rows` tries a swap for a row no group takes as it is."""
+
+
+def place_rows(
+    group: NDArray[np.int64],
+    rows: NDArray[np.int64],
+    qid: NDArray[np.int32],
+    norm: NDArray[np.float64],
+    sensitive: NDArray[np.int32],
+    protected: NDArray[np.bool_],
+    requirements: Requirements,
+    *,
+    cap: int,
+    min_group_size: int,
+) -> NDArray[np.int64]:
+    """Put each ungrouped row of ``rows`` into the group nearest to it that stays valid with
+    it, anywhere in the release; failing that, swap it for a member of one of the
+    :data:`SWAP_GROUPS` nearest groups that another group takes.
+
+    For the rows the suppressed set may not keep (:mod:`stream_release.grouping.
+    suppressed_set`): a group takes row ``x`` when it has fewer than ``cap`` rows and, for
+    ``x``'s value and every value ``x`` has a requirement for,
+    ``|G| + 1 >= n(G + x, s) max(R(G,s), r(x,s))`` (``R`` the members' requirements and the
+    base; a value ``x`` is at the bound for fits only a group without it). The other values of
+    the group keep their counts and gain a row: they stay valid. A swap is checked as a whole
+    (:class:`_Validity`). Nearest: the smallest distance of the QID codes to the group's
+    first row, each attribute scaled to ``[0, 1]`` (``norm``).
+
+    Returns
+    -------
+    (n,) group per row with the same ids; a row no group can take stays ``-1``.
+    """
+    group = group.copy()
+    if rows.size == 0 or not np.any(group >= 0):
+        return group
+    placer = _Placer(group, qid, norm, sensitive, protected, requirements, cap)
+    check = _Validity(sensitive, protected, requirements, min_group_size)
+    for x in rows.tolist():
+        if group[x] >= 0:
+            continue
+        taking = placer.taking(x)
+        if taking.size:
+            group[x] = taking[0]
+            continue
+        for g in placer.nearest(x)[:SWAP_GROUPS].tolist():
+            members = np.flatnonzero(group == g)
+            for y in members.tolist():
+                trial = np.append(members[members != y], x)
+                if not check.valid(trial):
+                    continue
+                group[x], group[y] = g, -1
+                elsewhere = placer.taking(y)
+                elsewhere = elsewhere[elsewhere != g]
+                if elsewhere.size:
+                    group[y] = elsewhere[0]
+                    break
+                group[x], group[y] = -1, g
+            if group[x] >= 0:
+                break
+    return group
+
+
+def nearest_groups(
+    group: NDArray[np.int64], qid: NDArray[np.int32], norm: NDArray[np.float64], x: int
+) -> NDArray[np.int64]:
+    """Every group id, nearest to row ``x`` first: the distance of the QID codes to the
+    group's first row, each attribute scaled to ``[0, 1]`` (``norm``)."""
+    grouped = np.flatnonzero(group >= 0)
+    if grouped.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    first = np.full(int(group.max()) + 1, group.shape[0], dtype=np.int64)
+    np.minimum.at(first, group[grouped], grouped)
+    alive = np.flatnonzero(first < group.shape[0])
+    gap = np.abs(qid[first[alive]].astype(np.float64) - qid[x]) @ norm
+    return alive[np.argsort(gap, kind="stable")].astype(np.int64)
+
+
+class _Placer:
+    """Which groups take a row as it is (``group`` is shared: it sees every placement)."""
+
+    def __init__(
+        self,
+        group: NDArray[np.int64],
+        qid: NDArray[np.int32],
+        norm: NDArray[np.float64],
+        sensitive: NDArray[np.int32],
+        protected: NDArray[np.bool_],
+        requirements: Requirements,
+        cap: int,
+    ) -> None:
+        n, v = sensitive.shape[0], protected.shape[0]
+        self.group, self.qid, self.norm = group, qid, norm
+        self.sensitive, self.protected, self.req, self.cap = sensitive, protected, requirements, cap
+        self.n_groups = int(group.max()) + 1
+        self.owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(requirements.ptr))
+        self.by_value = np.argsort(sensitive, kind="stable")
+        self.value_start = np.searchsorted(sensitive[self.by_value], np.arange(v + 1))
+        self.by_entry = np.argsort(requirements.value, kind="stable")
+        self.entry_start = np.searchsorted(requirements.value[self.by_entry], np.arange(v + 1))
+        self.first = np.full(self.n_groups, n, dtype=np.int64)
+        grouped = np.flatnonzero(group >= 0)
+        np.minimum.at(self.first, group[grouped], grouped)
+
+    def nearest(self, x: int) -> NDArray[np.int64]:
+        """Every group, nearest to ``x`` first."""
+        return nearest_groups(self.group, self.qid, self.norm, x)
+
+    def taking(self, x: int) -> NDArray[np.int64]:
+        """The groups that stay valid with ``x`` added, nearest first."""
+        group, req = self.group, self.req
+        sizes = np.bincount(group[group >= 0], minlength=self.n_groups)
+        own = int(self.sensitive[x])
+        mine_value = req.value[req.ptr[x] : req.ptr[x + 1]].astype(np.int64)
+        mine_ratio = req.ratio[req.ptr[x] : req.ptr[x + 1]]
+        values = set(mine_value.tolist()) | ({own} if self.protected[own] else set())
+        ok = (sizes > 0) & (sizes + 1 <= self.cap)
+        for s in values:
+            holders = group[self.by_value[self.value_start[s] : self.value_start[s + 1]]]
+            count = np.bincount(holders[holders >= 0], minlength=self.n_groups)
+            count = count + (1 if s == own else 0)
+            entries = self.by_entry[self.entry_start[s] : self.entry_start[s + 1]]
+            where = group[self.owner[entries]]
+            ratio = np.full(self.n_groups, float(req.base))
+            np.maximum.at(ratio, where[where >= 0], req.ratio[entries][where >= 0])
+            ratio = np.maximum(ratio, mine_ratio[mine_value == s].max(initial=float(req.base)))
+            with np.errstate(invalid="ignore"):  # 0 rows of a value at the bound: inf * 0
+                ok &= (count == 0) | (sizes + 1 >= count * ratio)
+        candidates = np.flatnonzero(ok)
+        gap = np.abs(self.qid[self.first[candidates]].astype(np.float64) - self.qid[x]) @ self.norm
+        return candidates[np.argsort(gap, kind="stable")]
 
 
 class _Validity:

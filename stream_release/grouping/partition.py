@@ -13,7 +13,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stream_release.grouping.kernels import group_rows
-from stream_release.grouping.merge import merge_leftovers
+from stream_release.grouping.merge import merge_leftovers, nearest_groups, place_rows
 from stream_release.grouping.requirements import Requirements
 from stream_release.table import EncodedTable
 
@@ -45,8 +45,7 @@ def form_groups(
     -------
     (n,) int64 group id per row, ``0..G-1`` in k-d order; ``-1`` = suppressed.
     """
-    sizes = np.array([a.size for a in table.attributes], dtype=np.float64)
-    norm = np.where(sizes > 1, 1.0 / np.maximum(sizes - 1, 1), 0.0)
+    norm = attribute_scale(table)
     height, span_lo, span_hi = hierarchy_spans(table)
     cap = group_size_cap(requirements.base, min_group_size, max_group_factor)
     perm = np.flatnonzero(eligible).astype(np.int64)
@@ -78,6 +77,62 @@ def form_groups(
         cap=cap,
         window=insertion_window,
     )
+
+
+REGROUP_GROUPS = (4, 16, 64)
+"""How many of its nearest groups a row no group takes is regrouped with, one try each."""
+
+
+def place_in_groups(
+    table: EncodedTable,
+    protected: NDArray[np.bool_],
+    requirements: Requirements,
+    group: NDArray[np.int64],
+    rows: NDArray[np.int64],
+    *,
+    min_group_size: int,
+    max_group_factor: float,
+    insertion_window: int,
+) -> NDArray[np.int64]:
+    """Put ungrouped ``rows`` into the groups: into the nearest group that stays valid with
+    one of them, or for a member another group takes
+    (:func:`~stream_release.grouping.merge.place_rows`); failing that, the row and its
+    :data:`REGROUP_GROUPS` nearest groups are grouped again (:func:`form_groups`), kept only
+    when every one of their rows finds a group. New groups take new ids."""
+    qid = np.ascontiguousarray(table.qid)
+    norm = attribute_scale(table)
+    group = place_rows(
+        group,
+        rows,
+        qid,
+        norm,
+        np.ascontiguousarray(table.sensitive),
+        np.ascontiguousarray(protected, dtype=np.bool_),
+        requirements,
+        cap=group_size_cap(requirements.base, min_group_size, max_group_factor),
+        min_group_size=min_group_size,
+    )
+    for x in rows.tolist():
+        for k in REGROUP_GROUPS:
+            if group[x] >= 0:
+                break
+            near = nearest_groups(group, qid, norm, x)[:k]
+            mask = np.isin(group, near)
+            mask[x] = True
+            again = form_groups(
+                table, protected, requirements, min_group_size=min_group_size, eligible=mask,
+                max_group_factor=max_group_factor, insertion_window=insertion_window,
+            )  # fmt: skip
+            if np.all(again[mask] >= 0):
+                group = group.copy()
+                group[mask] = again[mask] + int(group.max()) + 1
+    return group
+
+
+def attribute_scale(table: EncodedTable) -> NDArray[np.float64]:
+    """(d,) ``1 / (codes - 1)`` per attribute (0 for one code): code distances in ``[0, 1]``."""
+    sizes = np.array([a.size for a in table.attributes], dtype=np.float64)
+    return np.where(sizes > 1, 1.0 / np.maximum(sizes - 1, 1), 0.0)
 
 
 def group_size_cap(base: float, min_group_size: int, max_group_factor: float) -> int:

@@ -19,23 +19,33 @@ less than ``1/l`` of the set, and no member's breach passes ``1/l``. The set is 
 group: it keeps the bound, not the strategy's plan (a planned group's ratio, e.g.
 constant-ratio's ``n_c``, would make it several times larger). Where the rows that
 could not be grouped do not meet it, *decoys* join them: rows taken from published groups
-that stay valid without them (single rows first, then whole groups), chosen so that each
+that stay valid without them (whole groups first, then single rows), chosen so that each
 lowers the shortfall. The suppressed set is then linked like a group: its linkages go into
 every member's history (:func:`stream_release.release.plan_release`).
 
 What cannot be protected
 ------------------------
-A pair ``(o, s)`` is *spent* when Theorem 1's ratio for it exceeds the largest group a release
-may form (:func:`~stream_release.grouping.partition.group_size_cap`; infinite once
-``P(o,s) <= 1 - 1/l``): no published group can ever take ``o`` with ``s`` again. A member
-spent for its own value (``exhausted``) is suppressed whenever it holds that value, and the
-set then links it to that value: no choice of groups or decoys avoids it (its row is in the
-snapshot, with its value). A member spent for a value the set holds is linked past its bound
-for it, so in that release none of its pairs is held to the bound (``spent`` members; their
-links only raise its own breach, not anyone's requirement); what the system still promises
-it is the per-release share: every protected value is held by less than ``1/l`` of the set.
-Decoys never bring in a value an unspent member is spent for. Every manifest counts the
-exhausted and the spent members.
+A pair ``(o, s)`` is *at the bound* once ``P(o,s) <= 1 - 1/l`` (Theorem 1's ratio infinite).
+A row is *forced* into the set when its own value needs a larger group than the release may
+form (``eligible`` false), or when no group can take it (*unplaced*, below); a forced row at
+the bound for its own value is *exhausted*. A pair is *spent* when it is at the bound, or a
+forced member's and its Theorem 1 ratio exceeds the cap
+(:func:`~stream_release.grouping.partition.group_size_cap`) by more than the safe margin:
+meeting it would take a set of that ratio times its holders. Exactly the spent pairs of
+forced members for values a forced member holds are *exempt*: the set links them without
+holding them to the bound. Every other pair of every member is held, its requirement raising
+the set's ratio for its value, however large.
+
+* A spent pair for a value of the set that is not exempt is *stranded*: the rows that bring
+  the two together and are not forced are placed into published groups (``place_rows``:
+  every group, swaps, regrouping with the nearest groups), else grouped among the set's
+  other rows; a row no group takes is *unplaced* and counts as forced from then on. A round
+  of decoys that leaves a new row unplaced is undone.
+* No decoy brings a value a member is spent for that the set does not hold, and none has a
+  spent pair for a value of the set.
+
+The members with an exempt pair are ``spent``; what the system still promises them is the
+per-release share: every protected value is held by less than ``1/l`` of the set.
 
 References
 ----------
@@ -66,28 +76,27 @@ class SuppressedSet:
     ``rows`` (m,) int64 ascending: every suppressed row, decoys included; ``decoys`` (d,)
     int64: the rows taken from published groups; ``counts`` (V,) int64: rows per local value;
     ``ratio`` (V,) float64: ``R(S,s)`` per protected value present (0 elsewhere).
-    ``spent`` (e,) int64 ascending: the members spent for a protected value the set holds
-    (Theorem 1's ratio above the largest group, infinite at the bound): the set links them
-    past their bound, so none of their pairs is held to it in this release.
+    ``exempt_row``, ``exempt_value`` (x,) int64: the pairs the set links past the bound
+    (exhausted members at the bound for a value an exhausted member holds; local value
+    codes). ``spent`` (e,) int64 ascending: the members with an exempt pair. ``forced`` (f,)
+    int64: the members suppressed by their own value's history, and the ``unplaced`` ones no
+    group could take; ``exhausted`` (among them): those at the bound for their own value.
     """
 
     rows: NDArray[np.int64]
     decoys: NDArray[np.int64]
     counts: NDArray[np.int64]
     ratio: NDArray[np.float64]
+    exempt_row: NDArray[np.int64]
+    exempt_value: NDArray[np.int64]
     spent: NDArray[np.int64]
-    exhausted: int
-    """Members spent for their own protected value (suppressed for it): among ``spent``."""
+    forced: NDArray[np.int64]
+    unplaced: NDArray[np.int64]
+    exhausted: NDArray[np.int64]
 
     @property
     def size(self) -> int:
         return int(self.rows.shape[0])
-
-    def spent_pairs(self, protected: NDArray[np.bool_]) -> int:
-        """The pairs the set links without holding them to the bound: every spent member
-        with every protected value of the set."""
-        values = int(np.count_nonzero(protected & (self.counts > 0)))
-        return int(self.spent.shape[0]) * values
 
     def share_max(self, protected: NDArray[np.bool_]) -> float:
         """The largest share ``n(S,s)/|S|`` of a protected value (0 for an empty set)."""
@@ -98,6 +107,10 @@ class SuppressedSet:
 
 GroupRows = Callable[[NDArray[np.bool_]], NDArray[np.int64]]
 """Groups the rows of an eligibility mask: (n,) group per row, ``-1`` = not grouped."""
+
+PlaceRows = Callable[[NDArray[np.int64], NDArray[np.int64]], NDArray[np.int64]]
+"""Puts ungrouped rows into groups that stay valid with them: ``(group, rows)`` -> the new
+(n,) group per row (a row no group can take stays ``-1``)."""
 
 DECOY_ROUNDS = 8
 """Rounds of "choose decoys, group the rest again" before whole groups are taken."""
@@ -113,29 +126,33 @@ def protect_suppressed_set(
     requirements: Requirements,
     eligible: NDArray[np.bool_],
     group_rows: GroupRows,
+    place_rows: PlaceRows,
     *,
     cap: int,
     floor: float,
 ) -> tuple[NDArray[np.int64], SuppressedSet]:
     """Group the ``eligible`` rows so that the suppressed ones form a valid group too.
 
-    The rows are grouped (``group_rows``); while the suppressed set falls short, whole
-    published groups join it (:func:`_add_group_decoys`). If that is not enough, single rows
-    are chosen among the grouped ones and the rest is grouped again without them
-    (:data:`DECOY_ROUNDS` times at most): rows without a requirement above the base first
-    (they raise no ratio of the set), in row order (the caller's rows are in keyed pseudonym
-    order), each value no more often than the set's target size allows.
+    The rows are grouped (``group_rows``) and the stranded ones placed (``place_rows``, see
+    the module docstring); while the suppressed set falls short, whole published groups join
+    it (:func:`_add_group_decoys`). If that is not enough, single rows are chosen among the
+    grouped ones and the rest is grouped again without them (:data:`DECOY_ROUNDS` times at
+    most): rows without a requirement above the base first (they raise no ratio of the set),
+    in row order (the caller's rows are in keyed pseudonym order), each value no more often
+    than the set's target size allows.
 
     Parameters
     ----------
     sensitive : (n,) int32 local value codes of the release's rows
     protected : (V,) bool over the local codes
     requirements : the base ratio and each row's higher requirements (``inf`` = at the bound)
-    eligible : (n,) bool, the rows that may be published (the others are suppressed)
+    eligible : (n,) bool, the rows that may be published (the others are *forced* into the set)
     group_rows : groups the rows of a mask (:func:`~stream_release.grouping.partition.
         form_groups` with the release's settings)
+    place_rows : puts rows into existing groups (:func:`~stream_release.grouping.partition.
+        place_in_groups` with the release's settings)
     cap : the largest group the release may form (:func:`~stream_release.grouping.partition.
-        group_size_cap`): a pair whose Theorem 1 ratio exceeds it is spent
+        group_size_cap`): a forced row's pair whose Theorem 1 ratio exceeds it is spent
     floor : ``l``: no protected value holds more than ``1/l`` of the set
 
     Returns
@@ -153,24 +170,50 @@ def protect_suppressed_set(
     Raises
     ------
     GuaranteeUnsatisfiable
-        No choice of decoys makes the set valid (names the shortfall).
+        No choice of decoys makes the set valid (names the value).
     """
+    forced = ~eligible
+
+    def settle(
+        group: NDArray[np.int64], decoys: NDArray[np.bool_]
+    ) -> tuple[NDArray[np.int64], _SetState]:
+        """The set of ``group``'s ungrouped rows after placing the rows it may not keep:
+        into the groups (``place_rows``), else into new groups formed with the set's other
+        rows that are neither forced nor ``decoys``. A row no group takes is *unplaced*: from
+        then on it counts as forced."""
+        unplaced = np.zeros(sensitive.shape[0], dtype=np.bool_)
+        state = _SetState(sensitive, protected, requirements, group < 0, forced, cap, floor)
+        regrouped = False
+        while (rows := state.to_place()).size:  # each turn groups a row or forces one
+            placed = place_rows(group, rows)
+            if np.array_equal(placed, group) and not regrouped:
+                regrouped = True
+                placed = _group_among(group, state.member & ~forced & ~decoys, group_rows)
+            if np.array_equal(placed, group):
+                unplaced[rows] = True
+            group = placed
+            state = _SetState(
+                sensitive, protected, requirements, group < 0, forced | unplaced, cap, floor
+            )
+        state.unplaced = unplaced & state.member
+        return group, state
+
     chosen = np.zeros(sensitive.shape[0], dtype=np.bool_)
-    group = group_rows(eligible)
-    state = _SetState(sensitive, protected, requirements, group < 0, cap, floor)
+    group, state = settle(group_rows(eligible), chosen)
     if state.shortfall() > 0:  # whole groups: nothing left over to place again
         _add_group_decoys(state, group)
         chosen |= state.member & (group >= 0)
     for _ in range(DECOY_ROUNDS):  # else single rows, the rest grouped again without them
         if state.shortfall() <= 0:
             break
-        decoys = _choose_decoys(state, group >= 0, slack=DECOY_SLACK)
+        decoys = _choose_decoys(state, (group >= 0) & ~state.member, slack=DECOY_SLACK)
         if decoys.size == 0:
             break
         tried = chosen.copy()
         tried[decoys] = True
-        regrouped = group_rows(eligible & ~tried)
-        again = _SetState(sensitive, protected, requirements, regrouped < 0, cap, floor)
+        regrouped, again = settle(group_rows(eligible & ~tried), tried)
+        if np.any(again.unplaced & ~state.unplaced):
+            break  # grouping again left a row over that no group can take
         _add_group_decoys(again, regrouped)
         if again.shortfall() >= state.shortfall():
             break  # grouping again left more rows over than the decoys made up for
@@ -188,14 +231,17 @@ def protect_suppressed_set(
     out = group.copy()
     out[state.member] = -1
     out = renumber(out)
-    spent = np.flatnonzero(state.spent).astype(np.int64)
     suppressed = SuppressedSet(
         rows=np.flatnonzero(state.member).astype(np.int64),
         decoys=np.flatnonzero(chosen & state.member).astype(np.int64),
         counts=state.counts.copy(),
         ratio=np.where(state.counts > 0, state.ratio, 0.0),
-        spent=spent,
-        exhausted=state.exhausted(),
+        exempt_row=state.exempt_row,
+        exempt_value=state.exempt_value,
+        spent=np.unique(state.exempt_row),
+        forced=np.flatnonzero(state.member & state.forced).astype(np.int64),
+        unplaced=np.flatnonzero(state.unplaced).astype(np.int64),
+        exhausted=np.flatnonzero(state.exhausted).astype(np.int64),
     )
     return out, suppressed
 
@@ -207,10 +253,10 @@ def _choose_decoys(
     none raising its target.
 
     The target is ``T = ceil(max_s n(S,s) R(S,s))``; a value ``v`` may gain up to
-    ``floor(T / R(S,v)) - n(S,v)`` rows (unprotected values: any number), and a value some
-    member is at the bound for may not enter the set. Candidates are grouped rows whose
-    requirements do not raise a ratio of the set and are nowhere at the bound: first those
-    without any requirement above the base, then the rest, each in row order.
+    ``floor(T / R(S,v)) - n(S,v)`` rows (unprotected values: any number), and no row of a
+    value some member is spent for. Candidates are ``grouped`` rows (not in the set) whose
+    requirements do not raise a ratio of the set and are nowhere spent: first those without
+    any requirement above the base, then the rest, each in row order.
     """
     short = state.shortfall()
     if short <= 0:
@@ -245,11 +291,13 @@ def _choose_decoys(
 class _SetState:
     """The suppressed set while decoys join it.
 
-    ``spent`` (n,) bool: members spent for a protected value the set holds; their pairs are
-    not held to the bound, so their requirements do not raise the set's ratios. ``ratio``
-    (V,): ``R(S,s)``, the base raised by the other members' requirements. ``blocked`` (V,):
-    values the set does not hold that some unspent member is spent for: bringing one in would
-    link that member past its bound, so no decoy may.
+    Every entry ``(member, value)`` of Theorem 1 with history is held to the bound (its
+    ``needed`` ratio raises ``ratio`` for its value) unless it is spent (``needed`` infinite:
+    at the bound, or a forced member's ratio above the cap). A spent entry for a value the set
+    holds is *exempt* when its member is forced and a forced member holds the value, else
+    *stranded* (:meth:`to_place`). ``blocked`` (V,): values some member is spent for: no
+    decoy may bring one the set does not hold. ``exhausted`` (n,): members at the bound for
+    their own value.
     """
 
     def __init__(
@@ -258,25 +306,39 @@ class _SetState:
         protected: NDArray[np.bool_],
         requirements: Requirements,
         member: NDArray[np.bool_],
+        forced: NDArray[np.bool_],
         cap: int,
         floor: float,
     ) -> None:
         self.sensitive = sensitive
         self.protected = protected
+        self.forced = forced
+        self.unplaced = np.zeros(sensitive.shape[0], dtype=np.bool_)
+        """Rows among ``forced`` that the caller could not place into any group."""
         # what the set must give each pair: Theorem 1's ratio with the safe margin (the set is
         # not a planned group: it keeps the bound, not the strategy's plan), floored at l;
-        # a pair whose Theorem 1 ratio exceeds the largest group is spent (infinite)
+        # infinite (spent): at the bound, or a forced row's ratio clear of the cap
         self.ptr, self.value, least = requirements.theorem_1()
         self.base = float(floor) * (1.0 + RATIO_RTOL)
-        # (spent only clear of the cap: a ratio equal to it, exactly, is kept to the bound)
-        self.needed = np.where(least > cap * (1.0 + RATIO_RTOL), np.inf, least * (1.0 + RATIO_RTOL))
+        entry_owner = np.repeat(np.arange(sensitive.shape[0]), np.diff(self.ptr))
+        beyond = forced[entry_owner] & (least > cap * (1.0 + RATIO_RTOL))
+        self.needed = np.where(beyond, np.inf, least * (1.0 + RATIO_RTOL))
         v = protected.shape[0]
         self.member = member.copy()
         self.counts = np.bincount(sensitive[member], minlength=v).astype(np.int64)
         rows = np.flatnonzero(member).astype(np.int64)
         owner, value, ratio = self._entries(rows)
-        self.spent = np.zeros(sensitive.shape[0], dtype=np.bool_)
-        self.spent[owner[np.isinf(ratio) & (self.counts[value] > 0)]] = True
+        at_bound = np.isinf(least[self._entry_index(rows)])
+        self.exhausted = np.zeros(sensitive.shape[0], dtype=np.bool_)
+        self.exhausted[owner[at_bound & (value == sensitive[owner])]] = True
+        by_forced = np.bincount(sensitive[member & forced], minlength=v) > 0
+        spent_held = np.isinf(ratio) & (self.counts[value] > 0)
+        exempt = spent_held & forced[owner] & by_forced[value]
+        self.exempt_row, self.exempt_value = owner[exempt], value[exempt]
+        self._stranded_row = owner[spent_held & ~exempt]
+        self._stranded_value = value[spent_held & ~exempt]
+        heavy = np.isfinite(ratio) & (ratio > cap * (1.0 + RATIO_RTOL)) & (self.counts[value] > 0)
+        self._heavy = np.unique(owner[heavy & ~forced[owner]])
         self.ratio = np.where(protected, self.base, 0.0)
         self.blocked = np.zeros(v, dtype=np.bool_)
         self._raise(owner, value, ratio)
@@ -286,25 +348,42 @@ class _SetState:
     def size(self) -> int:
         return int(np.count_nonzero(self.member))
 
+    def to_place(self) -> NDArray[np.int64]:
+        """The rows to put into groups: so that no pair is stranded, each stranded member not
+        forced, and for a forced one, the members not forced that hold its value (a forced
+        holder cannot be placed: the release is then refused); and, not to make the set
+        larger than any group for them, the members not forced whose ratio for a value of
+        the set exceeds the cap."""
+        row, value = self._stranded_row, self._stranded_value
+        mine = ~self.forced[row]
+        theirs = np.zeros(self.counts.shape[0], dtype=np.bool_)
+        theirs[value[~mine]] = True
+        holders = np.flatnonzero(self.member & ~self.forced & theirs[self.sensitive])
+        return np.union1d(np.union1d(row[mine], holders), self._heavy).astype(np.int64)
+
+    def _entry_index(self, rows: NDArray[np.int64]) -> NDArray[np.int64]:
+        """The indexes of the rows' pairs with history, row after row."""
+        ptr = self.ptr
+        counts = ptr[rows + 1] - ptr[rows]
+        idx = np.repeat(ptr[rows] - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+        return idx + np.arange(int(counts.sum()))
+
     def _entries(
         self, rows: NDArray[np.int64]
     ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
         """(row, value, needed ratio) of the rows' pairs with history."""
-        ptr = self.ptr
-        counts = ptr[rows + 1] - ptr[rows]
-        idx = np.repeat(ptr[rows] - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
-        idx = idx + np.arange(int(counts.sum()))
-        owner = np.repeat(rows, counts)
+        idx = self._entry_index(rows)
+        owner = np.repeat(rows, self.ptr[rows + 1] - self.ptr[rows])
         return owner, self.value[idx].astype(np.int64), self.needed[idx]
 
     def _raise(
         self, owner: NDArray[np.int64], value: NDArray[np.int64], ratio: NDArray[np.float64]
     ) -> None:
-        """Take unspent members' requirements into the set's ratios and blocked values."""
-        held = ~self.spent[owner]
+        """Take the members' requirements into the set's ratios (every pair not spent) and
+        their spent values into ``blocked``."""
         dead = np.isinf(ratio)
-        self.blocked[value[held & dead]] = True
-        np.maximum.at(self.ratio, value[held & ~dead], ratio[held & ~dead])
+        self.blocked[value[dead]] = True
+        np.maximum.at(self.ratio, value[~dead], ratio[~dead])
 
     def _terms(self) -> NDArray[np.float64]:
         """Rows each protected value present needs: ``n(S,s) R(S,s)``."""
@@ -318,14 +397,14 @@ class _SetState:
 
     def gain(self, rows: NDArray[np.int64]) -> int:
         """How far the shortfall falls if ``rows`` join (<= 0: they do not help), or -1 when
-        they would link someone past the bound: a row of them spent for a value the set would
-        then hold, or a value they bring that an unspent member is spent for."""
+        they would add a spent pair: a row of them spent for a value the set would then hold,
+        or a value they bring that a member is spent for."""
         counts = np.bincount(self.sensitive[rows], minlength=self.counts.shape[0])
         after = self.counts + counts
         _, value, ratio = self._entries(rows)
         if np.any(np.isinf(ratio) & (after[value] > 0)):
             return -1
-        if np.any(self.blocked & (counts > 0) & (self.counts == 0) & self.protected):
+        if np.any(self.blocked & (counts > 0) & (self.counts == 0)):
             return -1
         ratio_after = self.ratio.copy()
         np.maximum.at(ratio_after, value, ratio)
@@ -338,17 +417,22 @@ class _SetState:
         )
 
     def add(self, rows: NDArray[np.int64]) -> None:
-        """Add rows that :meth:`gain` accepted (none spent for a value the set holds)."""
+        """Add rows that :meth:`gain` accepted (no spent pair among them)."""
         self.member[rows] = True
         np.add.at(self.counts, self.sensitive[rows], 1)
         self._raise(*self._entries(rows))
         self.terms = self._terms()
 
-    def exhausted(self) -> int:
-        """Spent members whose own value is one they are spent for."""
-        owner, value, ratio = self._entries(np.flatnonzero(self.spent).astype(np.int64))
-        own = np.isinf(ratio) & (value == self.sensitive[owner])
-        return int(np.unique(owner[own]).shape[0])
+
+def _group_among(
+    group: NDArray[np.int64], pool: NDArray[np.bool_], group_rows: GroupRows
+) -> NDArray[np.int64]:
+    """``group`` with the rows of ``pool`` (ungrouped) grouped among themselves, as new ids."""
+    among = group_rows(pool)
+    out = group.copy()
+    new = among >= 0
+    out[new] = among[new] + int(group.max(initial=-1)) + 1
+    return out
 
 
 def _group_index(group: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:

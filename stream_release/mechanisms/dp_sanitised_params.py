@@ -105,10 +105,22 @@ def _entry(spec: dict[str, Any], epsilon: float, delta: float, scale: str) -> di
     }
 
 
+def _table_digest(spec: dict[str, Any]) -> list[Any] | None:
+    """``[steps, q, digest of the thresholds]`` of a numeric attribute's table."""
+    bounds = spec.get("bounds")
+    if spec["type"] != "numeric" or not bounds or bounds[0] == bounds[1]:
+        return None
+    table = numeric_table(spec, spec["epsilon"])
+    digest = hashlib.blake2b(table.thresholds.tobytes(), digest_size=16).hexdigest()
+    return [table.steps, table.q, digest]
+
+
 def _fingerprint(
     epsilon: float, delta: float, scale: str, specs: Sequence[tuple[str, dict[str, Any]]]
 ) -> bytes:
-    """Digest of everything that determines a record's sanitised value from its uniforms."""
+    """Digest of everything that determines a record's sanitised value from its uniforms:
+    the parameters and, for a numeric attribute, the sampling table itself (its steps, ``q``
+    and thresholds), so that a change of the table's construction charges records again."""
     canon = [
         [
             role,
@@ -119,6 +131,7 @@ def _fingerprint(
             s.get("domain"),
             s["epsilon"],
             s["delta"],
+            _table_digest(s),
         ]
         for role, s in specs
     ]

@@ -24,8 +24,8 @@ The bound ``1/l`` is compared exactly: ``l`` is taken as the rational number its
 * The check before release (:func:`possibly_exceeds`): the stored ``log P`` is a float sum of
   ``links`` rounded factors; :func:`breach_upper_bound` adds a proven bound on that rounding
   to ``p``, and a release is refused unless that upper bound is ``<= 1/l`` exactly.
-* The audit recomputes near the bound in exact rational arithmetic
-  (:func:`breach_probability_exact`).
+* The audit recomputes near the bound in exact rational arithmetic, with its own ledger of
+  every factor (:mod:`stream_release.audit.ledger`).
 
 References
 ----------

@@ -166,16 +166,22 @@ def grid_laplace(
             f"at most {MAX_STEPS}: choose a resolution of at least {(hi - lo) / MAX_STEPS:.6g}"
         )
     # a hair towards more noise, so that the table's rounding stays within epsilon
+    # q towards 1 (more noise) until the table's own probabilities meet epsilon: a large
+    # epsilon leaves the outer cells ~q^s of a 2^64 word, where rounding to whole words
+    # matters, so the step grows geometrically (e.g. [17, 90] at epsilon 45: 12 tries)
     q = math.nextafter(math.exp(-epsilon * (1.0 - 1e-9) / steps), 1.0)
+    step = 1e-6
     for _ in range(64):
         thresholds = _thresholds(q, steps)
         table = GridLaplace(lo, hi, steps, q, thresholds, 0.0)
         realized = _epsilon_realized(table)
         if realized <= epsilon:
             return GridLaplace(lo, hi, steps, q, thresholds, realized)
-        q = min(math.nextafter(1.0, 0.0), q + (1.0 - q) * 1e-6 + 2.0**-52)
-    raise InvalidParameter(  # pragma: no cover - the table's rounding is ~2^-64 of a cell
-        f"no discrete Laplace table meets epsilon = {epsilon!r} on {steps} steps"
+        q = min(math.nextafter(1.0, 0.0), q + (1.0 - q) * step + 2.0**-52)
+        step = min(0.5, step * 2.0)
+    raise InvalidParameter(
+        f"no discrete Laplace table meets epsilon = {epsilon!r} on {steps} grid steps: the "
+        "outer cells round to nothing; lower epsilon or use a coarser resolution"
     )
 
 

@@ -100,7 +100,6 @@ class SuppressedSetSummary(_Message):
     decoys: int = Field(ge=0, description="rows suppressed to dilute the set")
     share_max: float = Field(ge=0, le=1, description="largest share of a protected value")
     share_bound: float = Field(gt=0, le=1, description="1/l: share_max never exceeds it")
-    exhausted: int = Field(ge=0, description="members spent for their own value")
     spent: int = Field(
         ge=0, description="members spent for a value of the set: not held to the bound"
     )
@@ -123,9 +122,6 @@ class Manifest(BaseModel):
     breach: BreachSummary
     utility: dict[str, Any]
     elapsed_s: float = Field(ge=0)
-    exhausted: int | None = Field(
-        default=None, ge=0, description="individuals suppressed because spent for their value"
-    )
     suppressed_set: SuppressedSetSummary | None = None
 
 

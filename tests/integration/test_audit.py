@@ -118,15 +118,38 @@ def test_a_malformed_file_is_one_line_and_exit_2(
     shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _, out, _ = _series(shared_data, tmp_path, rounds=1)
-    (out / "manifest-0001.json").write_text('{"sequence": 1, "release": ')
+    path, record_path = out / "manifest-0001.json", tmp_path / "out.private" / "private-0001.json"
+    good, record = json.loads(path.read_text()), json.loads(record_path.read_text())
     capsys.readouterr()
-    assert main(["audit", str(out)]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "manifest-0001.json: not valid JSON" in err
-    (out / "manifest-0001.json").write_text('{"sequence": 1}')
-    (out / "release-0001.jsonl").write_text('{"group": 0, "size": "five"}\n')
-    assert main(["audit", str(out)]) == 2
-    assert "release-0001.jsonl, line 1: group and size must be integers" in capsys.readouterr().err
+
+    def fails_with(message: str) -> None:
+        assert main(["audit", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err, err
+
+    path.write_text('{"sequence": 1, "release": ')
+    fails_with("manifest-0001.json: not valid JSON")
+    broken: list[tuple[dict[str, object], str]] = [
+        ({"l": None}, "l = None must be a number above 1"),
+        ({"l": "2"}, "l = '2' must be a number above 1"),
+        ({"l": 0}, "l = 0 must be a number above 1"),
+        ({"strategy": "constant-ratio"}, "strategy must be an object"),
+        ({"strategy": {**good["strategy"], "min_group_size": "2"}}, "strategy.min_group_size"),
+        ({"strategy": {**good["strategy"], "protected": 3}}, "strategy.protected must be a list"),
+    ]
+    for change, message in broken:
+        path.write_text(json.dumps({**good, **change}))
+        fails_with(message)
+    path.write_text(json.dumps(good))
+    record_path.write_text(json.dumps({**record, "suppressed": {"sensitive": {"Sales": "2"}}}))
+    fails_with("suppressed.sensitive must be an object of counts >= 1")
+    record_path.write_text(json.dumps(record))
+    lines = out / "release-0001.jsonl"
+    first, rest = lines.read_text().split("\n", 1)
+    lines.write_text(json.dumps({**json.loads(first), "qid": ["x"]}) + "\n" + rest)
+    fails_with("release-0001.jsonl, line 1: qid must be an object")
+    lines.write_text('{"group": 0, "size": "five"}\n')
+    fails_with("release-0001.jsonl, line 1: group and size must be integers")
 
 
 PLANNING = (
@@ -143,6 +166,7 @@ PLANNING = (
     "stream_release.mechanisms.sampled_k_anonymity",
     "stream_release.mechanisms.reconstruction_rr",
     "stream_release.mechanisms.dp_sanitised",
+    "stream_release.privacy.strategy",
 )
 """Modules the audit must not import (a prefix names a package; ``_audit`` and ``_params``
 modules of a mechanism are the audit's own)."""
@@ -188,3 +212,56 @@ def test_the_audit_imports_nothing_from_the_planning_code_for_any_kind(
     ]
     assert loaded == [], f"the audit imported planning code: {loaded}"
     assert ADULT_SENSITIVE  # the series above are Adult's
+
+
+def test_the_audit_holds_each_manifest_to_the_configuration_and_the_files(
+    shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Settings taken from the manifest under audit prove nothing, and every figure it states
+    is recomputed: each change below fails, with the configuration or without."""
+    monkeypatch.setenv("SR_HISTORY_KEY", "5e" * 32)  # a series with suppressed rows
+    config, out, snaps = _series(shared_data, tmp_path, rounds=6)
+    report = audit_directory(out, config=config, snapshots=snaps)
+    assert report.ok and all("unplaced" in line for line in report.not_done), report.not_done
+    k = max(
+        range(1, 7),
+        key=lambda k: json.loads((out / f"manifest-{k:04d}.json").read_text())["suppressed"],
+    )
+    path = out / f"manifest-{k:04d}.json"
+    good = json.loads(path.read_text())
+    changes: list[tuple[dict[str, object], bool]] = [  # (change, caught without --config too)
+        ({"strategy": {**good["strategy"], "protected": ["nothing-real"]}}, False),
+        ({"strategy": {**good["strategy"], "group_size_cap": 2}}, True),
+        ({"strategy": {**good["strategy"], "base_ratio": 2.5}}, True),
+        ({"l": 1.5}, False),
+        ({"breach": {**good["breach"], "max": 0.9}}, True),
+        ({"breach": {**good["breach"], "p50": 0.123}}, True),
+        ({"breach": {**good["breach"], "spent": good["breach"]["spent"] + 1}}, True),
+        ({"suppressed_set": {**good["suppressed_set"], "breach_max": 0.99}}, True),
+        ({"suppressed_set": {**good["suppressed_set"], "decoys": 999}}, True),
+        ({"suppressed_set": {**good["suppressed_set"], "share_max": 0.9}}, True),
+    ]
+    for change, public in changes:
+        path.write_text(json.dumps({**good, **change}))
+        assert not audit_directory(out, config=config, snapshots=snaps).ok, change
+        if public:
+            assert not audit_directory(out).ok, change
+    path.write_text(json.dumps(good))
+    # a header-only assignments file does not skip the checks, --strict or not
+    assignments = tmp_path / "out.private" / f"assignments-{k:04d}.csv"
+    assignments.write_text("id,group\n")
+    assert not audit_directory(out).ok
+
+
+def test_a_group_above_1_over_l_fails_from_the_public_files_alone(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    line = {"release": "r1", "sequence": 1, "group": 0, "size": 3, "qid": {"age": 30},
+            "sensitive": {"s": 2, "t": 1}}  # fmt: skip
+    (out / "release-0001.jsonl").write_text(json.dumps(line) + "\n")
+    manifest = {"release": "r1", "sequence": 1, "published": 3, "groups": 1, "l": 2.0,
+                "strategy": {"name": "constant-ratio", "k_prime": 3, "base_ratio": 4.85},
+                "breach": {"bound": 0.5, "max": 0.4}}  # fmt: skip
+    (out / "manifest-0001.json").write_text(json.dumps(manifest))
+    report = audit_directory(out)
+    assert any("2 of its 3 rows hold 's'" in p for p in report.releases[0].problems)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pytest
@@ -32,6 +33,14 @@ def _fixed_groups(groups: list[list[int]], n: int):  # type: ignore[no-untyped-d
     return group_rows
 
 
+SETTINGS: dict[str, Any] = {"cap": 8, "floor": 2.0}
+
+
+def _nowhere(group: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """No group takes any row."""
+    return group
+
+
 def _history(n: int, entries: dict[int, list[tuple[int, float]]]) -> Requirements:
     """Requirements whose Theorem 1 ratios are ``entries``: row -> [(value, ratio)]."""
     ptr = np.zeros(n + 1, dtype=np.int64)
@@ -58,14 +67,14 @@ def test_decoys_dilute_a_set_made_of_one_value_below_1_over_l() -> None:
     eligible = np.ones(n, dtype=np.bool_)
     eligible[:3] = False
     group, star = protect_suppressed_set(
-        sensitive, PROTECTED, _history(n, {}), eligible, group_rows, cap=8, floor=2.0
+        sensitive, PROTECTED, _history(n, {}), eligible, group_rows, _nowhere, **SETTINGS
     )
     assert star.rows.tolist() == [0, 1, 2, 3, 4, 5, 6]  # the first group joined them
     assert star.decoys.tolist() == [3, 4, 5, 6]
     assert _share(sensitive, star.rows) == Fraction(3, 7) < Fraction(1, 2)
     assert star.share_max(PROTECTED) == pytest.approx(3 / 7)
     assert group.tolist() == [-1] * 7 + [0] * 4  # ids renumbered
-    assert star.spent.size == 0 and star.exhausted == 0
+    assert star.spent.size == 0 and star.exhausted.size == 0
 
 
 def test_a_members_history_raises_the_ratio_the_set_must_meet() -> None:
@@ -76,37 +85,51 @@ def test_a_members_history_raises_the_ratio_the_set_must_meet() -> None:
     eligible = np.ones(n, dtype=np.bool_)
     eligible[0] = False
     _, star = protect_suppressed_set(
-        sensitive, PROTECTED, _history(n, {0: [(A, 3.0)]}), eligible, group_rows, cap=8, floor=2.0
-    )
+        sensitive, PROTECTED, _history(n, {0: [(A, 3.0)]}), eligible, group_rows, _nowhere,
+        **SETTINGS,
+    )  # fmt: skip
     assert star.size >= 3 * (1 + RATIO_RTOL)
     assert star.size == 5  # 1 + two groups of 2: 3 rows would not clear 3 (1 + margin)
     assert star.ratio[A] == pytest.approx(3.0 * (1 + RATIO_RTOL))
 
 
-def test_a_spent_member_is_not_held_to_the_bound_and_is_counted() -> None:
-    # row 0 is spent for its own value A (Theorem 1's ratio 30 above the cap 8): exhausted;
-    # its requirement raises nothing, the set still keeps A below 1/l
+def test_an_exhausted_member_is_exempt_for_its_value_and_counted() -> None:
+    # row 0 is at the bound for its own value A (Theorem 1's ratio infinite): exhausted; the
+    # pair raises nothing, the set still keeps A below 1/l
     sensitive = np.array([A, B, C, D, E], dtype=np.int32)
     n = sensitive.shape[0]
     group_rows = _fixed_groups([[1, 2], [3, 4]], n)
     eligible = np.array([False, True, True, True, True])
     _, star = protect_suppressed_set(
-        sensitive, PROTECTED, _history(n, {0: [(A, 30.0)]}), eligible, group_rows, cap=8,
-        floor=2.0,
+        sensitive, PROTECTED, _history(n, {0: [(A, np.inf)]}), eligible, group_rows, _nowhere,
+        **SETTINGS,
     )  # fmt: skip
-    assert star.spent.tolist() == [0] and star.exhausted == 1
+    assert star.spent.tolist() == [0] and star.exhausted.tolist() == [0]
     assert star.size == 3 and _share(sensitive, star.rows) == Fraction(1, 3)
 
 
-def test_no_decoy_brings_a_value_an_unspent_member_is_spent_for() -> None:
-    # row 0 (A, unspent) is spent for B: a group holding B may not join the set
+def test_a_requirement_above_any_group_is_met_by_the_set() -> None:
+    # row 0 needs a ratio of 6 for its own A (larger than the groups): one A in 7 rows
+    sensitive = np.array([A, B, C, D, E, B, C, D, E], dtype=np.int32)
+    n = sensitive.shape[0]
+    group_rows = _fixed_groups([[1, 2], [3, 4], [5, 6], [7, 8]], n)
+    eligible = np.array([False] + [True] * 8)
+    _, star = protect_suppressed_set(
+        sensitive, PROTECTED, _history(n, {0: [(A, 6.0)]}), eligible, group_rows, _nowhere,
+        **SETTINGS,
+    )  # fmt: skip
+    assert star.spent.size == 0 and star.size == 7
+
+
+def test_no_decoy_brings_a_value_a_member_is_at_the_bound_for() -> None:
+    # row 0 (A) is at the bound for B: a group holding B may not join the set
     sensitive = np.array([A, B, C, C, D], dtype=np.int32)
     n = sensitive.shape[0]
     group_rows = _fixed_groups([[1, 2], [3, 4]], n)
     eligible = np.array([False, True, True, True, True])
     _, star = protect_suppressed_set(
-        sensitive, PROTECTED, _history(n, {0: [(B, np.inf)]}), eligible, group_rows, cap=8,
-        floor=2.0,
+        sensitive, PROTECTED, _history(n, {0: [(B, np.inf)]}), eligible, group_rows, _nowhere,
+        **SETTINGS,
     )  # fmt: skip
     assert star.rows.tolist() == [0, 3, 4] and star.spent.size == 0
 
@@ -116,6 +139,54 @@ def test_a_set_no_decoy_can_make_safe_refuses_the_release() -> None:
     group_rows = _fixed_groups([], 4)
     with pytest.raises(GuaranteeUnsatisfiable, match="suppressed rows cannot be made safe"):
         protect_suppressed_set(
-            sensitive, PROTECTED, _history(4, {}), np.ones(4, np.bool_), group_rows, cap=8,
-            floor=2.0,
+            sensitive, PROTECTED, _history(4, {}), np.ones(4, np.bool_), group_rows, _nowhere,
+            **SETTINGS,
         )  # fmt: skip
+
+
+def _place_into(target: int):  # type: ignore[no-untyped-def]
+    """Puts every row it is given into group ``target``."""
+
+    def place(group: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        out = group.copy()
+        out[rows] = target
+        return out
+
+    return place
+
+
+def test_a_row_left_over_at_the_bound_for_a_value_of_the_set_is_placed() -> None:
+    # row 1 (B, eligible) is at the bound for A, which exhausted row 0 brings; grouping left
+    # row 1 over
+    sensitive = np.array([A, B, C, D, C, D, E], dtype=np.int32)
+    n = sensitive.shape[0]
+    history = _history(n, {0: [(A, np.inf)], 1: [(A, np.inf)]})
+    group_rows = _fixed_groups([[2, 3], [4, 5, 6]], n)
+    eligible = np.array([False, True, True, True, True, True, True])
+    group, star = protect_suppressed_set(
+        sensitive, PROTECTED, history, eligible, group_rows, _place_into(1), **SETTINGS
+    )
+    assert 1 not in star.rows.tolist() and group[1] >= 0
+    assert star.spent.tolist() == [0] and star.exempt_row.tolist() == [0]
+    # where no group takes it, it is unplaced: counted as forced, its pair exempt
+    _, star = protect_suppressed_set(
+        sensitive, PROTECTED, history, eligible, group_rows, _nowhere, **SETTINGS
+    )
+    assert star.unplaced.tolist() == [1] and star.forced.tolist() == [0, 1]
+    assert star.spent.tolist() == [0, 1]
+
+
+def test_only_the_spent_pairs_of_a_spent_member_go_unheld() -> None:
+    # forced row 0 is at the bound for its own A but needs a ratio of 5 for C (row 1's)
+    sensitive = np.array([A, C, B, D, B, D, E, E], dtype=np.int32)
+    n = sensitive.shape[0]
+    history = _history(n, {0: [(A, np.inf), (C, 5.0)]})
+    group_rows = _fixed_groups([[2, 3], [4, 5], [6, 7]], n)
+    eligible = np.array([False, False, True, True, True, True, True, True])
+    _, star = protect_suppressed_set(
+        sensitive, PROTECTED, history, eligible, group_rows, _nowhere, **SETTINGS
+    )
+    assert star.exempt_row.tolist() == [0] and star.exempt_value.tolist() == [A]
+    assert star.ratio[C] == pytest.approx(5.0 * (1 + RATIO_RTOL))
+    assert star.size >= 5 * (1 + RATIO_RTOL)  # one C among more than 5 rows
+    assert star.exhausted.tolist() == [0] and star.forced.tolist() == [0, 1]

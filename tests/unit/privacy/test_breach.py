@@ -228,3 +228,27 @@ def test_the_upper_and_lower_bounds_enclose_the_exact_breach(
     # the check before release never lets an exact breach through
     if exact > 1 / Fraction(ell):
         assert possibly_exceeds(log_p, len(live), ell)
+
+
+def test_the_audit_keeps_the_planners_margins() -> None:
+    """The audit imports nothing from the planning code: its copies of the margins and the
+    configuration defaults must stay equal to the planner's."""
+    from stream_release.audit.ledger import AT_BOUND_ATOL, PLAN_MARGIN, SPENT_MARGIN
+    from stream_release.audit.settings import ConfiguredPrivacy
+    from stream_release.config import GroupingSettings, PrivacySettings
+    from stream_release.privacy.breach import BREACH_ATOL, RATIO_RTOL
+    from stream_release.privacy.strategy import MINIMAL_MARGIN
+
+    assert float(AT_BOUND_ATOL) == BREACH_ATOL and float(SPENT_MARGIN) == RATIO_RTOL
+    assert PLAN_MARGIN == {
+        "constant-ratio": RATIO_RTOL,
+        "geometric": RATIO_RTOL,
+        "minimal": MINIMAL_MARGIN,
+    }
+    privacy, grouping, audit = PrivacySettings(), GroupingSettings(), ConfiguredPrivacy()
+    assert (audit.ell, audit.strategy, audit.k_prime, audit.alpha) == (
+        privacy.l, privacy.strategy, privacy.k_prime, privacy.alpha,
+    )  # fmt: skip
+    assert audit.protected == privacy.protected
+    assert audit.min_group_size == privacy.min_group_size
+    assert audit.max_group_factor == grouping.max_group_factor

@@ -82,3 +82,10 @@ def test_grid_defaults_and_limits() -> None:
         grid_laplace(0.0, 1.0, 0)
     with pytest.raises(InvalidParameter, match="lo <= hi"):
         grid_laplace(2.0, 1.0, 1.0)
+
+
+@pytest.mark.parametrize(("lo", "hi", "epsilon"), [(17, 90, 45), (0, 1000, 60)])
+def test_a_large_epsilon_gets_a_table_within_it(lo: float, hi: float, epsilon: float) -> None:
+    # the outer cells round to few words of 2^64: q must move far towards 1 (it once raised)
+    table = grid_laplace(lo, hi, epsilon)
+    assert 0 < table.epsilon_realized <= epsilon

@@ -1,0 +1,150 @@
+"""The settings a global-guarantee manifest states, against the configuration and the papers.
+
+A manifest states the ``l``, the protected values, the strategy and the group-size cap it was
+planned with; the audit needs them (``1/l`` is the bound, the cap decides which pairs a
+forced member may take past it). Taken from the manifest under audit alone they prove
+nothing: a manifest could name no real value protected, or a cap of 2. So they are checked:
+
+* always, against the papers: ``l > 1``; the base ratio at least ``l`` and, for the
+  constant-ratio strategy, at least ``n_c = 1 / (1 - (1 - 1/l)^{1/k'})`` ([WFLWX10] §6.1),
+  for the geometric one ``alpha l`` (§6.2); the cap at least ``max(base, k)``;
+* with ``--config``, against the configuration: ``l``, strategy, ``k_prime`` or ``alpha``,
+  the protected values, ``min_group_size`` and ``cap = ceil(max(base, k) max_group_factor)``.
+
+Standard library only; the defaults are :mod:`stream_release.config`'s (a test keeps them
+equal) so that the audit imports nothing from the planning code.
+
+References
+----------
+.. [WFLWX10] R. C.-W. Wong, A. W.-C. Fu, J. Liu, K. Wang, Y. Xu. Preserving Individual Privacy
+   in Serial Data Publishing. ICDE 2010 (arXiv:0903.0682).
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stream_release.audit.files import AuditInputError
+
+RATIO_SLACK = 1e-12
+"""Relative rounding a stated base ratio may lie below the closed form (the safe side: the
+planner rounds its margins up, never down by more than a float's error)."""
+
+
+@dataclass(frozen=True)
+class ConfiguredPrivacy:
+    """``[privacy]`` and ``[grouping]`` of a configuration file, with the service defaults."""
+
+    ell: float = 2.0
+    strategy: str = "constant-ratio"
+    k_prime: int = 20
+    alpha: float = 2.0
+    protected: tuple[str, ...] = ()
+    min_group_size: int = 2
+    max_group_factor: float = 2.0
+
+
+def read_privacy(config: Path) -> ConfiguredPrivacy:
+    """The privacy settings of a configuration file (TOML)."""
+    try:
+        data = tomllib.loads(config.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise AuditInputError(f"{config}: cannot be read ({exc.strerror or exc})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise AuditInputError(f"{config}: not valid TOML ({exc})") from None
+    privacy = _table(data, "privacy", config)
+    grouping = _table(data, "grouping", config)
+    default = ConfiguredPrivacy()
+    protected = privacy.get("protected", [])
+    if not isinstance(protected, list) or not all(isinstance(v, str) for v in protected):
+        raise AuditInputError(f"{config}: privacy.protected must be a list of strings")
+    return ConfiguredPrivacy(
+        ell=_number(privacy, "l", default.ell, config),
+        strategy=str(privacy.get("strategy", default.strategy)),
+        k_prime=int(_number(privacy, "k_prime", default.k_prime, config)),
+        alpha=_number(privacy, "alpha", default.alpha, config),
+        protected=tuple(protected),
+        min_group_size=int(_number(privacy, "min_group_size", default.min_group_size, config)),
+        max_group_factor=_number(grouping, "max_group_factor", default.max_group_factor, config),
+    )
+
+
+def check_settings(
+    manifest: dict[str, Any], configured: ConfiguredPrivacy | None, problems: list[str]
+) -> None:
+    """The manifest's ``l``, ``strategy`` and cap against the papers and, when given, the
+    configuration (see the module docstring). The fields' types were checked on reading."""
+    strategy = manifest["strategy"]
+    ell = float(manifest["l"])
+    base = float(strategy.get("base_ratio", ell))
+    k = int(strategy.get("min_group_size", 1))
+    cap = strategy.get("group_size_cap")
+    name = str(strategy.get("name"))
+    floor = _paper_ratio(name, ell, strategy)
+    if base < floor * (1 - RATIO_SLACK):
+        problems.append(
+            f"manifest strategy.base_ratio = {base:.6g} is below the {name} strategy's "
+            f"{floor:.6g} for l = {ell:g}"
+        )
+    if isinstance(cap, int) and cap < max(math.ceil(base), k):
+        problems.append(
+            f"manifest strategy.group_size_cap = {cap} is below max(base ratio, min_group_size)"
+        )
+    if configured is None:
+        return
+    stated = {
+        "l": ell,
+        "strategy.name": name,
+        "strategy.protected": sorted(strategy.get("protected") or []),
+        "strategy.min_group_size": k,
+    }
+    wanted: dict[str, object] = {
+        "l": configured.ell,
+        "strategy.name": configured.strategy,
+        "strategy.protected": sorted(configured.protected),
+        "strategy.min_group_size": configured.min_group_size,
+    }
+    if name == "constant-ratio":
+        stated["strategy.k_prime"] = strategy.get("k_prime")
+        wanted["strategy.k_prime"] = configured.k_prime
+    if name == "geometric":
+        stated["strategy.alpha"] = strategy.get("alpha")
+        wanted["strategy.alpha"] = configured.alpha
+    if cap is not None:
+        stated["strategy.group_size_cap"] = cap
+        wanted["strategy.group_size_cap"] = math.ceil(
+            max(base, configured.min_group_size) * configured.max_group_factor
+        )
+    for key, value in stated.items():
+        if value != wanted[key]:
+            problems.append(
+                f"manifest {key} = {value!r} but the configuration gives {wanted[key]!r}"
+            )
+
+
+def _paper_ratio(name: str, ell: float, strategy: dict[str, Any]) -> float:
+    """The least base ratio the papers allow the strategy (``l`` for the others)."""
+    k_prime, alpha = strategy.get("k_prime"), strategy.get("alpha")
+    if name == "constant-ratio" and isinstance(k_prime, int) and k_prime >= 1:
+        return -1.0 / math.expm1(math.log1p(-1.0 / ell) / k_prime)
+    if name == "geometric" and isinstance(alpha, int | float) and alpha > 1:
+        return float(alpha) * ell
+    return ell
+
+
+def _table(data: dict[str, Any], name: str, config: Path) -> dict[str, Any]:
+    table = data.get(name) or {}
+    if not isinstance(table, dict):
+        raise AuditInputError(f"{config}: [{name}] must be a table")
+    return table
+
+
+def _number(table: dict[str, Any], key: str, default: float, config: Path) -> float:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise AuditInputError(f"{config}: {key} = {value!r} is not a number")
+    return float(value)
