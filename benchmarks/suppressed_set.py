@@ -7,7 +7,8 @@ private assignments and the snapshot's own values):
 * the suppressed rows (% of the snapshot), the decoys among them (rows suppressed only to
   dilute the set), the forced rows (their own value needs more than the cap; the unplaced ones
   among them: no group took them), the exhausted ones (at the bound for their own value;
-  these three from the private record) and the spent members the manifest counts;
+  these three from the private record) and the members the set does not hold to the bound for
+  some value (``spent``, the private record's ``exempt_members``);
 * the share of protected values among the suppressed rows and among the published ones, and
   the largest share one protected value holds among the suppressed rows: the adversary's
   probability that a suppressed person holds it (it must stay below 1/l);
@@ -135,7 +136,7 @@ def measure(data_dir: Path, rounds: int) -> list[dict[str, Any]]:
                     forced=_count(record.get("forced", manifest.get("suppressed_by_history"))),
                     unplaced=_count(record.get("unplaced")),
                     exhausted=_count(record.get("exhausted", manifest.get("exhausted"))),
-                    spent=block.get("spent"),
+                    spent=record.get("exempt_members", block.get("spent")),
                     protected_in_suppressed=_share(is_protected[star]),
                     protected_in_published=_share(is_protected[~star]),
                     worst_share=float(worst),

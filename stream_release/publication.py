@@ -79,7 +79,6 @@ def render_release(
             "decoys": int(star.decoys.shape[0]),
             "share_max": star.share_max(plan.protected),
             "share_bound": 1.0 / plan.strategy.ell,
-            "spent": int(star.spent.shape[0]),
             "breach_max": plan.suppressed_breach,
         },
         "utility": utility,
@@ -93,13 +92,16 @@ def suppressed_record(table: EncodedTable, plan: ReleasePlan) -> dict[str, Any]:
     its size, its multiset of values, its decoys, the ids of the rows suppressed by their
     history (``forced``, as the assignments name them: the audit allows a pair past the bound
     only to them), among them those no group could take (``unplaced``) and the value of each
-    exhausted one (``exhausted``) (``private-NNNN.json``'s ``suppressed``).
+    exhausted one (``exhausted``), and how many members have a pair the set does not hold to
+    the bound (``exempt_members``) (``private-NNNN.json``'s ``suppressed``).
 
     Never published. The multiset is the snapshot's value totals less the public counts: an
     adversary the guarantee allows for knows it already, but the publisher need not confirm
-    it. ``forced`` and ``exhausted`` depend on the suppressed individuals' own values: an
-    adversary who reads every history from the public files knows which values would force or
-    exhaust each of them, and a count equal to the set's size would tell each one's value.
+    it. ``forced``, ``exhausted`` and ``exempt_members`` depend on the suppressed individuals'
+    own values: an adversary who reads every history from the public files knows which values
+    would force or exhaust each of them, and such a count would narrow down whose value is
+    which (for ``exempt_members``, together with the planner's rules: only a forced member is
+    exempt).
     """
     star = plan.suppressed_set
     values = table.sensitive_values
@@ -112,7 +114,7 @@ def suppressed_record(table: EncodedTable, plan: ReleasePlan) -> dict[str, Any]:
         "exhausted": {
             str(table.ids[r]): values[int(table.sensitive[r])] for r in star.exhausted.tolist()
         },
-        "spent": int(star.spent.shape[0]),
+        "exempt_members": int(star.exempt_members.shape[0]),
     }
 
 

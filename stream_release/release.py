@@ -105,7 +105,6 @@ class ReleasePlan:
     published: NDArray[np.int64]
     history: HistoryRows
     breach: NDArray[np.float64]
-    suppressed_by_history: int
     strategy: Strategy
     suppressed_set: SuppressedSet
     suppressed_breach: float = 0.0
@@ -265,7 +264,6 @@ def plan_release(
         published=published,
         history=merged,
         breach=breach_all[published],
-        suppressed_by_history=int(np.count_nonzero(~eligible)),
         strategy=strategy,
         suppressed_set=suppressed,
         suppressed_breach=float(breach_all[star].max(initial=0.0)),

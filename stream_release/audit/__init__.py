@@ -89,7 +89,7 @@ class ReleaseAudit:
     """Another kind's guarantee in a few words (e.g. ``epsilon 1, delta 4.07e-14``)."""
     suppressed_share: float = 0.0
     """The largest share of a protected value among the suppressed rows."""
-    spent_members: int = 0
+    exempt_members: int = 0
     """Suppressed individuals spent for a value of the suppressed set (global guarantee)."""
 
     @property
@@ -194,7 +194,7 @@ def audit_directory(
     series: dict[str, list[tuple[ReleaseAudit, dict[str, Any], list[dict[str, Any]]]]] = {}
     first_kind: str | None = None
     loaded = [(number, path, read_json(path)) for number, path in paths]
-    matched = _match_snapshots(loaded, private, list(snapshots), report.not_done)
+    matched, conflicts = _match_snapshots(loaded, private, list(snapshots), report.not_done)
     for expected, (number, path, manifest) in enumerate(loaded, start=1):
         sequence = manifest.get("sequence")
         if not isinstance(sequence, int) or sequence != number:
@@ -215,6 +215,8 @@ def audit_directory(
                 f"mechanism.kind = {kind!r} but release 1 is {first_kind!r}: a series keeps one "
                 "mechanism"
             )
+        if number in conflicts:
+            result.problems.append(conflicts[number])
         if number != expected:
             result.problems.insert(
                 0, f"sequence {number} where {expected} was expected (a release is missing)"
@@ -296,7 +298,7 @@ def _audit_release(
     result.manifest_breach_max = float((manifest.get("breach") or {}).get("max", 0.0))
     result.bound = 1.0 / bound_l
     result.suppressed_share = figures.share_max
-    result.spent_members = figures.spent_members
+    result.exempt_members = figures.exempt_members
     return result, lines
 
 
@@ -382,11 +384,13 @@ def _match_snapshots(
     private: Path,
     snapshots: list[Path],
     not_done: list[str],
-) -> dict[int, Snapshot]:
+) -> tuple[dict[int, Snapshot], dict[int, str]]:
     """Each global-guarantee release's snapshot: by the sha256 of its private record, else by
     file name (release label), else by position; the record's own path when no snapshot is
-    given and the file there still has the recorded sha256."""
+    given and the file there still has the recorded sha256. Also the releases whose recorded
+    sha256 differs from the given snapshot named like them (a problem, not a check undone)."""
     out: dict[int, Snapshot] = {}
+    conflicts: dict[int, str] = {}
     candidates = []
     for number, _, manifest in loaded:
         if manifest_kind(manifest) != GLOBAL_GUARANTEE:
@@ -394,7 +398,7 @@ def _match_snapshots(
         schema = manifest.get("schema") or {}
         candidates.append((number, str(manifest.get("release", "")), str(schema.get("id", "id"))))
     if not candidates:
-        return out
+        return out, conflicts
     id_column = candidates[0][2]
     given = [read_snapshot(path, id_column) for path in snapshots]
     by_hash = {s.sha256: s for s in given}
@@ -414,7 +418,12 @@ def _match_snapshots(
             out[number] = by_name[label]
         elif not sha and len(given) == len(candidates):
             out[number] = given[position]
-        if number not in out:
+        if number not in out and sha and label in by_name:
+            conflicts[number] = (
+                f"{by_name[label].path.name} is not the snapshot release {number} was made "
+                "from: its sha256 differs from the private record's"
+            )
+        elif number not in out:
             missing.append(number)
     if missing:
         shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
@@ -422,4 +431,4 @@ def _match_snapshots(
             f"groups against their snapshot rows: no snapshot (with the recorded sha256) for "
             f"releases {shown} (give the snapshots)"
         )
-    return out
+    return out, conflicts

@@ -223,7 +223,7 @@ def check_manifest(path: Path, manifest: dict[str, Any]) -> None:
     if block is not None:
         if not isinstance(block, dict):
             raise AuditInputError(f"{path}: suppressed_set must be an object")
-        for key in ("rows", "decoys", "spent"):
+        for key in ("rows", "decoys"):
             if key in block and not (_is_int(block[key]) and block[key] >= 0):
                 raise AuditInputError(
                     f"{path}: suppressed_set.{key} = {block[key]!r} must be an integer >= 0"
@@ -248,17 +248,22 @@ def check_private_record(path: Path, record: dict[str, Any]) -> None:
     counts = block.get("sensitive", {})
     if not isinstance(counts, dict) or not all(_is_int(c) and c >= 1 for c in counts.values()):
         raise AuditInputError(f"{path}: suppressed.sensitive must be an object of counts >= 1")
-    for key in ("rows", "decoys"):
+    for key in ("rows", "decoys", "exempt_members"):
         if key in block and not (_is_int(block[key]) and block[key] >= 0):
             raise AuditInputError(
                 f"{path}: suppressed.{key} = {block[key]!r} must be an integer >= 0"
             )
+    # a count instead of the ids: a record written before they were kept (no exemption then)
     for key in ("forced", "unplaced"):
         ids = block.get(key, [])
-        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        if not _is_int(ids) and not (
+            isinstance(ids, list) and all(isinstance(i, str) for i in ids)
+        ):
             raise AuditInputError(f"{path}: suppressed.{key} must be a list of ids")
     exhausted = block.get("exhausted", {})
-    if not isinstance(exhausted, dict) or not all(isinstance(v, str) for v in exhausted.values()):
+    if not _is_int(exhausted) and not (
+        isinstance(exhausted, dict) and all(isinstance(v, str) for v in exhausted.values())
+    ):
         raise AuditInputError(f"{path}: suppressed.exhausted must map ids to values")
 
 

@@ -10,15 +10,16 @@ multiset the private record keeps. The release fails when
   the groups' from the public files alone);
 * a pair linked in this release passes ``1/l`` (exactly, :mod:`~stream_release.audit.ledger`),
   unless it is *exempt*: its individual is a suppressed row the private record lists as
-  forced (its own value needs a larger group than the cap), the set holds the value, and
+  forced (its own value needs a larger group than the cap, or *unplaced*: no group could take
+  it, which no published group may contradict as it stands), the set holds the value, and
   before this release Theorem 1's ratio ``lP / (lP - (l - 1))`` for it exceeded the cap
   ``strategy.group_size_cap`` by the planner's margin (infinite at the bound). With the
   snapshot, a value past the bound must be held by a forced row, and each exhausted member
   the record lists must be at the bound for its own value;
 * the manifest's ``breach`` (``max``, ``p50``, ``p99`` of the published individuals, their
   pairs past the bound aside; ``spent``: the release's individuals' pairs past it) or its
-  ``suppressed_set`` figures (``rows``, ``decoys``, ``share_max``, ``spent``: the members with
-  an exempt pair, ``breach_max``: the other members' pairs) differ from the files.
+  ``suppressed_set`` figures (``rows``, ``decoys``, ``share_max``, ``breach_max``: the other
+  members' pairs), or the private record's (``exempt_members``), differ from the files.
 
 References
 ----------
@@ -43,6 +44,7 @@ from stream_release.audit.ledger import (
     breach,
     exact_inverse,
     forced_threshold,
+    planned_ratio,
     spent_threshold,
 )
 
@@ -66,7 +68,7 @@ class GlobalFigures:
 
     breach_max: float = 0.0
     share_max: float = 0.0
-    spent_members: int = 0
+    exempt_members: int = 0
     """Suppressed individuals with an exempt pair."""
 
 
@@ -79,6 +81,7 @@ class SuppressedRecord:
     forced: frozenset[str]
     unplaced: frozenset[str]
     exhausted: dict[str, str]
+    exempt_members: int | None
 
     @classmethod
     def of(cls, record: dict[str, Any] | None) -> SuppressedRecord | None:
@@ -88,10 +91,16 @@ class SuppressedRecord:
         return cls(
             counts={str(k): int(v) for k, v in block["sensitive"].items()},
             decoys=block.get("decoys"),
-            forced=frozenset(block.get("forced") or []),
-            unplaced=frozenset(block.get("unplaced") or []),
-            exhausted=dict(block.get("exhausted") or {}),
+            forced=frozenset(_listed(block.get("forced"))),
+            unplaced=frozenset(_listed(block.get("unplaced"))),
+            exhausted=dict(block["exhausted"]) if isinstance(block.get("exhausted"), dict) else {},
+            exempt_members=block.get("exempt_members"),
         )
+
+
+def _listed(ids: object) -> list[str]:
+    """A record's list of ids (a count, as records kept before the ids: none)."""
+    return list(ids) if isinstance(ids, list) else []
 
 
 def audit_linkages(
@@ -138,6 +147,10 @@ def audit_linkages(
                 "or unplaced one that is not forced"
             )
         figures.share_max = _set_share(record.counts, star.shape[0], bound, is_protected, problems)
+    elif star.size and isinstance(manifest.get("suppressed_set"), dict):
+        problems.append(
+            "the manifest states a suppressed set but no private record keeps its multiset"
+        )
     elif star.size:
         not_done.append(
             f"release {sequence}: the linkages of its {star.size} suppressed rows (no "
@@ -157,10 +170,14 @@ def audit_linkages(
             grid = rows[star[forced]][:, None] * VALUE_SPACE + np.array(values)[None, :]
             spent = ledger.keep_below(grid.ravel(), spent_threshold(ell, int(cap)))
             exempt_keys = grid.ravel()[spent]
-            figures.spent_members = int(spent.reshape(grid.shape).any(axis=1).sum())
+            figures.exempt_members = int(spent.reshape(grid.shape).any(axis=1).sum())
         _check_exhausted(ledger, record, ids, rows, ell, own_values, problems, not_done)
         if own_values is not None:
             _check_forced(ledger, record, ids, rows, ell, strategy, own_values, problems)
+        _check_unplaced(
+            ledger, record, lines, ids, rows, assigned, ell, strategy, own_values, problems,
+            not_done,
+        )  # fmt: skip
 
     # link: published rows to their group's values, suppressed rows to the set's
     keys, n, c = _group_pairs(ledger, lines, sizes_of(lines), rows, assigned, published)
@@ -324,9 +341,9 @@ def _check_passed(
     owners = {id_of[int(k // VALUE_SPACE)] for k in passed.tolist()}
     if owners & record.unplaced:
         not_done.append(
-            f"that no group could take the {len(owners & record.unplaced)} unplaced members "
-            "the suppressed set took past the bound (the planner's claim: it tried every group, "
-            "swaps and regrouping their neighbours)"
+            f"that no swap or regrouping could place the {len(owners & record.unplaced)} "
+            "unplaced members the suppressed set took past the bound (the planner's claim; the "
+            "audit checks that no group takes them as they stand)"
         )
     if own_values is None:
         not_done.append(
@@ -371,6 +388,61 @@ def _check_forced(
             "the private record lists a forced row whose own value needed no larger group than "
             "the cap: it could have been published"
         )
+
+
+def _check_unplaced(
+    ledger: Ledger,
+    record: SuppressedRecord,
+    lines: list[dict[str, Any]],
+    ids: list[str],
+    rows: NDArray[np.int64],
+    assigned: NDArray[np.int64],
+    ell: float,
+    strategy: dict[str, Any],
+    own_values: dict[str, str] | None,
+    problems: list[str],
+    not_done: list[str],
+) -> None:
+    """No published group could take an unplaced row as it stands: below the cap, and for
+    every protected value of the group with the row, ``|G| + 1 >= n(G + x, s) R`` with ``R``
+    the largest ratio the strategy plans for it among the members and the row
+    (:func:`~stream_release.audit.ledger.planned_ratio`; before this release is linked). The
+    planner tried swaps and regrouping too: those the audit does not redo."""
+    if not record.unplaced:
+        return
+    cap, base = strategy.get("group_size_cap"), strategy.get("base_ratio", ell)
+    if own_values is None or not isinstance(cap, int):
+        not_done.append(
+            f"that no group could take the {len(record.unplaced)} rows the private record "
+            "lists as unplaced (give the snapshots)"
+        )
+        return
+    protected = set(strategy.get("protected") or [])
+    members: list[list[int]] = [[] for _ in lines]
+    for r, g in zip(rows.tolist(), assigned.tolist(), strict=True):
+        if 0 <= g < len(lines):
+            members[g].append(r)
+    row_of = {i: int(r) for i, r in zip(ids, rows.tolist(), strict=True)}
+    for x in sorted(record.unplaced & set(row_of)):
+        own = own_values.get(x)
+        for g, line in enumerate(lines):
+            size = int(line["size"])
+            if own is None or size + 1 > cap:
+                continue
+            counts = {str(v): int(c) for v, c in line["sensitive"].items()}
+            counts[own] = counts.get(own, 0) + 1
+            values = [v for v in counts if not protected or v in protected]
+            people = np.array([*members[g], row_of[x]], dtype=np.int64)
+            codes = np.array([ledger.value(v) for v in values], dtype=np.int64)
+            keep = np.exp(ledger.state((people[:, None] * VALUE_SPACE + codes).ravel())[0])
+            ratio = planned_ratio(keep, ell, strategy, float(base))
+            need = np.array([counts[v] for v in values]) * ratio.reshape(people.size, -1).max(0)
+            if np.all(size + 1 >= need):
+                problems.append(
+                    f"the private record lists an unplaced row that group {g} could take as "
+                    "it stands"
+                )
+                return
 
 
 def _individual_max(
@@ -445,10 +517,10 @@ def _check_set_claims(
         return
     _claim(problems, "suppressed_set.share_max", share, figures.share_max)
     _claim(problems, "suppressed_set.breach_max", block.get("breach_max"), breach_max)
-    if block.get("spent") != figures.spent_members:
+    if record.exempt_members is not None and record.exempt_members != figures.exempt_members:
         problems.append(
-            f"manifest suppressed_set.spent = {block.get('spent')} but the files give "
-            f"{figures.spent_members} members with an exempt pair"
+            f"the private record's suppressed.exempt_members = {record.exempt_members} but the "
+            f"files give {figures.exempt_members} members with an exempt pair"
         )
     if record.decoys is not None and block.get("decoys") != record.decoys:
         problems.append(

@@ -181,6 +181,25 @@ the audit allows exactly that much (``BREACH_ATOL`` of :mod:`stream_release.priv
 a test keeps them equal)."""
 
 
+def planned_ratio(
+    keep: NDArray[np.float64], ell: float, strategy: dict[str, object], base: float
+) -> NDArray[np.float64]:
+    """The ratio the strategy plans for pairs whose ``P`` is ``keep`` (1: no history):
+    ``max(base, plan(ñ))`` with Theorem 1's ``ñ = lP / (lP - (l - 1))``, infinite at the bound
+    (``P <= 1 - 1/l`` plus the planner's tolerance); the plan as in :func:`forced_threshold`."""
+    name = str(strategy.get("name"))
+    if name == "localized":
+        return np.full(keep.shape, float(ell))
+    at_bound = keep <= float(at_bound_threshold(ell))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        least = np.where(at_bound, np.inf, ell * keep / (ell * keep - (ell - 1.0)))
+    plan = least * (1.0 + PLAN_MARGIN.get(name, 0.0))
+    alpha = strategy.get("alpha")
+    if name == "geometric" and isinstance(alpha, int | float):
+        plan = np.maximum(plan, float(alpha) * least)
+    return np.maximum(base, plan)
+
+
 def at_bound_threshold(ell: float) -> Fraction:
     """``1 - 1/l`` plus the planner's tolerance: a pair whose ``P`` is at most this is
     treated as at the bound (never linked again)."""

@@ -194,9 +194,6 @@ class _Placer:
         self.value_start = np.searchsorted(sensitive[self.by_value], np.arange(v + 1))
         self.by_entry = np.argsort(requirements.value, kind="stable")
         self.entry_start = np.searchsorted(requirements.value[self.by_entry], np.arange(v + 1))
-        self.first = np.full(self.n_groups, n, dtype=np.int64)
-        grouped = np.flatnonzero(group >= 0)
-        np.minimum.at(self.first, group[grouped], grouped)
 
     def nearest(self, x: int) -> NDArray[np.int64]:
         """Every group, nearest to ``x`` first."""
@@ -222,9 +219,8 @@ class _Placer:
             ratio = np.maximum(ratio, mine_ratio[mine_value == s].max(initial=float(req.base)))
             with np.errstate(invalid="ignore"):  # 0 rows of a value at the bound: inf * 0
                 ok &= (count == 0) | (sizes + 1 >= count * ratio)
-        candidates = np.flatnonzero(ok)
-        gap = np.abs(self.qid[self.first[candidates]].astype(np.float64) - self.qid[x]) @ self.norm
-        return candidates[np.argsort(gap, kind="stable")]
+        order = self.nearest(x)
+        return order[ok[order]]
 
 
 class _Validity:

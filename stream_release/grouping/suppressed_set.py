@@ -18,9 +18,9 @@ with ``\tilde n(o,s)`` Theorem 1's ratio of each member's history for ``s`` and 
 less than ``1/l`` of the set, and no member's breach passes ``1/l``. The set is not a planned
 group: it keeps the bound, not the strategy's plan (a planned group's ratio, e.g.
 constant-ratio's ``n_c``, would make it several times larger). Where the rows that
-could not be grouped do not meet it, *decoys* join them: rows taken from published groups
-that stay valid without them (whole groups first, then single rows), chosen so that each
-lowers the shortfall. The suppressed set is then linked like a group: its linkages go into
+could not be grouped do not meet it, *decoys* join them: whole published groups first, then
+single rows, the rest of the release grouped again without them; each round is kept only if
+it lowers the shortfall. The suppressed set is then linked like a group: its linkages go into
 every member's history (:func:`stream_release.release.plan_release`).
 
 What cannot be protected
@@ -44,7 +44,7 @@ the set's ratio for its value, however large.
 * No decoy brings a value a member is spent for that the set does not hold, and none has a
   spent pair for a value of the set.
 
-The members with an exempt pair are ``spent``; what the system still promises them is the
+For the members with an exempt pair (``exempt_members``) the system still promises the
 per-release share: every protected value is held by less than ``1/l`` of the set.
 
 References
@@ -76,11 +76,12 @@ class SuppressedSet:
     ``rows`` (m,) int64 ascending: every suppressed row, decoys included; ``decoys`` (d,)
     int64: the rows taken from published groups; ``counts`` (V,) int64: rows per local value;
     ``ratio`` (V,) float64: ``R(S,s)`` per protected value present (0 elsewhere).
-    ``exempt_row``, ``exempt_value`` (x,) int64: the pairs the set links past the bound
-    (exhausted members at the bound for a value an exhausted member holds; local value
-    codes). ``spent`` (e,) int64 ascending: the members with an exempt pair. ``forced`` (f,)
-    int64: the members suppressed by their own value's history, and the ``unplaced`` ones no
-    group could take; ``exhausted`` (among them): those at the bound for their own value.
+    ``exempt_row``, ``exempt_value`` (x,) int64: the pairs the set links without holding them
+    to the bound (forced members' spent pairs for values a forced row holds; local value
+    codes). ``exempt_members`` (e,) int64 ascending: the members with an exempt pair.
+    ``forced`` (f,) int64: the members suppressed by their own value's history, and the
+    ``unplaced`` ones no group could take; ``exhausted`` (among them): those at the bound for
+    their own value.
     """
 
     rows: NDArray[np.int64]
@@ -89,7 +90,7 @@ class SuppressedSet:
     ratio: NDArray[np.float64]
     exempt_row: NDArray[np.int64]
     exempt_value: NDArray[np.int64]
-    spent: NDArray[np.int64]
+    exempt_members: NDArray[np.int64]
     forced: NDArray[np.int64]
     unplaced: NDArray[np.int64]
     exhausted: NDArray[np.int64]
@@ -184,14 +185,22 @@ def protect_suppressed_set(
         unplaced = np.zeros(sensitive.shape[0], dtype=np.bool_)
         state = _SetState(sensitive, protected, requirements, group < 0, forced, cap, floor)
         regrouped = False
-        while (rows := state.to_place()).size:  # each turn groups a row or forces one
+        while True:  # each turn groups a row, or marks rows unplaced, or ends
+            rows = np.union1d(state.to_place(), np.flatnonzero(unplaced))
+            if rows.size == 0:
+                break
             placed = place_rows(group, rows)
             if np.array_equal(placed, group) and not regrouped:
                 regrouped = True
                 placed = _group_among(group, state.member & ~forced & ~decoys, group_rows)
             if np.array_equal(placed, group):
-                unplaced[rows] = True
-            group = placed
+                new = rows[~unplaced[rows]]
+                if new.size == 0:
+                    break  # the last try: no group takes any unplaced row as it stands
+                unplaced[new] = True
+            else:
+                unplaced &= placed < 0
+                group = placed
             state = _SetState(
                 sensitive, protected, requirements, group < 0, forced | unplaced, cap, floor
             )
@@ -238,7 +247,7 @@ def protect_suppressed_set(
         ratio=np.where(state.counts > 0, state.ratio, 0.0),
         exempt_row=state.exempt_row,
         exempt_value=state.exempt_value,
-        spent=np.unique(state.exempt_row),
+        exempt_members=np.unique(state.exempt_row),
         forced=np.flatnonzero(state.member & state.forced).astype(np.int64),
         unplaced=np.flatnonzero(state.unplaced).astype(np.int64),
         exhausted=np.flatnonzero(state.exhausted).astype(np.int64),
@@ -350,10 +359,10 @@ class _SetState:
 
     def to_place(self) -> NDArray[np.int64]:
         """The rows to put into groups: so that no pair is stranded, each stranded member not
-        forced, and for a forced one, the members not forced that hold its value (a forced
-        holder cannot be placed: the release is then refused); and, not to make the set
-        larger than any group for them, the members not forced whose ratio for a value of
-        the set exceeds the cap."""
+        forced, and for a forced one, the members not forced that hold its value; and, not to
+        make the set larger than any group for them, the members not forced whose ratio for a
+        value of the set exceeds the cap. (A row no group takes becomes unplaced, hence
+        forced: its pairs, and those of forced members for its value, become exempt.)"""
         row, value = self._stranded_row, self._stranded_value
         mine = ~self.forced[row]
         theirs = np.zeros(self.counts.shape[0], dtype=np.bool_)

@@ -100,9 +100,6 @@ class SuppressedSetSummary(_Message):
     decoys: int = Field(ge=0, description="rows suppressed to dilute the set")
     share_max: float = Field(ge=0, le=1, description="largest share of a protected value")
     share_bound: float = Field(gt=0, le=1, description="1/l: share_max never exceeds it")
-    spent: int = Field(
-        ge=0, description="members spent for a value of the set: not held to the bound"
-    )
     breach_max: float = Field(ge=0, le=1, description="largest breach of its other members")
 
 

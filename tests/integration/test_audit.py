@@ -265,3 +265,39 @@ def test_a_group_above_1_over_l_fails_from_the_public_files_alone(tmp_path: Path
     (out / "manifest-0001.json").write_text(json.dumps(manifest))
     report = audit_directory(out)
     assert any("2 of its 3 rows hold 's'" in p for p in report.releases[0].problems)
+
+
+def test_the_private_record_cannot_buy_an_exemption_or_hide_the_set(
+    shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row listed as unplaced that a group could take as it stands, a private record
+    without the set the manifest states, a record naming another snapshot: each fails."""
+    monkeypatch.setenv("SR_HISTORY_KEY", "5e" * 32)
+    config, out, snaps = _series(shared_data, tmp_path, rounds=6)
+    private = tmp_path / "out.private"
+    k = next(
+        k
+        for k in range(1, 7)
+        if json.loads((out / f"manifest-{k:04d}.json").read_text())["suppressed_set"]["decoys"]
+    )
+    path = private / f"private-{k:04d}.json"
+    good = json.loads(path.read_text())
+    block = good["suppressed"]
+    suppressed = [
+        line.split(",")[0]
+        for line in (private / f"assignments-{k:04d}.csv").read_text().splitlines()[1:]
+        if line.split(",")[1] == ""
+    ]
+    caught = 0
+    for row in (i for i in suppressed if i not in block["forced"]):
+        lie = {**block, "forced": [*block["forced"], row], "unplaced": [*block["unplaced"], row]}
+        path.write_text(json.dumps({**good, "suppressed": lie}))
+        report = audit_directory(out, config=config, snapshots=snaps)
+        caught += any("could take as it stands" in p for p in report.releases[k - 1].problems)
+    assert caught  # a decoy came out of a group that takes it back
+    path.write_text(json.dumps({key: v for key, v in good.items() if key != "suppressed"}))
+    assert not audit_directory(out, config=config, snapshots=snaps).ok
+    other = {**good["source"], "sha256": "0" * 64}
+    path.write_text(json.dumps({**good, "source": other}))
+    report = audit_directory(out, config=config, snapshots=snaps)
+    assert any("is not the snapshot release" in p for p in report.releases[k - 1].problems)

@@ -74,7 +74,7 @@ def test_decoys_dilute_a_set_made_of_one_value_below_1_over_l() -> None:
     assert _share(sensitive, star.rows) == Fraction(3, 7) < Fraction(1, 2)
     assert star.share_max(PROTECTED) == pytest.approx(3 / 7)
     assert group.tolist() == [-1] * 7 + [0] * 4  # ids renumbered
-    assert star.spent.size == 0 and star.exhausted.size == 0
+    assert star.exempt_members.size == 0 and star.exhausted.size == 0
 
 
 def test_a_members_history_raises_the_ratio_the_set_must_meet() -> None:
@@ -104,7 +104,7 @@ def test_an_exhausted_member_is_exempt_for_its_value_and_counted() -> None:
         sensitive, PROTECTED, _history(n, {0: [(A, np.inf)]}), eligible, group_rows, _nowhere,
         **SETTINGS,
     )  # fmt: skip
-    assert star.spent.tolist() == [0] and star.exhausted.tolist() == [0]
+    assert star.exempt_members.tolist() == [0] and star.exhausted.tolist() == [0]
     assert star.size == 3 and _share(sensitive, star.rows) == Fraction(1, 3)
 
 
@@ -118,7 +118,7 @@ def test_a_requirement_above_any_group_is_met_by_the_set() -> None:
         sensitive, PROTECTED, _history(n, {0: [(A, 6.0)]}), eligible, group_rows, _nowhere,
         **SETTINGS,
     )  # fmt: skip
-    assert star.spent.size == 0 and star.size == 7
+    assert star.exempt_members.size == 0 and star.size == 7
 
 
 def test_no_decoy_brings_a_value_a_member_is_at_the_bound_for() -> None:
@@ -131,7 +131,7 @@ def test_no_decoy_brings_a_value_a_member_is_at_the_bound_for() -> None:
         sensitive, PROTECTED, _history(n, {0: [(B, np.inf)]}), eligible, group_rows, _nowhere,
         **SETTINGS,
     )  # fmt: skip
-    assert star.rows.tolist() == [0, 3, 4] and star.spent.size == 0
+    assert star.rows.tolist() == [0, 3, 4] and star.exempt_members.size == 0
 
 
 def test_a_set_no_decoy_can_make_safe_refuses_the_release() -> None:
@@ -167,13 +167,13 @@ def test_a_row_left_over_at_the_bound_for_a_value_of_the_set_is_placed() -> None
         sensitive, PROTECTED, history, eligible, group_rows, _place_into(1), **SETTINGS
     )
     assert 1 not in star.rows.tolist() and group[1] >= 0
-    assert star.spent.tolist() == [0] and star.exempt_row.tolist() == [0]
+    assert star.exempt_members.tolist() == [0] and star.exempt_row.tolist() == [0]
     # where no group takes it, it is unplaced: counted as forced, its pair exempt
     _, star = protect_suppressed_set(
         sensitive, PROTECTED, history, eligible, group_rows, _nowhere, **SETTINGS
     )
     assert star.unplaced.tolist() == [1] and star.forced.tolist() == [0, 1]
-    assert star.spent.tolist() == [0, 1]
+    assert star.exempt_members.tolist() == [0, 1]
 
 
 def test_only_the_spent_pairs_of_a_spent_member_go_unheld() -> None:
