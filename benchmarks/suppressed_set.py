@@ -256,8 +256,8 @@ def summary(rows: list[dict[str, Any]], title: str) -> list[str]:
         f"### {title}: per setting",
         "",
         "| data set | setting | releases | worst share in suppressed (max) | suppressed (mean) | "
-        "decoys (total) | error mean / median / trimmed (means) |",
-        "|" + "---|" * 7,
+        "decoys (total) | unplaced (total) | error mean / median / trimmed (means) |",
+        "|" + "---|" * 8,
     ]
     keyed: dict[tuple[str, str], list[dict[str, Any]]] = collections.defaultdict(list)
     for r in rows:
@@ -267,12 +267,17 @@ def summary(rows: list[dict[str, Any]], title: str) -> list[str]:
         refused = len(runs) - len(done)
         supp = statistics.mean(100 * r["suppressed"] / r["rows"] for r in done) if done else 0.0
         decoys = sum(r["decoys"] or 0 for r in done)
+        unplaced = (
+            "-" if all(r.get("unplaced") is None for r in done)
+            else str(sum(r.get("unplaced") or 0 for r in done))
+        )  # fmt: skip
         worst = max((r["worst_share"] for r in done), default=0.0)
         keys = ("error_mean", "error_median", "error_trimmed")
         means = [statistics.mean(r[k] for r in done) for k in keys] if done else [0.0] * 3
         lines.append(
             f"| {name} | {label} | {len(done)}{' + refused' if refused else ''} | {worst:.3f} | "
-            f"{supp:.2f} % | {decoys} | {means[0]:.3f} / {means[1]:.3f} / {means[2]:.3f} |"
+            f"{supp:.2f} % | {decoys} | {unplaced} | {means[0]:.3f} / {means[1]:.3f} / "
+            f"{means[2]:.3f} |"
         )
     return [*lines, ""]
 

@@ -34,6 +34,7 @@ from numpy.typing import NDArray
 from stream_release.config import GroupingSettings
 from stream_release.errors import GuaranteeUnsatisfiable, PrivacyLeakWarning
 from stream_release.grouping.generalize import group_layout, sensitive_pairs
+from stream_release.grouping.merge import GroupValidity
 from stream_release.grouping.partition import (
     Requirements,
     form_groups,
@@ -210,8 +211,10 @@ def plan_release(
             max_group_factor=factor, insertion_window=window,
         )  # fmt: skip
 
+    validity = GroupValidity(table.sensitive, is_protected, requirements, min_group_size)
     group, suppressed = protect_suppressed_set(
         table.sensitive, is_protected, requirements, eligible, group_rows, place_rows,
+        validity.valid,
         cap=cap, floor=strategy.ell,
     )  # fmt: skip
     contents = GroupContents.of(table, group)

@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 
 from stream_release.grouping.requirements import Requirements
 
-__all__ = ["merge_leftovers", "nearest_groups", "place_rows", "renumber"]
+__all__ = ["GroupValidity", "merge_leftovers", "nearest_groups", "place_rows", "renumber"]
 
 MERGE_GROUPS = 8
 """Most neighbouring groups one row may merge."""
@@ -63,7 +63,7 @@ def merge_leftovers(
     members: dict[int, list[int]] = {}
     for row in kd_order[group[kd_order] >= 0].tolist():
         members.setdefault(int(group[row]), []).append(row)
-    check = _Validity(sensitive, protected, requirements, min_group_size)
+    check = GroupValidity(sensitive, protected, requirements, min_group_size)
     m = kd_order.shape[0]
     for x in pending.tolist():
         p = int(pos[x])
@@ -120,7 +120,7 @@ def place_rows(
     ``|G| + 1 >= n(G + x, s) max(R(G,s), r(x,s))`` (``R`` the members' requirements and the
     base; a value ``x`` is at the bound for fits only a group without it). The other values of
     the group keep their counts and gain a row: they stay valid. A swap is checked as a whole
-    (:class:`_Validity`). Nearest: the smallest distance of the QID codes to the group's
+    (:class:`GroupValidity`). Nearest: the smallest distance of the QID codes to the group's
     first row, each attribute scaled to ``[0, 1]`` (``norm``).
 
     Returns
@@ -131,7 +131,7 @@ def place_rows(
     if rows.size == 0 or not np.any(group >= 0):
         return group
     placer = _Placer(group, qid, norm, sensitive, protected, requirements, cap)
-    check = _Validity(sensitive, protected, requirements, min_group_size)
+    check = GroupValidity(sensitive, protected, requirements, min_group_size)
     for x in rows.tolist():
         if group[x] >= 0:
             continue
@@ -223,7 +223,7 @@ class _Placer:
         return order[ok[order]]
 
 
-class _Validity:
+class GroupValidity:
     """Whether a set of rows is a valid group: ``|G| >= k`` and ``|G| >= n(G,t) R(G,t)``."""
 
     def __init__(

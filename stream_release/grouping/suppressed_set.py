@@ -18,10 +18,11 @@ with ``\tilde n(o,s)`` Theorem 1's ratio of each member's history for ``s`` and 
 less than ``1/l`` of the set, and no member's breach passes ``1/l``. The set is not a planned
 group: it keeps the bound, not the strategy's plan (a planned group's ratio, e.g.
 constant-ratio's ``n_c``, would make it several times larger). Where the rows that
-could not be grouped do not meet it, *decoys* join them: whole published groups first, then
-single rows, the rest of the release grouped again without them; each round is kept only if
-it lowers the shortfall. The suppressed set is then linked like a group: its linkages go into
-every member's history (:func:`stream_release.release.plan_release`).
+could not be grouped do not meet it, *decoys* join them: single rows whose groups stay valid
+without them, then whole published groups, then single rows with the rest of the release
+grouped again without them; each round is kept only if it lowers the shortfall. The
+suppressed set is then linked like a group: its linkages go into every member's history
+(:func:`stream_release.release.plan_release`).
 
 What cannot be protected
 ------------------------
@@ -109,6 +110,9 @@ class SuppressedSet:
 GroupRows = Callable[[NDArray[np.bool_]], NDArray[np.int64]]
 """Groups the rows of an eligibility mask: (n,) group per row, ``-1`` = not grouped."""
 
+GroupValid = Callable[[NDArray[np.int64]], bool]
+"""Whether rows form a valid group (:class:`~stream_release.grouping.merge.GroupValidity`)."""
+
 PlaceRows = Callable[[NDArray[np.int64], NDArray[np.int64]], NDArray[np.int64]]
 """Puts ungrouped rows into groups that stay valid with them: ``(group, rows)`` -> the new
 (n,) group per row (a row no group can take stays ``-1``)."""
@@ -128,6 +132,7 @@ def protect_suppressed_set(
     eligible: NDArray[np.bool_],
     group_rows: GroupRows,
     place_rows: PlaceRows,
+    group_valid: GroupValid,
     *,
     cap: int,
     floor: float,
@@ -135,8 +140,9 @@ def protect_suppressed_set(
     """Group the ``eligible`` rows so that the suppressed ones form a valid group too.
 
     The rows are grouped (``group_rows``) and the stranded ones placed (``place_rows``, see
-    the module docstring); while the suppressed set falls short, whole published groups join
-    it (:func:`_add_group_decoys`). If that is not enough, single rows are chosen among the
+    the module docstring); while the suppressed set falls short, single rows whose groups stay
+    valid without them join it (:func:`_add_row_decoys`), then whole published groups
+    (:func:`_add_group_decoys`). If that is not enough, single rows are chosen among the
     grouped ones and the rest is grouped again without them (:data:`DECOY_ROUNDS` times at
     most): rows without a requirement above the base first (they raise no ratio of the set),
     in row order (the caller's rows are in keyed pseudonym order), each value no more often
@@ -152,6 +158,7 @@ def protect_suppressed_set(
         form_groups` with the release's settings)
     place_rows : puts rows into existing groups (:func:`~stream_release.grouping.partition.
         place_in_groups` with the release's settings)
+    group_valid : whether rows form a valid group (what a group left by a decoy must stay)
     cap : the largest group the release may form (:func:`~stream_release.grouping.partition.
         group_size_cap`): a forced row's pair whose Theorem 1 ratio exceeds it is spent
     floor : ``l``: no protected value holds more than ``1/l`` of the set
@@ -209,7 +216,8 @@ def protect_suppressed_set(
 
     chosen = np.zeros(sensitive.shape[0], dtype=np.bool_)
     group, state = settle(group_rows(eligible), chosen)
-    if state.shortfall() > 0:  # whole groups: nothing left over to place again
+    if state.shortfall() > 0:  # single rows and whole groups: nothing left over to place again
+        _add_row_decoys(state, group, group_valid)
         _add_group_decoys(state, group)
         chosen |= state.member & (group >= 0)
     for _ in range(DECOY_ROUNDS):  # else single rows, the rest grouped again without them
@@ -223,6 +231,7 @@ def protect_suppressed_set(
         regrouped, again = settle(group_rows(eligible & ~tried), tried)
         if np.any(again.unplaced & ~state.unplaced):
             break  # grouping again left a row over that no group can take
+        _add_row_decoys(again, regrouped, group_valid)
         _add_group_decoys(again, regrouped)
         if again.shortfall() >= state.shortfall():
             break  # grouping again left more rows over than the decoys made up for
@@ -256,10 +265,10 @@ def protect_suppressed_set(
 
 
 def _choose_decoys(
-    state: _SetState, grouped: NDArray[np.bool_], *, slack: float = 0.0
+    state: _SetState, grouped: NDArray[np.bool_], *, slack: float = 0.0, limit: bool = True
 ) -> NDArray[np.int64]:
     """Rows to add to the set: as many as it falls short (and ``slack`` times that more),
-    none raising its target.
+    none raising its target (``limit`` false: every candidate, in order).
 
     The target is ``T = ceil(max_s n(S,s) R(S,s))``; a value ``v`` may gain up to
     ``floor(T / R(S,v)) - n(S,v)`` rows (unprotected values: any number), and no row of a
@@ -294,7 +303,28 @@ def _choose_decoys(
     rank = np.empty(rows.shape[0], dtype=np.int64)
     rank[order] = np.arange(rows.shape[0]) - first
     taken = rows[rank < room[values]]
-    return taken[: short + int(np.ceil(slack * short))]
+    return taken[: short + int(np.ceil(slack * short))] if limit else taken
+
+
+def _add_row_decoys(state: _SetState, group: NDArray[np.int64], group_valid: GroupValid) -> None:
+    """Single rows whose groups stay valid without them, as long as the set falls short and
+    each lowers the shortfall (:func:`_choose_decoys`' candidates, in its order): nothing is
+    grouped again, so nothing new is left over."""
+    ptr, rows = _group_index(group)
+    taken: dict[int, set[int]] = {}
+    for r in _choose_decoys(state, (group >= 0) & ~state.member, limit=False).tolist():
+        if state.shortfall() <= 0:
+            return
+        g = int(group[r])
+        gone = taken.setdefault(g, set())
+        rest = np.array([x for x in rows[ptr[g] : ptr[g + 1]].tolist() if x != r and x not in gone])
+        if rest.size == 0 or not group_valid(rest.astype(np.int64)):
+            continue
+        one = np.array([r], dtype=np.int64)
+        if state.gain(one) <= 0:
+            continue
+        state.add(one)
+        gone.add(r)
 
 
 class _SetState:

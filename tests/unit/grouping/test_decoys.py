@@ -41,6 +41,15 @@ def _nowhere(group: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return group
 
 
+def _never(rows: np.ndarray) -> bool:
+    """No group stays valid without one of its rows (the fixed groups are minimal)."""
+    return False
+
+
+RIGID = (_nowhere, _never)
+"""Groups that take no row and give none."""
+
+
 def _history(n: int, entries: dict[int, list[tuple[int, float]]]) -> Requirements:
     """Requirements whose Theorem 1 ratios are ``entries``: row -> [(value, ratio)]."""
     ptr = np.zeros(n + 1, dtype=np.int64)
@@ -67,7 +76,7 @@ def test_decoys_dilute_a_set_made_of_one_value_below_1_over_l() -> None:
     eligible = np.ones(n, dtype=np.bool_)
     eligible[:3] = False
     group, star = protect_suppressed_set(
-        sensitive, PROTECTED, _history(n, {}), eligible, group_rows, _nowhere, **SETTINGS
+        sensitive, PROTECTED, _history(n, {}), eligible, group_rows, *RIGID, **SETTINGS
     )
     assert star.rows.tolist() == [0, 1, 2, 3, 4, 5, 6]  # the first group joined them
     assert star.decoys.tolist() == [3, 4, 5, 6]
@@ -85,7 +94,7 @@ def test_a_members_history_raises_the_ratio_the_set_must_meet() -> None:
     eligible = np.ones(n, dtype=np.bool_)
     eligible[0] = False
     _, star = protect_suppressed_set(
-        sensitive, PROTECTED, _history(n, {0: [(A, 3.0)]}), eligible, group_rows, _nowhere,
+        sensitive, PROTECTED, _history(n, {0: [(A, 3.0)]}), eligible, group_rows, *RIGID,
         **SETTINGS,
     )  # fmt: skip
     assert star.size >= 3 * (1 + RATIO_RTOL)
@@ -101,7 +110,7 @@ def test_an_exhausted_member_is_exempt_for_its_value_and_counted() -> None:
     group_rows = _fixed_groups([[1, 2], [3, 4]], n)
     eligible = np.array([False, True, True, True, True])
     _, star = protect_suppressed_set(
-        sensitive, PROTECTED, _history(n, {0: [(A, np.inf)]}), eligible, group_rows, _nowhere,
+        sensitive, PROTECTED, _history(n, {0: [(A, np.inf)]}), eligible, group_rows, *RIGID,
         **SETTINGS,
     )  # fmt: skip
     assert star.exempt_members.tolist() == [0] and star.exhausted.tolist() == [0]
@@ -115,7 +124,7 @@ def test_a_requirement_above_any_group_is_met_by_the_set() -> None:
     group_rows = _fixed_groups([[1, 2], [3, 4], [5, 6], [7, 8]], n)
     eligible = np.array([False] + [True] * 8)
     _, star = protect_suppressed_set(
-        sensitive, PROTECTED, _history(n, {0: [(A, 6.0)]}), eligible, group_rows, _nowhere,
+        sensitive, PROTECTED, _history(n, {0: [(A, 6.0)]}), eligible, group_rows, *RIGID,
         **SETTINGS,
     )  # fmt: skip
     assert star.exempt_members.size == 0 and star.size == 7
@@ -128,7 +137,7 @@ def test_no_decoy_brings_a_value_a_member_is_at_the_bound_for() -> None:
     group_rows = _fixed_groups([[1, 2], [3, 4]], n)
     eligible = np.array([False, True, True, True, True])
     _, star = protect_suppressed_set(
-        sensitive, PROTECTED, _history(n, {0: [(B, np.inf)]}), eligible, group_rows, _nowhere,
+        sensitive, PROTECTED, _history(n, {0: [(B, np.inf)]}), eligible, group_rows, *RIGID,
         **SETTINGS,
     )  # fmt: skip
     assert star.rows.tolist() == [0, 3, 4] and star.exempt_members.size == 0
@@ -139,7 +148,7 @@ def test_a_set_no_decoy_can_make_safe_refuses_the_release() -> None:
     group_rows = _fixed_groups([], 4)
     with pytest.raises(GuaranteeUnsatisfiable, match="suppressed rows cannot be made safe"):
         protect_suppressed_set(
-            sensitive, PROTECTED, _history(4, {}), np.ones(4, np.bool_), group_rows, _nowhere,
+            sensitive, PROTECTED, _history(4, {}), np.ones(4, np.bool_), group_rows, *RIGID,
             **SETTINGS,
         )  # fmt: skip
 
@@ -164,13 +173,13 @@ def test_a_row_left_over_at_the_bound_for_a_value_of_the_set_is_placed() -> None
     group_rows = _fixed_groups([[2, 3], [4, 5, 6]], n)
     eligible = np.array([False, True, True, True, True, True, True])
     group, star = protect_suppressed_set(
-        sensitive, PROTECTED, history, eligible, group_rows, _place_into(1), **SETTINGS
+        sensitive, PROTECTED, history, eligible, group_rows, _place_into(1), _never, **SETTINGS
     )
     assert 1 not in star.rows.tolist() and group[1] >= 0
     assert star.exempt_members.tolist() == [0] and star.exempt_row.tolist() == [0]
     # where no group takes it, it is unplaced: counted as forced, its pair exempt
     _, star = protect_suppressed_set(
-        sensitive, PROTECTED, history, eligible, group_rows, _nowhere, **SETTINGS
+        sensitive, PROTECTED, history, eligible, group_rows, *RIGID, **SETTINGS
     )
     assert star.unplaced.tolist() == [1] and star.forced.tolist() == [0, 1]
     assert star.exempt_members.tolist() == [0, 1]
@@ -184,9 +193,24 @@ def test_only_the_spent_pairs_of_a_spent_member_go_unheld() -> None:
     group_rows = _fixed_groups([[2, 3], [4, 5], [6, 7]], n)
     eligible = np.array([False, False, True, True, True, True, True, True])
     _, star = protect_suppressed_set(
-        sensitive, PROTECTED, history, eligible, group_rows, _nowhere, **SETTINGS
+        sensitive, PROTECTED, history, eligible, group_rows, *RIGID, **SETTINGS
     )
     assert star.exempt_row.tolist() == [0] and star.exempt_value.tolist() == [A]
     assert star.ratio[C] == pytest.approx(5.0 * (1 + RATIO_RTOL))
     assert star.size >= 5 * (1 + RATIO_RTOL)  # one C among more than 5 rows
     assert star.exhausted.tolist() == [0] and star.forced.tolist() == [0, 1]
+
+
+def test_a_row_its_group_can_spare_is_taken_before_a_whole_group() -> None:
+    # rows 0 (A) and 1 (B) are forced: one more row makes each 1/3 < 1/2; a group of three
+    # that stays valid with two gives it, nothing is grouped again
+    sensitive = np.array([A, B, C, D, E, C, D, E], dtype=np.int32)
+    n = sensitive.shape[0]
+    group_rows = _fixed_groups([[2, 3, 4], [5, 6, 7]], n)
+    eligible = np.array([False, False] + [True] * 6)
+    group, star = protect_suppressed_set(
+        sensitive, PROTECTED, _history(n, {}), eligible, group_rows, _nowhere,
+        lambda rows: rows.size >= 2, **SETTINGS,
+    )  # fmt: skip
+    assert star.rows.tolist() == [0, 1, 2] and star.decoys.tolist() == [2]
+    assert group.tolist() == [-1, -1, -1, 0, 0, 1, 1, 1]
