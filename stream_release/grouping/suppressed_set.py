@@ -18,8 +18,8 @@ with ``\tilde n(o,s)`` Theorem 1's ratio of each member's history for ``s`` and 
 less than ``1/l`` of the set, and no member's breach passes ``1/l``. The set is not a planned
 group: it keeps the bound, not the strategy's plan (a planned group's ratio, e.g.
 constant-ratio's ``n_c``, would make it several times larger). Where the rows that
-could not be grouped do not meet it, *decoys* join them: single rows whose groups stay valid
-without them, then whole published groups, then single rows with the rest of the release
+could not be grouped do not meet it, *decoys* join them: whole published groups, then single
+rows whose groups stay valid without them, then single rows with the rest of the release
 grouped again without them; each round is kept only if it lowers the shortfall. The
 suppressed set is then linked like a group: its linkages go into every member's history
 (:func:`stream_release.release.plan_release`).
@@ -140,9 +140,9 @@ def protect_suppressed_set(
     """Group the ``eligible`` rows so that the suppressed ones form a valid group too.
 
     The rows are grouped (``group_rows``) and the stranded ones placed (``place_rows``, see
-    the module docstring); while the suppressed set falls short, single rows whose groups stay
-    valid without them join it (:func:`_add_row_decoys`), then whole published groups
-    (:func:`_add_group_decoys`). If that is not enough, single rows are chosen among the
+    the module docstring); while the suppressed set falls short, whole published groups join
+    it (:func:`_add_group_decoys`), then single rows whose groups stay valid without them
+    (:func:`_add_row_decoys`). If that is not enough, single rows are chosen among the
     grouped ones and the rest is grouped again without them (:data:`DECOY_ROUNDS` times at
     most): rows without a requirement above the base first (they raise no ratio of the set),
     in row order (the caller's rows are in keyed pseudonym order), each value no more often
@@ -216,9 +216,9 @@ def protect_suppressed_set(
 
     chosen = np.zeros(sensitive.shape[0], dtype=np.bool_)
     group, state = settle(group_rows(eligible), chosen)
-    if state.shortfall() > 0:  # single rows and whole groups: nothing left over to place again
-        _add_row_decoys(state, group, group_valid)
+    if state.shortfall() > 0:  # whole groups, spare rows: nothing left over to place again
         _add_group_decoys(state, group)
+        _add_row_decoys(state, group, group_valid)
         chosen |= state.member & (group >= 0)
     for _ in range(DECOY_ROUNDS):  # else single rows, the rest grouped again without them
         if state.shortfall() <= 0:
@@ -231,8 +231,8 @@ def protect_suppressed_set(
         regrouped, again = settle(group_rows(eligible & ~tried), tried)
         if np.any(again.unplaced & ~state.unplaced):
             break  # grouping again left a row over that no group can take
-        _add_row_decoys(again, regrouped, group_valid)
         _add_group_decoys(again, regrouped)
+        _add_row_decoys(again, regrouped, group_valid)
         if again.shortfall() >= state.shortfall():
             break  # grouping again left more rows over than the decoys made up for
         chosen = tried | (again.member & (regrouped >= 0))
@@ -273,8 +273,8 @@ def _choose_decoys(
     The target is ``T = ceil(max_s n(S,s) R(S,s))``; a value ``v`` may gain up to
     ``floor(T / R(S,v)) - n(S,v)`` rows (unprotected values: any number), and no row of a
     value some member is spent for. Candidates are ``grouped`` rows (not in the set) whose
-    requirements do not raise a ratio of the set and are nowhere spent: first those without
-    any requirement above the base, then the rest, each in row order.
+    requirements do not raise the set's ratio of a value it holds or they bring: first those
+    without any requirement above the base, then the rest, each in row order.
     """
     short = state.shortfall()
     if short <= 0:
@@ -288,7 +288,10 @@ def _choose_decoys(
     room[state.blocked & (state.counts == 0)] = 0
     rows = np.flatnonzero(grouped).astype(np.int64)
     owner, value, r = state._entries(rows)
-    bad = np.isinf(r) | (r > ratio[value])
+    # a requirement matters for a value the set holds or the row brings (gain() weighs the
+    # rest when it is one: a value brought later meets the raised ratio)
+    relevant = (state.counts[value] > 0) | (value == state.sensitive[owner])
+    bad = relevant & (np.isinf(r) | (r > ratio[value]))
     blocked = np.zeros(state.sensitive.shape[0], dtype=np.bool_)
     blocked[owner[bad]] = True
     plain = np.zeros(state.sensitive.shape[0], dtype=np.bool_)

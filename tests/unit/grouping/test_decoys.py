@@ -201,15 +201,17 @@ def test_only_the_spent_pairs_of_a_spent_member_go_unheld() -> None:
     assert star.exhausted.tolist() == [0] and star.forced.tolist() == [0, 1]
 
 
-def test_a_row_its_group_can_spare_is_taken_before_a_whole_group() -> None:
-    # rows 0 (A) and 1 (B) are forced: one more row makes each 1/3 < 1/2; a group of three
-    # that stays valid with two gives it, nothing is grouped again
+def test_a_row_its_group_can_spare_joins_when_no_whole_group_can() -> None:
+    # rows 0 (A) and 1 (B) are forced: one more row makes each 1/3 < 1/2. Rows 4 and 7 are at
+    # the bound for A, so neither whole group may join; a group of three that stays valid
+    # with two gives a row, and nothing is grouped again
     sensitive = np.array([A, B, C, D, E, C, D, E], dtype=np.int32)
     n = sensitive.shape[0]
     group_rows = _fixed_groups([[2, 3, 4], [5, 6, 7]], n)
     eligible = np.array([False, False] + [True] * 6)
+    history = _history(n, {4: [(A, np.inf)], 7: [(A, np.inf)]})
     group, star = protect_suppressed_set(
-        sensitive, PROTECTED, _history(n, {}), eligible, group_rows, _nowhere,
+        sensitive, PROTECTED, history, eligible, group_rows, _nowhere,
         lambda rows: rows.size >= 2, **SETTINGS,
     )  # fmt: skip
     assert star.rows.tolist() == [0, 1, 2] and star.decoys.tolist() == [2]
