@@ -120,6 +120,9 @@ PlaceRows = Callable[[NDArray[np.int64], NDArray[np.int64]], NDArray[np.int64]]
 DECOY_ROUNDS = 8
 """Rounds of "choose decoys, group the rest again" before whole groups are taken."""
 
+REHOME_TRIES = 64
+"""Candidates tried by :func:`_add_rehomed_decoys`, the last resort before a refusal."""
+
 DECOY_SLACK = 0.25
 """Decoys chosen beyond the shortfall, as a share of it: grouping the rest again leaves new
 rows over, whose requirements can raise the set's target."""
@@ -142,11 +145,14 @@ def protect_suppressed_set(
     The rows are grouped (``group_rows``) and the stranded ones placed (``place_rows``, see
     the module docstring); while the suppressed set falls short, whole published groups join
     it (:func:`_add_group_decoys`), then single rows whose groups stay valid without them
-    (:func:`_add_row_decoys`). If that is not enough, single rows are chosen among the
+    (:func:`_add_row_decoys`); if the set still falls short at the end, all of it is tried
+    again with those rows first. If that is not enough, single rows are chosen among the
     grouped ones and the rest is grouped again without them (:data:`DECOY_ROUNDS` times at
     most): rows without a requirement above the base first (they raise no ratio of the set),
     in row order (the caller's rows are in keyed pseudonym order), each value no more often
-    than the set's target size allows.
+    than the set's target size allows. Last, single rows whose groups do not stay valid
+    without them join when ``place_rows`` puts the rest of their group into other groups
+    (:func:`_add_rehomed_decoys`).
 
     Parameters
     ----------
@@ -193,15 +199,16 @@ def protect_suppressed_set(
         state = _SetState(sensitive, protected, requirements, group < 0, forced, cap, floor)
         regrouped = False
         while True:  # each turn groups a row, or marks rows unplaced, or ends
-            rows = np.union1d(state.to_place(), np.flatnonzero(unplaced))
+            must = np.union1d(state.to_place(), np.flatnonzero(unplaced))
+            rows = np.union1d(must, state.demanding())
             if rows.size == 0:
                 break
             placed = place_rows(group, rows)
-            if np.array_equal(placed, group) and not regrouped:
+            if np.array_equal(placed, group) and not regrouped and must.size:
                 regrouped = True
                 placed = _group_among(group, state.member & ~forced & ~decoys, group_rows)
             if np.array_equal(placed, group):
-                new = rows[~unplaced[rows]]
+                new = must[~unplaced[must]]
                 if new.size == 0:
                     break  # the last try: no group takes any unplaced row as it stands
                 unplaced[new] = True
@@ -214,29 +221,51 @@ def protect_suppressed_set(
         state.unplaced = unplaced & state.member
         return group, state
 
-    chosen = np.zeros(sensitive.shape[0], dtype=np.bool_)
-    group, state = settle(group_rows(eligible), chosen)
-    if state.shortfall() > 0:  # whole groups, spare rows: nothing left over to place again
+    def add_decoys(state: _SetState, group: NDArray[np.int64], rows_first: bool) -> None:
+        """Decoys that leave nothing to group again: whole groups and rows their groups can
+        spare, in either order."""
+        if rows_first:
+            _add_row_decoys(state, group, group_valid)
         _add_group_decoys(state, group)
-        _add_row_decoys(state, group, group_valid)
+        if not rows_first:
+            _add_row_decoys(state, group, group_valid)
+
+    def attempt(
+        first: NDArray[np.int64], rows_first: bool
+    ) -> tuple[NDArray[np.int64], _SetState, NDArray[np.bool_]]:
+        chosen = np.zeros(sensitive.shape[0], dtype=np.bool_)
+        group, state = settle(first, chosen)
+        if state.shortfall() > 0:
+            add_decoys(state, group, rows_first)
+            chosen |= state.member & (group >= 0)
+        for _ in range(DECOY_ROUNDS):  # else single rows, the rest grouped again without them
+            if state.shortfall() <= 0:
+                break
+            decoys = _choose_decoys(state, (group >= 0) & ~state.member, slack=DECOY_SLACK)
+            if decoys.size == 0:
+                break
+            tried = chosen.copy()
+            tried[decoys] = True
+            regrouped, again = settle(group_rows(eligible & ~tried), tried)
+            if np.any(again.unplaced & ~state.unplaced):
+                break  # grouping again left a row over that no group can take
+            add_decoys(again, regrouped, rows_first)
+            if again.shortfall() >= state.shortfall():
+                break  # grouping again left more rows over than the decoys made up for
+            chosen = tried | (again.member & (regrouped >= 0))
+            group, state = regrouped, again
+        return group, state, chosen
+
+    first = group_rows(eligible)
+    group, state, chosen = attempt(first, rows_first=False)
+    if state.shortfall() > 0:  # the other order leaves other rows over: it may do
+        group, state, chosen = min(
+            (attempt(first, rows_first=True), (group, state, chosen)),
+            key=lambda tried: tried[1].shortfall(),
+        )
+    if state.shortfall() > 0:
+        group = _add_rehomed_decoys(state, group, place_rows)
         chosen |= state.member & (group >= 0)
-    for _ in range(DECOY_ROUNDS):  # else single rows, the rest grouped again without them
-        if state.shortfall() <= 0:
-            break
-        decoys = _choose_decoys(state, (group >= 0) & ~state.member, slack=DECOY_SLACK)
-        if decoys.size == 0:
-            break
-        tried = chosen.copy()
-        tried[decoys] = True
-        regrouped, again = settle(group_rows(eligible & ~tried), tried)
-        if np.any(again.unplaced & ~state.unplaced):
-            break  # grouping again left a row over that no group can take
-        _add_group_decoys(again, regrouped)
-        _add_row_decoys(again, regrouped, group_valid)
-        if again.shortfall() >= state.shortfall():
-            break  # grouping again left more rows over than the decoys made up for
-        chosen = tried | (again.member & (regrouped >= 0))
-        group, state = regrouped, again
     if state.shortfall() > 0:
         worst = int(np.argmax(state.terms))
         raise GuaranteeUnsatisfiable(
@@ -330,6 +359,34 @@ def _add_row_decoys(state: _SetState, group: NDArray[np.int64], group_valid: Gro
         gone.add(r)
 
 
+def _add_rehomed_decoys(
+    state: _SetState, group: NDArray[np.int64], place_rows: PlaceRows
+) -> NDArray[np.int64]:
+    """Single rows whose groups do not stay valid without them, the rest of the group placed
+    into other groups (``place_rows``, every row or none), as long as the set falls short and
+    each lowers the shortfall (:func:`_choose_decoys`' candidates, :data:`REHOME_TRIES` at
+    most). Returns the new grouping; the set gains the rows taken."""
+    for r in _choose_decoys(state, (group >= 0) & ~state.member, limit=False)[
+        :REHOME_TRIES
+    ].tolist():
+        if state.shortfall() <= 0:
+            break
+        one = np.array([r], dtype=np.int64)
+        if group[r] < 0 or state.gain(one) <= 0:
+            continue
+        rest = np.flatnonzero((group == group[r]) & ~state.member).astype(np.int64)
+        rest = rest[rest != r]
+        cut = group.copy()
+        cut[state.member | (group == group[r])] = -1  # the set's rows are in no group
+        placed = place_rows(cut, rest)
+        if np.any(placed[rest] < 0):
+            continue
+        group = group.copy()
+        group[rest] = placed[rest]  # r keeps its id: the caller counts it among the decoys
+        state.add(one)
+    return group
+
+
 class _SetState:
     """The suppressed set while decoys join it.
 
@@ -379,8 +436,9 @@ class _SetState:
         self.exempt_row, self.exempt_value = owner[exempt], value[exempt]
         self._stranded_row = owner[spent_held & ~exempt]
         self._stranded_value = value[spent_held & ~exempt]
-        heavy = np.isfinite(ratio) & (ratio > cap * (1.0 + RATIO_RTOL)) & (self.counts[value] > 0)
-        self._heavy = np.unique(owner[heavy & ~forced[owner]])
+        held = np.isfinite(ratio) & (self.counts[value] > 0) & ~forced[owner]
+        self._heavy = np.unique(owner[held & (ratio > cap * (1.0 + RATIO_RTOL))])
+        self._demanding = np.unique(owner[held & (ratio > self.base)])
         self.ratio = np.where(protected, self.base, 0.0)
         self.blocked = np.zeros(v, dtype=np.bool_)
         self._raise(owner, value, ratio)
@@ -402,6 +460,11 @@ class _SetState:
         theirs[value[~mine]] = True
         holders = np.flatnonzero(self.member & ~self.forced & theirs[self.sensitive])
         return np.union1d(np.union1d(row[mine], holders), self._heavy).astype(np.int64)
+
+    def demanding(self) -> NDArray[np.int64]:
+        """Members not forced whose ratio for a value of the set is above the base: the set
+        needs fewer decoys if a group takes them (it may not; they are not stranded)."""
+        return self._demanding
 
     def _entry_index(self, rows: NDArray[np.int64]) -> NDArray[np.int64]:
         """The indexes of the rows' pairs with history, row after row."""

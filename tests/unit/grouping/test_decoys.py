@@ -216,3 +216,36 @@ def test_a_row_its_group_can_spare_joins_when_no_whole_group_can() -> None:
     )  # fmt: skip
     assert star.rows.tolist() == [0, 1, 2] and star.decoys.tolist() == [2]
     assert group.tolist() == [-1, -1, -1, 0, 0, 1, 1, 1]
+
+
+def _place_distinct(sensitive: np.ndarray):  # type: ignore[no-untyped-def]
+    """Puts each row into the first group that does not hold its value yet."""
+
+    def place(group: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        out = group.copy()
+        for r in rows.tolist():
+            for g in np.unique(out[out >= 0]).tolist():
+                if sensitive[r] not in sensitive[out == g]:
+                    out[r] = g
+                    break
+        return out
+
+    return place
+
+
+def test_a_row_whose_group_breaks_without_it_joins_when_the_rest_fits_elsewhere() -> None:
+    # rows 0 (A) and 1 (B) are forced. Rows 4 and 7 are at the bound for A: no whole group
+    # may join; no group can spare a row; grouping again without rows 2 and 5 leaves 4 and 7
+    # where no group takes them. Row 2 joins and the rest of its group, D and E, goes to the
+    # group of C, B, C
+    sensitive = np.array([A, B, C, D, E, C, B, C], dtype=np.int32)
+    n = sensitive.shape[0]
+    group_rows = _fixed_groups([[2, 3, 4], [5, 6, 7]], n)
+    eligible = np.array([False, False] + [True] * 6)
+    history = _history(n, {3: [(D, 5.0)], 4: [(A, np.inf)], 7: [(A, np.inf)]})
+    group, star = protect_suppressed_set(
+        sensitive, PROTECTED, history, eligible, group_rows, _place_distinct(sensitive),
+        _never, **SETTINGS,
+    )  # fmt: skip
+    assert star.rows.tolist() == [0, 1, 2] and star.decoys.tolist() == [2]
+    assert group.tolist() == [-1, -1, -1, 0, 0, 0, 0, 0]
