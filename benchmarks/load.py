@@ -37,7 +37,12 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from stream_release.audit import audit_directory
 from stream_release.config import KafkaSettings, load_settings
-from stream_release.datasets import ADULT_QID, ADULT_SENSITIVE, read_csv_table
+from stream_release.datasets import (
+    ADULT_QID,
+    ADULT_SENSITIVE,
+    ChurnPopulation,
+    read_csv_table,
+)
 from stream_release.demo import write_demo_config
 from stream_release.history.keys import RedisKeys
 from stream_release.history.types import ENTRY_DTYPE
@@ -60,24 +65,13 @@ KEEP, CHANGE = 0.2, 0.2
 with a value drawn again."""
 
 
-class Population:
-    """Individuals (an Adult row each) and their current sensitive value, release by release."""
+class Population(ChurnPopulation):
+    """The churn population of :mod:`stream_release.datasets`, as snapshots, and a warm-up."""
 
     def __init__(self, table, rows: int, seed: int) -> None:  # type: ignore[no-untyped-def]
-        self.rng = np.random.default_rng(seed)
-        self.qid = {q: table.columns[q] for q in ADULT_QID}
-        self.values = table.columns[ADULT_SENSITIVE]
-        self.rows = rows
-        self.next_id = 0
-        self.ids = np.empty(0, dtype=np.int64)
-        self.source = np.empty(0, dtype=np.int64)  # the Adult row of each individual
-        self.sensitive = np.empty(0, dtype=object)
-
-    def _new(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        ids = np.arange(self.next_id, self.next_id + n)
-        self.next_id += n
-        source = self.rng.integers(0, len(self.values), n)
-        return ids, source, self.values[source]
+        super().__init__(
+            table, ADULT_QID, ADULT_SENSITIVE, rows, keep=KEEP, change=CHANGE, seed=seed
+        )
 
     def warm_up(self) -> RawSnapshot:
         """A small snapshot of individuals outside the population (ids ``W<n>``)."""
@@ -88,24 +82,9 @@ class Population:
             self.values[rows],
         )
 
-    def advance(self) -> RawSnapshot:
+    def next_snapshot(self) -> RawSnapshot:
         """The next snapshot."""
-        if self.ids.size == 0:
-            self.ids, self.source, self.sensitive = self._new(self.rows)
-        else:
-            kept = self.rng.choice(self.ids.size, size=round(KEEP * self.rows), replace=False)
-            ids, source, sensitive = self.ids[kept], self.source[kept], self.sensitive[kept].copy()
-            redraw = self.rng.random(kept.size) < CHANGE
-            sensitive[redraw] = self.values[self.rng.integers(0, len(self.values), redraw.sum())]
-            new_ids, new_source, new_sensitive = self._new(self.rows - kept.size)
-            self.ids = np.concatenate([ids, new_ids])
-            self.source = np.concatenate([source, new_source])
-            self.sensitive = np.concatenate([sensitive, new_sensitive])
-        return snapshot_from_columns(
-            np.array([f"L{i}" for i in self.ids.tolist()], dtype=object),
-            {q: column[self.source] for q, column in self.qid.items()},
-            self.sensitive,
-        )
+        return snapshot_from_columns(*self.advance())
 
 
 async def next_manifest(consumer: AIOKafkaConsumer, label: str, timeout: float) -> dict:  # type: ignore[type-arg]
@@ -135,7 +114,7 @@ async def run_series(kafka: KafkaSettings, population: Population, releases: int
         await publish_snapshot(kafka, "warm-up", population.warm_up())
         await next_manifest(consumer, "warm-up", 180)
         for k in range(1, releases + 1):
-            snapshot = population.advance()
+            snapshot = population.next_snapshot()
             label = f"L{k:02d}"
             started = time.perf_counter()
             await publish_snapshot(kafka, label, snapshot)

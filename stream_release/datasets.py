@@ -5,6 +5,10 @@ partitions P_1..P_n; T_1 = P_1 and T_i = P_i plus a random ``keep`` fraction of 
 (the same individuals, so they carry their history); then a random ``change`` fraction of
 *all* of T_i's rows get a sensitive value re-drawn from the table's global distribution (the
 issue's reading of "20 % of the rows"; the transient values of the paper change freely).
+
+:class:`ChurnPopulation` is the same churn at any size (the load and scale benchmarks): rows
+drawn with replacement from a table, each release keeping ``keep`` of the previous one's
+individuals (``change`` of them with a value drawn again) and adding new ones.
 """
 
 from __future__ import annotations
@@ -118,3 +122,56 @@ def make_series(
         series.append(current)
         previous = current
     return series
+
+
+class ChurnPopulation:
+    """Individuals drawn from ``table``'s rows, release after release (paper 003 §8's churn).
+
+    Release 1 holds ``rows`` individuals, each a row of ``table`` drawn with replacement
+    (its QIDs and value); each later release keeps ``keep`` of the previous one's individuals
+    (``change`` of those with a value drawn again from the table) and adds new ones up to
+    ``rows``. Ids are ``{prefix}<n>``, never reused.
+    """
+
+    def __init__(
+        self,
+        table: Table,
+        qid: tuple[str, ...],
+        sensitive: str,
+        rows: int,
+        *,
+        keep: float = 0.2,
+        change: float = 0.2,
+        seed: int = 0,
+        prefix: str = "L",
+    ) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.qid = {q: table.columns[q] for q in qid}
+        self.values = table.columns[sensitive]
+        self.rows, self.keep, self.change, self.prefix = rows, keep, change, prefix
+        self.next_id = 0
+        self.ids = np.empty(0, dtype=np.int64)
+        self.source = np.empty(0, dtype=np.int64)  # the table row of each individual
+        self.sensitive = np.empty(0, dtype=object)
+
+    def _new(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        ids = np.arange(self.next_id, self.next_id + n)
+        self.next_id += n
+        source = self.rng.integers(0, len(self.values), n)
+        return ids, source, self.values[source]
+
+    def advance(self) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+        """The next snapshot's columns: ``(ids, {qid: values}, sensitive)``."""
+        if self.ids.size == 0:
+            self.ids, self.source, self.sensitive = self._new(self.rows)
+        else:
+            kept = self.rng.choice(self.ids.size, size=round(self.keep * self.rows), replace=False)
+            ids, source, sensitive = self.ids[kept], self.source[kept], self.sensitive[kept].copy()
+            redraw = self.rng.random(kept.size) < self.change
+            sensitive[redraw] = self.values[self.rng.integers(0, len(self.values), redraw.sum())]
+            new_ids, new_source, new_sensitive = self._new(self.rows - kept.size)
+            self.ids = np.concatenate([ids, new_ids])
+            self.source = np.concatenate([source, new_source])
+            self.sensitive = np.concatenate([sensitive, new_sensitive])
+        names = np.array([f"{self.prefix}{i}" for i in self.ids.tolist()], dtype=object)
+        return names, {q: column[self.source] for q, column in self.qid.items()}, self.sensitive

@@ -26,8 +26,8 @@ Algorithm (three passes, each QID-local):
    group that cannot be completed goes to the leftovers; unprotected rows left over form
    groups of ``min_size``.
 3. ``insert_leftovers``: leftovers are bucketized together, then each row still left is inserted
-   into the nearest group (in k-d order) that stays valid with it; a row that fits nowhere is
-   suppressed (``-1``).
+   into the nearest group (in k-d order) that stays valid with it and within the cap; a row
+   that fits nowhere is suppressed (``-1``). No pass grows a group past ``cap``.
 """
 
 from __future__ import annotations
@@ -627,7 +627,10 @@ def _fits(
     cnt,
     req,
     touched,
+    cap,
 ):
+    """Whether group ``g`` (its members and the rows inserted so far) stays valid with row
+    ``x`` and within ``cap`` rows."""
     n_touched = 0
     size = 0
     for i in range(g_ptr[g], g_ptr[g + 1]):
@@ -643,7 +646,7 @@ def _fits(
         size += 1
         r = extra_next[r]
     n_touched = _add(x, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, touched, n_touched)
-    ok = _valid(size + 1, min_size, protected, cnt, req, touched, n_touched)
+    ok = size + 1 <= cap and _valid(size + 1, min_size, protected, cnt, req, touched, n_touched)
     _reset(cnt, req, touched, n_touched)
     return ok
 
@@ -662,9 +665,11 @@ def insert_leftovers(
     ex_ptr,
     ex_val,
     ex_req,
+    cap,
     window,
 ):
-    """Insert each of ``rows`` into the nearest valid group in k-d order; else leave it -1."""
+    """Insert each of ``rows`` into the nearest group in k-d order that stays valid with it and
+    within ``cap`` rows; else leave it -1."""
     n = group.shape[0]
     V = protected.shape[0]
     cnt = np.zeros(V, np.int64)
@@ -717,6 +722,7 @@ def insert_leftovers(
                     cnt,
                     req,
                     touched,
+                    cap,
                 ):
                     group[x] = g
                     extra_next[x] = extra_head[g]
@@ -819,6 +825,7 @@ def group_rows(
             ex_ptr,
             ex_val,
             ex_req,
+            cap,
             window,
         )
     return group, next_gid

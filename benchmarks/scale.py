@@ -1,0 +1,178 @@
+"""Scale benchmark: one series of releases per snapshot size, through ``Publisher`` (issue 11).
+
+The load benchmark's population (:class:`stream_release.datasets.ChurnPopulation`: Adult rows
+drawn with replacement, paper 003 §8's churn: each release keeps 20 % of the previous one's
+individuals, 20 % of those with a value drawn again, and adds new ones) at each size, published
+as one series under constant-ratio k' = 3, l = 2 (the demo's setting, every occupation
+protected, ``min_group_size`` 2) with a file-store history. Per release it prints
+suppression, forced and exhausted individuals (from the private record), average and
+maximum group, NCP, the relative error of 5,000 count queries (mean, median, 10 % trimmed
+mean: the mean is dominated by queries with tiny true counts), the time of
+``Publisher.publish`` and the peak RSS of the process measuring that size (each size runs in
+its own child process).
+
+    python benchmarks/scale.py [--sizes 100000,300000,1000000,3000000] [--releases 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.stats import trim_mean
+
+from stream_release.audit.files import read_assignments
+from stream_release.config import load_settings
+from stream_release.datasets import ADULT_QID, ADULT_SENSITIVE, ChurnPopulation, read_csv_table
+from stream_release.grouping.encoding import encode, load_hierarchies
+from stream_release.io.snapshot import snapshot_from_columns
+from stream_release.metrics import relative_errors
+from stream_release.series import Publisher
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks" / "results"
+DEFAULT_DATA_DIR = REPO.parent / "shared" / "data"
+SIZES = (100_000, 300_000, 1_000_000, 3_000_000)
+QUERIES = 5000
+KEY = "scale-benchmark-key-0123456789abcdef"
+PRIVACY = {"strategy": "constant-ratio", "l": 2, "k_prime": 3, "min_group_size": 2}
+
+
+def measure(size: int, releases: int, data_dir: Path) -> list[dict[str, Any]]:
+    """One series of ``releases`` snapshots of ``size`` rows; a dict per release."""
+    schema = {
+        "id": "id",
+        "sensitive": ADULT_SENSITIVE,
+        "qid": list(ADULT_QID),
+        "hierarchies": {a: str(data_dir / f"adult_hierarchy_{a}.csv") for a in ADULT_QID},
+    }
+    settings = load_settings(
+        None, schema=schema, privacy=PRIVACY, history={"key": KEY}, output={"queries": 0}
+    )
+    hierarchies = load_hierarchies(settings.schema)
+    population = ChurnPopulation(
+        read_csv_table(data_dir / "adult.csv"), ADULT_QID, ADULT_SENSITIVE, size, seed=0
+    )
+    out: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        publisher = Publisher.open(settings, work / "out", work / "history")
+        try:
+            for k in range(1, releases + 1):
+                table = encode(snapshot_from_columns(*population.advance()), settings.schema,
+                               hierarchies)  # fmt: skip
+                started = time.perf_counter()
+                manifest = publisher.publish(table, label=f"S{k:02d}")
+                seconds = time.perf_counter() - started
+                ids, group = read_assignments(work / "out.private" / f"assignments-{k:04d}.csv")
+                where = dict(zip(ids, group.tolist(), strict=True))
+                group = np.array([where[i] for i in table.ids.tolist()], dtype=np.int64)
+                errors = relative_errors(
+                    table, group, format="generalized", queries=QUERIES,
+                    rng=np.random.default_rng([0, k]),
+                )  # fmt: skip
+                record = (
+                    json.loads((work / "out.private" / f"private-{k:04d}.json").read_text()).get(
+                        "suppressed"
+                    )
+                    or {}
+                )
+                u = manifest["utility"]
+                out.append(
+                    {
+                        "size": size,
+                        "release": k,
+                        "rows": table.n_rows,
+                        "suppressed": int(manifest["suppressed"]),
+                        "suppression": float(u["suppression"]),
+                        "forced": len(record.get("forced", [])),
+                        "exhausted": len(record.get("exhausted", {})),
+                        "groups": int(manifest["groups"]),
+                        "avg_group": float(u["avg_group_size"]),
+                        "max_group": int(u["max_group_size"]),
+                        "ncp": float(u["ncp"]),
+                        "error_mean": float(errors.mean()),
+                        "error_median": float(np.median(errors)),
+                        "error_trimmed": float(trim_mean(errors, 0.1)),
+                        "breach_max": float(manifest["breach"]["max"]),
+                        "publish_s": seconds,
+                        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                    }
+                )
+                print(format_row(out[-1]), file=sys.stderr, flush=True)
+        finally:
+            publisher.close()
+    return out
+
+
+def format_row(r: dict[str, Any]) -> str:
+    return (
+        f"{r['size']:>9,} R{r['release']}  supp {100 * r['suppression']:6.2f} %  "
+        f"forced {r['forced']:>6,}  exhausted {r['exhausted']:>6,}  avg {r['avg_group']:.2f}  "
+        f"max {r['max_group']:>5,}  NCP {r['ncp']:.3f}  error {r['error_mean']:.3f} / "
+        f"{r['error_median']:.3f} / {r['error_trimmed']:.3f}  {r['publish_s']:6.1f} s  "
+        f"RSS {r['peak_rss_mib']:,.0f} MiB"
+    )
+
+
+def markdown(rows: list[dict[str, Any]], argv: list[str]) -> str:
+    lines = [
+        "# Scale benchmark",
+        "",
+        f"`python benchmarks/scale.py {' '.join(argv)}`".replace(" `", "`"),
+        "",
+        f"Settings: {PRIVACY}, every occupation protected; error: 5,000 count queries "
+        "per release, mean / median / 10 % trimmed mean. RSS: peak of the child process "
+        f"measuring that size. CPUs: {os.cpu_count()}.",
+        "",
+        "| rows | release | suppression | forced | exhausted | groups | avg group | max group "
+        "| NCP | error mean / median / trimmed | breach max | publish s | peak RSS MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['size']:,} | {r['release']} | {100 * r['suppression']:.2f} % | {r['forced']:,} "
+            f"| {r['exhausted']:,} | {r['groups']:,} | {r['avg_group']:.2f} | {r['max_group']:,} "
+            f"| {r['ncp']:.3f} | {r['error_mean']:.3f} / {r['error_median']:.3f} / "
+            f"{r['error_trimmed']:.3f} | {r['breach_max']:.4f} | {r['publish_s']:.1f} "
+            f"| {r['peak_rss_mib']:,.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    parser.add_argument("--releases", type=int, default=5)
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
+    parser.add_argument("--out", type=Path, default=RESULTS / "scale.md")
+    parser.add_argument("--measure-only", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.measure_only:
+        print(json.dumps(measure(args.measure_only, args.releases, args.data_dir.resolve())))
+        return 0
+    rows: list[dict[str, Any]] = []
+    for size in (int(s) for s in args.sizes.split(",")):
+        child = subprocess.run(
+            [sys.executable, __file__, "--measure-only", str(size), "--releases",
+             str(args.releases), "--data-dir", str(args.data_dir)],
+            check=True, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        rows.extend(json.loads(child.stdout))
+    args.out.write_text(markdown(rows, argv))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
