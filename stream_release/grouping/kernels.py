@@ -829,3 +829,15 @@ def group_rows(
             window,
         )
     return group, next_gid
+
+
+@njit(cache=True)
+def first_rows(group, n_groups):
+    """(n_groups,) the first row of each group id (``n`` for an id without rows)."""
+    n = group.shape[0]
+    first = np.full(n_groups, n, np.int64)
+    for r in range(n - 1, -1, -1):
+        g = group[r]
+        if g >= 0:
+            first[g] = r
+    return first

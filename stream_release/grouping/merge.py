@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from stream_release.grouping.kernels import first_rows
 from stream_release.grouping.requirements import Requirements
 
 __all__ = ["GroupValidity", "merge_leftovers", "nearest_groups", "place_rows", "renumber"]
@@ -135,41 +136,58 @@ def place_rows(
     for x in rows.tolist():
         if group[x] >= 0:
             continue
-        taking = placer.taking(x)
+        taking = placer.taking(x, 1)
         if taking.size:
-            group[x] = taking[0]
+            placer.move(x, int(taking[0]))
             continue
-        for g in placer.nearest(x)[:SWAP_GROUPS].tolist():
+        for g in placer.nearest(x, SWAP_GROUPS).tolist():
             members = np.flatnonzero(group == g)
             for y in members.tolist():
                 trial = np.append(members[members != y], x)
                 if not check.valid(trial):
                     continue
-                group[x], group[y] = g, -1
-                elsewhere = placer.taking(y)
+                placer.move(x, g)
+                placer.move(y, -1)
+                elsewhere = placer.taking(y, 2)
                 elsewhere = elsewhere[elsewhere != g]
                 if elsewhere.size:
-                    group[y] = elsewhere[0]
+                    placer.move(y, int(elsewhere[0]))
                     break
-                group[x], group[y] = -1, g
+                placer.move(y, g)
+                placer.move(x, -1)
             if group[x] >= 0:
                 break
     return group
 
 
 def nearest_groups(
-    group: NDArray[np.int64], qid: NDArray[np.int32], norm: NDArray[np.float64], x: int
+    group: NDArray[np.int64],
+    qid: NDArray[np.int32],
+    norm: NDArray[np.float64],
+    x: int,
+    limit: int | None = None,
 ) -> NDArray[np.int64]:
-    """Every group id, nearest to row ``x`` first: the distance of the QID codes to the
-    group's first row, each attribute scaled to ``[0, 1]`` (``norm``)."""
-    grouped = np.flatnonzero(group >= 0)
-    if grouped.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    first = np.full(int(group.max()) + 1, group.shape[0], dtype=np.int64)
-    np.minimum.at(first, group[grouped], grouped)
-    alive = np.flatnonzero(first < group.shape[0])
-    gap = np.abs(qid[first[alive]].astype(np.float64) - qid[x]) @ norm
-    return alive[np.argsort(gap, kind="stable")].astype(np.int64)
+    """Every group id (the ``limit`` nearest), nearest to row ``x`` first: the distance of
+    the QID codes to the group's first row, each attribute scaled to ``[0, 1]`` (``norm``)."""
+    first = first_rows(group, int(group.max(initial=-1)) + 1)
+    return _by_distance(np.flatnonzero(first < group.shape[0]), first, qid, norm, x, limit)
+
+
+def _by_distance(
+    groups: NDArray[np.int64],
+    first: NDArray[np.int64],
+    qid: NDArray[np.int32],
+    norm: NDArray[np.float64],
+    x: int,
+    limit: int | None = None,
+) -> NDArray[np.int64]:
+    """``groups`` nearest to row ``x`` first (ties in id order); the ``limit`` nearest only."""
+    gap = np.abs(qid[first[groups]].astype(np.float64) - qid[x]) @ norm
+    if limit is not None and groups.size > limit:  # the same prefix, without a full sort
+        near = gap <= np.partition(gap, limit - 1)[limit - 1]
+        groups, gap = groups[near], gap[near]
+    order = np.argsort(gap, kind="stable")
+    return groups[order if limit is None else order[:limit]].astype(np.int64)
 
 
 class _Placer:
@@ -194,13 +212,26 @@ class _Placer:
         self.value_start = np.searchsorted(sensitive[self.by_value], np.arange(v + 1))
         self.by_entry = np.argsort(requirements.value, kind="stable")
         self.entry_start = np.searchsorted(requirements.value[self.by_entry], np.arange(v + 1))
+        self.first = first_rows(group, self.n_groups)
 
-    def nearest(self, x: int) -> NDArray[np.int64]:
-        """Every group, nearest to ``x`` first."""
-        return nearest_groups(self.group, self.qid, self.norm, x)
+    def move(self, x: int, g: int) -> None:
+        """Put row ``x`` into group ``g`` (``-1``: into none)."""
+        old = int(self.group[x])
+        self.group[x] = g
+        if g >= 0:
+            self.first[g] = min(int(self.first[g]), x)
+        if old >= 0 and self.first[old] == x:
+            rows = np.flatnonzero(self.group == old)
+            self.first[old] = rows[0] if rows.size else self.group.shape[0]
 
-    def taking(self, x: int) -> NDArray[np.int64]:
-        """The groups that stay valid with ``x`` added, nearest first."""
+    def nearest(self, x: int, limit: int | None = None) -> NDArray[np.int64]:
+        """Every group (the ``limit`` nearest), nearest to ``x`` first."""
+        alive = np.flatnonzero(self.first < self.group.shape[0])
+        return _by_distance(alive, self.first, self.qid, self.norm, x, limit)
+
+    def taking(self, x: int, limit: int | None = None) -> NDArray[np.int64]:
+        """The groups (the ``limit`` nearest) that stay valid with ``x`` added, nearest
+        first."""
         group, req = self.group, self.req
         sizes = np.bincount(group[group >= 0], minlength=self.n_groups)
         own = int(self.sensitive[x])
@@ -219,8 +250,7 @@ class _Placer:
             ratio = np.maximum(ratio, mine_ratio[mine_value == s].max(initial=float(req.base)))
             with np.errstate(invalid="ignore"):  # 0 rows of a value at the bound: inf * 0
                 ok &= (count == 0) | (sizes + 1 >= count * ratio)
-        order = self.nearest(x)
-        return order[ok[order]]
+        return _by_distance(np.flatnonzero(ok), self.first, self.qid, self.norm, x, limit)
 
 
 class GroupValidity:

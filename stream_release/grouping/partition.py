@@ -116,7 +116,7 @@ def place_in_groups(
         for k in REGROUP_GROUPS:
             if group[x] >= 0:
                 break
-            near = nearest_groups(group, qid, norm, x)[:k]
+            near = nearest_groups(group, qid, norm, x, k)
             mask = np.isin(group, near)
             mask[x] = True
             again = form_groups(
