@@ -130,7 +130,8 @@ def markdown(rows: list[dict[str, Any]], argv: list[str]) -> str:
         "",
         f"`python benchmarks/scale.py {' '.join(argv)}`".replace(" `", "`"),
         "",
-        f"Settings: {PRIVACY}, every occupation protected; error: 5,000 count queries "
+        f"Settings: {PRIVACY}, every occupation protected, `[grouping]` defaults "
+        "(`max_group_factor` 2: no group past 10 rows); error: 5,000 count queries "
         "per release, mean / median / 10 % trimmed mean. RSS: peak of the child process "
         f"measuring that size. CPUs: {os.cpu_count()}.",
         "",

@@ -213,6 +213,7 @@ class _Placer:
         self.by_entry = np.argsort(requirements.value, kind="stable")
         self.entry_start = np.searchsorted(requirements.value[self.by_entry], np.arange(v + 1))
         self.first = first_rows(group, self.n_groups)
+        self.sizes = np.bincount(group[group >= 0], minlength=self.n_groups)
 
     def move(self, x: int, g: int) -> None:
         """Put row ``x`` into group ``g`` (``-1``: into none)."""
@@ -220,6 +221,9 @@ class _Placer:
         self.group[x] = g
         if g >= 0:
             self.first[g] = min(int(self.first[g]), x)
+            self.sizes[g] += 1
+        if old >= 0:
+            self.sizes[old] -= 1
         if old >= 0 and self.first[old] == x:
             rows = np.flatnonzero(self.group == old)
             self.first[old] = rows[0] if rows.size else self.group.shape[0]
@@ -232,8 +236,7 @@ class _Placer:
     def taking(self, x: int, limit: int | None = None) -> NDArray[np.int64]:
         """The groups (the ``limit`` nearest) that stay valid with ``x`` added, nearest
         first."""
-        group, req = self.group, self.req
-        sizes = np.bincount(group[group >= 0], minlength=self.n_groups)
+        group, req, sizes = self.group, self.req, self.sizes
         own = int(self.sensitive[x])
         mine_value = req.value[req.ptr[x] : req.ptr[x + 1]].astype(np.int64)
         mine_ratio = req.ratio[req.ptr[x] : req.ptr[x + 1]]

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -119,6 +120,9 @@ PlaceRows = Callable[[NDArray[np.int64], NDArray[np.int64]], NDArray[np.int64]]
 
 DECOY_ROUNDS = 8
 """Rounds of "choose decoys, group the rest again" before whole groups are taken."""
+
+REHOME_BATCH = 64
+"""Smallest batch of :func:`_add_rehomed_decoys` (the shortfall otherwise)."""
 
 REHOME_TRIES = 4096
 """Candidates tried by :func:`_add_rehomed_decoys`, the last resort before a refusal. In a
@@ -368,26 +372,92 @@ def _add_rehomed_decoys(
     """Single rows whose groups do not stay valid without them, the rest of the group placed
     into other groups (``place_rows``, every row or none), as long as the set falls short and
     each lowers the shortfall (:func:`_choose_decoys`' candidates, :data:`REHOME_TRIES` at
-    most). Returns the new grouping; the set gains the rows taken."""
-    for r in _choose_decoys(state, (group >= 0) & ~state.member, limit=False)[
-        :REHOME_TRIES
-    ].tolist():
-        if state.shortfall() <= 0:
-            break
-        one = np.array([r], dtype=np.int64)
-        if group[r] < 0 or state.gain(one) <= 0:
-            continue
-        rest = np.flatnonzero((group == group[r]) & ~state.member).astype(np.int64)
-        rest = rest[rest != r]
-        cut = group.copy()
-        cut[state.member | (group == group[r])] = -1  # the set's rows are in no group
-        placed = place_rows(cut, rest)
-        if np.any(placed[rest] < 0):
-            continue
-        group = group.copy()
-        group[rest] = placed[rest]  # r keeps its id: the caller counts it among the decoys
-        state.add(one)
+    most). Returns the new grouping; the set gains the rows taken.
+
+    Candidates go in batches (:func:`_rehome_batch`: one call of ``place_rows`` for the rest
+    of every candidate's group); a batch whose candidates stop helping one another, and the
+    candidates a batch dropped, are tried one at a time."""
+    candidates = _choose_decoys(state, (group >= 0) & ~state.member, limit=False)
+    candidates = candidates[:REHOME_TRIES]
+    start = 0
+    while start < candidates.size and state.shortfall() > 0:
+        size = max(state.shortfall(), REHOME_BATCH)
+        batch, start = _distinct_groups(candidates, group, state.member, start, size)
+        done, dropped = _rehome_batch(state, group, batch, place_rows)
+        if done is not None:
+            group = done
+        # one at a time: a batch whose candidates stopped helping one another, and those
+        # whose rest found no group while the batch's other groups were cut
+        again = batch if done is None else dropped
+        for r in (again if batch.size > 1 else batch[:0]).tolist():
+            if state.shortfall() <= 0:
+                break
+            one, _ = _rehome_batch(state, group, np.array([r]), place_rows)
+            group = group if one is None else one
     return group
+
+
+def _distinct_groups(
+    candidates: NDArray[np.int64],
+    group: NDArray[np.int64],
+    member: NDArray[np.bool_],
+    start: int,
+    size: int,
+) -> tuple[NDArray[np.int64], int]:
+    """Up to ``size`` candidates from ``start`` on that are not ``member``s, one per group;
+    and where the next batch starts."""
+    seen: set[int] = set()
+    out: list[int] = []
+    i = start
+    while i < candidates.size and len(out) < size:
+        r = int(candidates[i])
+        i += 1
+        g = int(group[r])
+        if g >= 0 and not member[r] and g not in seen:
+            seen.add(g)
+            out.append(r)
+    return np.array(out, dtype=np.int64), i
+
+
+def _rehome_batch(
+    state: _SetState,
+    group: NDArray[np.int64],
+    batch: NDArray[np.int64],
+    place_rows: PlaceRows,
+) -> tuple[NDArray[np.int64] | None, NDArray[np.int64]]:
+    """The grouping with the candidates of ``batch`` (one per group) taken into the set and
+    the rest of their groups placed (``place_rows``; a candidate whose rest is not all placed
+    is dropped: it keeps its group, and the others are placed again without it), and the
+    dropped candidates; ``None``, the set unchanged, when a candidate no longer lowers the
+    shortfall once the others joined."""
+    helps = np.array([state.gain(np.array([r])) > 0 for r in batch.tolist()], dtype=np.bool_)
+    batch = batch[helps] if batch.size else batch
+    kept, placed = batch, group
+    while kept.size:
+        gone = np.isin(group, group[kept]) & ~state.member
+        gone[kept] = False
+        rest = np.flatnonzero(gone).astype(np.int64)
+        cut = group.copy()
+        cut[state.member | gone] = -1  # the set's rows are in no group
+        cut[kept] = -1
+        placed = place_rows(cut, rest)
+        whole = np.array([np.all(placed[rest[group[rest] == group[r]]] >= 0) for r in kept])
+        if whole.all():
+            break
+        kept = kept[whole]
+    dropped = np.setdiff1d(batch, kept)
+    if kept.size == 0:
+        return group, dropped
+    saved = state.save()
+    for r in kept.tolist():
+        one = np.array([r], dtype=np.int64)
+        if state.gain(one) <= 0:
+            state.restore(saved)
+            return None, dropped
+        state.add(one)
+    final = placed.copy()
+    final[state.member] = group[state.member]  # the set's rows keep their ids (decoys)
+    return final, dropped
 
 
 class _SetState:
@@ -529,6 +599,15 @@ class _SetState:
         self.member[rows] = True
         np.add.at(self.counts, self.sensitive[rows], 1)
         self._raise(*self._entries(rows))
+        self.terms = self._terms()
+
+    def save(self) -> tuple[NDArray[Any], ...]:
+        """What :meth:`add` changes, for :meth:`restore`."""
+        return tuple(a.copy() for a in (self.member, self.counts, self.ratio, self.blocked))
+
+    def restore(self, saved: tuple[NDArray[Any], ...]) -> None:
+        """The set as it was when :meth:`save` was called."""
+        self.member, self.counts, self.ratio, self.blocked = (a.copy() for a in saved)
         self.terms = self._terms()
 
 
