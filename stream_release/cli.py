@@ -88,6 +88,28 @@ def _parser() -> argparse.ArgumentParser:
     )
     keygen.set_defaults(run=_keygen)
 
+    plan = sub.add_parser(
+        "plan",
+        help="what a series of snapshots would cost under each candidate setting (writes nothing)",
+        description="Publishes the snapshots as a what-if series under the configured setting "
+        "and a grid of others (constant-ratio k', geometric alpha, at the configured l), "
+        "committing nothing, and prints per setting and release: feasibility (else the "
+        "refusal and the largest feasible setting), suppression, forced and exhausted "
+        "individuals, group sizes and query error; and a forecast of the individuals a long "
+        "series will exhaust at the measured churn.",
+    )
+    plan.add_argument("--config", type=Path, required=True, help="the TOML configuration")
+    plan.add_argument(
+        "--history",
+        default=None,
+        help="a history store to continue (read only; default: an empty one)",
+    )
+    plan.add_argument(
+        "--horizon", type=int, default=20, help="releases the forecast looks ahead (20)"
+    )
+    plan.add_argument("snapshots", type=Path, nargs="+", help="snapshot CSVs, in order")
+    plan.set_defaults(run=_plan)
+
     audit = sub.add_parser(
         "audit",
         help="recompute every claim of a series from its files alone",
@@ -207,6 +229,39 @@ def _anonymize(args: argparse.Namespace) -> int:
         private_dir=args.private,
         on_release=report,
     )
+    return 0
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from stream_release.planning import plan_series
+
+    settings = plan_series(args.config, args.snapshots, history=args.history)
+    for planned in settings:
+        refused_at = len(planned.releases) + 1
+        print(f"{planned.name}: {'feasible' if planned.feasible else f'refused at {refused_at}'}")
+        for r in planned.releases:
+            print(
+                f"  release {r.sequence:>4} {r.label}: suppressed {r.suppressed} "
+                f"({100 * r.suppression:.2f} %), forced {r.forced}, exhausted "
+                f"{len(r.exhausted)}, groups avg {r.avg_group:.2f} max {r.max_group}, query "
+                f"error mean {r.error_mean:.3f} median {r.error_median:.3f} trimmed "
+                f"{r.error_trimmed:.3f}"
+            )
+        if planned.refused is not None:
+            print(f"  refused: {planned.refused}")
+        forecast = planned.forecast(args.horizon)
+        if forecast is not None:
+            print(
+                f"  exhausted individuals: {planned.exhausted_so_far()} after "
+                f"{len(planned.releases)} releases, about {forecast} after {args.horizon} "
+                "at this churn"
+            )
+    feasible = [p for p in settings if p.feasible]
+    if feasible:
+        best = min(feasible, key=lambda p: sum(r.suppression for r in p.releases))
+        print(f"least suppression among the feasible settings: {best.name}")
+    else:
+        print("no candidate setting publishes every snapshot")
     return 0
 
 

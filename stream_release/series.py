@@ -36,7 +36,7 @@ publisher configured with another kind than the series' last release is refused
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -159,13 +159,16 @@ class Publisher:
         history: str | Path | None = None,
         *,
         private_dir: Path | None = None,
+        what_if: bool = False,
     ) -> Publisher:
         """Open (or start) the series without writing anything.
 
         ``private_dir`` defaults to ``out_dir.private``; ``history`` to its ``history``
         subdirectory (a directory or a Redis URL). A series written before public and private
         files were apart (the history and the assignments inside ``out_dir``) is refused with
-        the commands that move them.
+        the commands that move them. ``what_if``: only for :meth:`what_if` from ``history``
+        (``stream-release plan``): the key and the kind are checked, the archive is not
+        looked at (nothing will be written to it) and no interrupted release is finished.
         """
         out_dir = Path(out_dir)
         private = Path(private_dir) if private_dir is not None else default_private_dir(out_dir)
@@ -184,7 +187,13 @@ class Publisher:
             new_key=material if material.new_file is not None else None,
         )
         try:
-            publisher.recover()
+            if what_if:
+                committed = store.last_sequence()
+                publisher.check_key(store)
+                publisher.check_kind(committed, store)
+                publisher.high_water = committed
+            else:
+                publisher.recover()
         except BaseException:
             store.close()
             raise
@@ -456,8 +465,14 @@ class Publisher:
     ) -> list[PreparedRelease]:
         """Prepare ``(table, label, source)`` releases in order against an in-memory overlay
         of the history: each sees the ones before it; nothing is written."""
+        return list(self.what_if(releases))
+
+    def what_if(
+        self, releases: Sequence[tuple[EncodedTable, str, dict[str, Any] | None]]
+    ) -> Iterator[PreparedRelease]:
+        """:meth:`dry_run` one release at a time: a refusal ends it after the releases
+        before it were yielded (``stream-release plan``)."""
         overlay = OverlayHistoryStore(self.store)
-        prepared = []
         for table, label, source in releases:
             release = self.prepare(table, label=label, source=source, store=overlay)
             overlay.commit(
@@ -469,8 +484,7 @@ class Publisher:
                 state=release.state,
                 key_check=self.pseudonymizer.key_check(),
             )
-            prepared.append(release)
-        return prepared
+            yield release
 
     def _paths(self, sequence: int) -> ReleasePaths:
         return ReleasePaths(self.out_dir, sequence, self.private)

@@ -1,0 +1,210 @@
+"""What a series will cost, before anything is published: ``stream-release plan``.
+
+Each candidate setting publishes the snapshots as a what-if series
+(:meth:`~stream_release.series.Publisher.what_if`: planned against an in-memory overlay of
+the history, nothing written or committed) and reports, per release, whether it is feasible
+(else the refusal, which names the largest feasible setting), suppression, forced and
+exhausted individuals, group sizes and the relative error of count queries (mean, median and
+10 % trimmed mean: the mean is dominated by queries with tiny true counts). Candidates: the
+configured setting, then constant-ratio ``k'`` in :data:`K_PRIMES` and geometric ``alpha`` in
+:data:`ALPHAS` at the configured ``l``.
+
+The forecast extrapolates the individuals exhausted (at the bound for their own value: the
+system cannot protect them cumulatively against an adversary who knows who is in a snapshot,
+README "What is promised") linearly: the distinct individuals exhausted so far plus the mean
+number newly exhausted per release over the later half of the what-if series, for each
+release up to the horizon. It assumes the snapshots' churn goes on as measured.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.stats import trim_mean
+
+from stream_release.config import Settings, load_settings
+from stream_release.errors import GuaranteeUnsatisfiable
+from stream_release.grouping.encoding import encode, load_hierarchies
+from stream_release.io.snapshot import read_snapshot
+from stream_release.metrics import relative_errors
+from stream_release.series import PreparedRelease, Publisher
+from stream_release.table import EncodedTable
+
+__all__ = ["ALPHAS", "K_PRIMES", "PlannedRelease", "PlannedSetting", "candidates", "plan_series"]
+
+K_PRIMES = (2, 3, 4, 5, 10, 20)
+"""Constant-ratio ``k'`` tried by :func:`candidates`."""
+
+ALPHAS = (1.5, 2.0, 3.0, 5.0)
+"""Geometric ``alpha`` tried by :func:`candidates`."""
+
+QUERIES = 2000
+"""Count queries per release for the error figures (``[output] query_seed`` draws them)."""
+
+
+@dataclass(frozen=True)
+class PlannedRelease:
+    """One release of a what-if series."""
+
+    sequence: int
+    label: str
+    rows: int
+    suppressed: int
+    forced: int
+    exhausted: tuple[str, ...]
+    """The exhausted individuals as the private record names them: counted, never printed."""
+    avg_group: float
+    max_group: int
+    error_mean: float
+    error_median: float
+    error_trimmed: float
+
+    @property
+    def suppression(self) -> float:
+        return self.suppressed / self.rows if self.rows else 0.0
+
+
+@dataclass
+class PlannedSetting:
+    """A candidate setting's what-if series: its releases until the first refusal."""
+
+    name: str
+    privacy: dict[str, Any]
+    releases: list[PlannedRelease] = field(default_factory=list)
+    refused: str | None = None
+    """The refusal of the first infeasible release (``None``: every release is feasible)."""
+
+    @property
+    def feasible(self) -> bool:
+        return self.refused is None
+
+    def exhausted_so_far(self) -> int:
+        """Distinct individuals exhausted in any release of the series."""
+        return len({p for r in self.releases for p in r.exhausted})
+
+    def forecast(self, horizon: int) -> int | None:
+        """Individuals exhausted after ``horizon`` releases at the measured churn (linear in
+        the newly exhausted per release over the later half); ``None`` without two releases."""
+        if len(self.releases) < 2:
+            return None
+        seen: set[str] = set()
+        new = []
+        for r in self.releases:
+            fresh = set(r.exhausted) - seen
+            new.append(len(fresh))
+            seen |= fresh
+        later = new[len(new) // 2 :]
+        rate = sum(later) / len(later)
+        return round(len(seen) + rate * max(horizon - len(self.releases), 0))
+
+
+def candidates(settings: Settings) -> list[tuple[str, dict[str, Any]]]:
+    """``(name, [privacy] overrides)``: the configured setting first, then the grid."""
+    privacy = settings.privacy
+    configured = {"strategy": privacy.strategy, "l": privacy.l}
+    if privacy.strategy == "constant-ratio":
+        configured["k_prime"] = privacy.k_prime
+    elif privacy.strategy == "geometric":
+        configured["alpha"] = privacy.alpha
+    out = [(_name(configured) + " (configured)", configured)]
+    grid = [{"strategy": "constant-ratio", "l": privacy.l, "k_prime": k} for k in K_PRIMES]
+    grid += [{"strategy": "geometric", "l": privacy.l, "alpha": a} for a in ALPHAS]
+    out += [(_name(g), g) for g in grid if g != configured]
+    return out
+
+
+def _name(privacy: dict[str, Any]) -> str:
+    if privacy["strategy"] == "constant-ratio":
+        return f"constant-ratio l={privacy['l']:g} k'={privacy['k_prime']}"
+    if privacy["strategy"] == "geometric":
+        return f"geometric l={privacy['l']:g} alpha={privacy['alpha']:g}"
+    return f"{privacy['strategy']} l={privacy['l']:g}"
+
+
+def plan_series(
+    config: Path | None,
+    snapshots: Sequence[Path],
+    *,
+    history: str | Path | None = None,
+    settings_overrides: dict[str, Any] | None = None,
+) -> list[PlannedSetting]:
+    """Every candidate setting's what-if series over ``snapshots`` (CSV files), from
+    ``history`` (a store to continue: read, never written) or from an empty one."""
+    overrides = settings_overrides or {}
+    settings = load_settings(config, **overrides)
+    hierarchies = load_hierarchies(settings.schema)
+    tables = [
+        (encode(read_snapshot(path, settings.schema), settings.schema, hierarchies), path.stem)
+        for path in snapshots
+    ]
+    out = []
+    for name, privacy in candidates(settings):
+        candidate = load_settings(
+            config, **{**overrides, "privacy": {**overrides.get("privacy", {}), **privacy}}
+        )
+        out.append(_what_if(candidate, name, privacy, tables, history))
+    return out
+
+
+def _what_if(
+    settings: Settings,
+    name: str,
+    privacy: dict[str, Any],
+    tables: list[tuple[EncodedTable, str]],
+    history: str | Path | None,
+) -> PlannedSetting:
+    planned = PlannedSetting(name, privacy)
+    with tempfile.TemporaryDirectory(prefix="stream-release-plan-") as tmp:
+        out = Path(tmp) / "out"
+        publisher = Publisher.open(
+            settings, out, history, private_dir=Path(tmp) / "private", what_if=True
+        )
+        try:
+            releases = publisher.what_if([(table, label, None) for table, label in tables])
+            for i, prepared in enumerate(_until_refused(releases, planned)):
+                planned.releases.append(_measure(settings, tables[i][0], prepared))
+        finally:
+            publisher.close()
+    return planned
+
+
+def _until_refused(releases: Any, planned: PlannedSetting) -> Any:
+    """The prepared releases until the first refusal, which ``planned`` records."""
+    try:
+        yield from releases
+    except GuaranteeUnsatisfiable as exc:
+        planned.refused = str(exc)
+
+
+def _measure(settings: Settings, table: EncodedTable, prepared: PreparedRelease) -> PlannedRelease:
+    manifest = prepared.manifest
+    record = prepared.files.private.get("suppressed") or {}
+    rows = list(csv.reader(io.StringIO(prepared.files.assignments)))[1:]
+    where = {ident: int(g) if g else -1 for ident, g, *_ in rows}
+    group = np.array([where[i] for i in table.ids.tolist()], dtype=np.int64)
+    errors = relative_errors(
+        table, group, format=settings.output.format, queries=QUERIES,
+        rng=np.random.default_rng([settings.output.query_seed, prepared.sequence]),
+    )  # fmt: skip
+    u = manifest["utility"]
+    forced = record.get("forced", [])
+    return PlannedRelease(
+        sequence=prepared.sequence,
+        label=prepared.label,
+        rows=table.n_rows,
+        suppressed=int(manifest["suppressed"]),
+        forced=forced if isinstance(forced, int) else len(forced),
+        exhausted=tuple(record.get("exhausted", {})),
+        avg_group=float(u["avg_group_size"]),
+        max_group=int(u["max_group_size"]),
+        error_mean=float(errors.mean()) if errors.size else float("nan"),
+        error_median=float(np.median(errors)) if errors.size else float("nan"),
+        error_trimmed=float(trim_mean(errors, 0.1)) if errors.size else float("nan"),
+    )

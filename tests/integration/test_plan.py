@@ -1,0 +1,60 @@
+"""``stream-release plan``: a what-if series per candidate setting, nothing written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import adult_series, write_config
+
+from stream_release.cli import main
+from stream_release.planning import PlannedRelease, PlannedSetting, plan_series
+
+
+def test_plan_reports_every_candidate_and_writes_nothing(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    snapshots = adult_series(shared_data, tmp_path, 20, rounds=3)
+    config = write_config(tmp_path, shared_data)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert main(["plan", "--config", str(config), *map(str, snapshots)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no history, no releases
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0] == "constant-ratio l=2 k'=3 (configured): feasible"
+    assert out.count("release    3 t03: suppressed") >= 1
+    # k'=5 asks more than Adult's most frequent occupation allows: the refusal names the
+    # largest feasible setting
+    assert "constant-ratio l=2 k'=5: refused at 1" in out
+    assert "largest feasible setting: k_prime = 4 at l = 2" in out
+    assert lines[-1].startswith("least suppression among the feasible settings: ")
+
+
+def test_plan_continues_a_history_without_writing_to_it(shared_data: Path, tmp_path: Path) -> None:
+    snapshots = adult_series(shared_data, tmp_path, 20, rounds=3)
+    config = write_config(tmp_path, shared_data)
+    out = tmp_path / "out"
+    assert main(["anonymize", "--config", str(config), "--out", str(out), str(snapshots[0])]) == 0
+    history = tmp_path / "out.private" / "history"
+    stamp = sorted((p.name, p.stat().st_mtime_ns) for p in history.rglob("*"))
+    planned = plan_series(config, snapshots[1:], history=history)
+    assert planned[0].releases[0].sequence == 2  # it follows the published release
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in history.rglob("*")) == stamp
+
+
+def _release(sequence: int, exhausted: tuple[str, ...]) -> PlannedRelease:
+    return PlannedRelease(sequence, f"t{sequence}", 100, 1, 1, exhausted, 5.0, 6, 1.0, 0.5, 0.7)
+
+
+def test_the_forecast_extends_the_later_releases_rate() -> None:
+    planned = PlannedSetting("s", {})
+    planned.releases = [
+        _release(1, ()),
+        _release(2, ("a",)),
+        _release(3, ("a", "b", "c")),  # 2 new
+        _release(4, ("c", "d", "e", "f")),  # 3 new
+    ]
+    assert planned.exhausted_so_far() == 6
+    # later half: releases 3 and 4, 2.5 new per release; 16 more releases to 20
+    assert planned.forecast(20) == 6 + 40
+    assert PlannedSetting("t", {}).forecast(20) is None
