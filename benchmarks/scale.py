@@ -11,7 +11,10 @@ mean: the mean is dominated by queries with tiny true counts), the time of
 ``Publisher.publish`` and the peak RSS of the process measuring that size (each size runs in
 its own child process).
 
-    python benchmarks/scale.py [--sizes 100000,300000,1000000,3000000] [--releases 5]
+    python benchmarks/scale.py [--sizes 30000,100000,300000,1000000,3000000] [--releases 5]
+
+Writes ``results/scale.md`` and ``results/scale.png`` (suppression, largest group, NCP and
+median query error per release, one line per size).
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ from stream_release.series import Publisher
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
 DEFAULT_DATA_DIR = REPO.parent / "shared" / "data"
-SIZES = (100_000, 300_000, 1_000_000, 3_000_000)
+SIZES = (30_000, 100_000, 300_000, 1_000_000, 3_000_000)
+"""30k: Adult's own size, the reference for item 3 (NCP and error no worse at scale)."""
 QUERIES = 5000
 KEY = "scale-benchmark-key-0123456789abcdef"
 PRIVACY = {"strategy": "constant-ratio", "l": 2, "k_prime": 3, "min_group_size": 2}
@@ -150,6 +154,38 @@ def markdown(rows: list[dict[str, Any]], argv: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    """Four panels per release, one line per size."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [
+        ("suppression", "suppressed rows (%)", 100.0),
+        ("max_group", "largest group (rows)", 1.0),
+        ("ncp", "NCP", 1.0),
+        ("error_median", "median relative query error", 1.0),
+    ]
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7), constrained_layout=True)
+    for ax, (key, label, scale) in zip(axes.flat, panels, strict=True):
+        for size in sorted({r["size"] for r in rows}):
+            mine = [r for r in rows if r["size"] == size]
+            ax.plot(
+                [r["release"] for r in mine],
+                [r[key] * scale for r in mine],
+                marker="o",
+                label=f"{size:,} rows",
+            )
+        ax.set_xlabel("release")
+        ax.set_ylabel(label)
+        ax.set_xticks(sorted({r["release"] for r in rows}))
+    axes.flat[0].legend()
+    fig.suptitle("scale: constant-ratio k' = 3, l = 2, every occupation protected")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -170,8 +206,10 @@ def main(argv: list[str] | None = None) -> int:
             check=True, stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
         rows.extend(json.loads(child.stdout))
-    args.out.write_text(markdown(rows, argv))
-    print(f"wrote {args.out}")
+    png = args.out.with_suffix(".png")
+    plot(rows, png)
+    args.out.write_text(markdown(rows, argv) + f"\n![scale]({png.name})\n")
+    print(f"wrote {args.out} and {png}")
     return 0
 
 
