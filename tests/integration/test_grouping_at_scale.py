@@ -11,13 +11,12 @@ from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.series import Publisher
 
 
-def test_a_300k_row_adult_release_without_history_leaves_almost_no_row_over(
+def test_a_300k_row_adult_release_without_history_leaves_no_row_over(
     shared_data: Path, tmp_path: Path
 ) -> None:
     # constant-ratio k'=3, l=2: base ratio 4.85, groups of 5. Mondrian leaves cut down to a
     # top share of 1/4.85 held more of one value than groups of 5 absorb (1/5), and the excess
-    # was suppressed: 239 rows of this release before, 8 since (leftovers no group near them
-    # takes)
+    # was suppressed: 239 rows of this release before
     schema = {
         "id": "id",
         "sensitive": ADULT_SENSITIVE,
@@ -41,5 +40,5 @@ def test_a_300k_row_adult_release_without_history_leaves_almost_no_row_over(
         manifest = publisher.publish(table, label="S01")
     finally:
         publisher.close()
-    assert manifest["suppressed"] <= 30  # 0.01 %
+    assert manifest["suppressed"] == 0
     assert manifest["utility"]["max_group_size"] <= manifest["strategy"]["group_size_cap"]
