@@ -174,15 +174,14 @@ def _even_sizes(perm, lo, mid, hi, sens, protected, base, min_size, cnt_l, cnt_r
 
 
 @njit(cache=True)
-def _balance(perm, lo, mid, hi, qid, a, sens, protected, base, min_size, cnt_l, cnt_r, even):
+def _balance(perm, lo, mid, hi, qid, a, sens, protected, base, min_size, cnt_l, cnt_r):
     """Relaxed cut: move the excess rows of over-represented protected values across ``mid``.
 
     After a median cut on attribute ``a`` one half may hold more of a value than any valid
     grouping of it allows (``n_s > n / base``). Rows of that value nearest the cut (largest
     code on the left, smallest on the right) are moved to the other half until both halves are
-    within their allowance or no move helps; with ``even``, then rows that raise no need
-    (:func:`_even_sizes`). Returns the new ``mid`` and whether both halves are valid as whole
-    groups (at least ``min_size`` rows, every protected count allowed).
+    within their allowance or no move helps. Returns the new ``mid`` and whether both halves
+    are valid as whole groups (at least ``min_size`` rows, every protected count allowed).
     """
     for i in range(lo, hi):
         v = sens[perm[i]]
@@ -229,8 +228,7 @@ def _balance(perm, lo, mid, hi, qid, a, sens, protected, base, min_size, cnt_l, 
                 j = mid
         if not moved:
             break
-    if even:
-        mid = _even_sizes(perm, lo, mid, hi, sens, protected, base, min_size, cnt_l, cnt_r)
+    mid = _even_sizes(perm, lo, mid, hi, sens, protected, base, min_size, cnt_l, cnt_r)
     n_l = mid - lo
     n_r = hi - mid
     ok = n_l >= max(min_size, 1) and n_r >= max(min_size, 1)
@@ -303,12 +301,10 @@ def mondrian_leaves(qid, sens, protected, base, min_size, norm, height, span_lo,
                 width[a] = _extent(a, lo_code[a], hi_code[a], height, span_lo, span_hi) * norm[a]
             order = np.argsort(-width)
             ratio = _split_ratio(perm, lo, hi, sens, protected, base, min_size, cnt_l)
-            # plain cuts first; rows that raise no need move across only when none works
-            for attempt in range(2 * d):
-                even = attempt >= d
-                a = order[attempt % d]
+            for oi in range(d):
+                a = order[oi]
                 if width[a] <= 0.0:
-                    continue
+                    break
                 vals = _sorted_codes(perm, lo, hi, qid, a, lo_code[a], hi_code[a])
                 threshold = -1
                 if height[a] > 0:
@@ -348,7 +344,6 @@ def mondrian_leaves(qid, sens, protected, base, min_size, norm, height, span_lo,
                     min_size,
                     cnt_l,
                     cnt_r,
-                    even,
                 )
                 if ok:
                     stack_lo[top] = mid
