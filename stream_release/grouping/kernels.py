@@ -118,62 +118,6 @@ def _allowed(n, base):
 
 
 @njit(cache=True)
-def _rows_needed(cnt, protected, base, min_size):
-    """Fewest rows a set with per-value counts ``cnt`` needs to be valid as one group."""
-    need = max(min_size, 1)
-    for v in range(cnt.shape[0]):
-        if protected[v] and cnt[v] > 0:
-            need = max(need, int(np.ceil(cnt[v] * base)))
-    return need
-
-
-@njit(cache=True)
-def _even_sizes(perm, lo, mid, hi, sens, protected, base, min_size, cnt_l, cnt_r):
-    """Move rows that raise no need across ``mid`` (nearest the cut first) until each half
-    has the rows its counts need, when the two needs fit in ``hi - lo``; returns ``mid``.
-
-    Moving only the over-represented value's rows cannot split a set whose top share is
-    exactly ``1/ratio``: each half must then hold exactly its share, so a half's size must be
-    a multiple of the ratio's worth of rows (on 300k Adult rows every leaf above 10k rows
-    stopped there)."""
-    need_l = _rows_needed(cnt_l, protected, base, min_size)
-    need_r = _rows_needed(cnt_r, protected, base, min_size)
-    if need_l + need_r > hi - lo:
-        return mid
-    # right -> left while the left half is short
-    j = mid
-    while mid - lo < need_l and j < hi:
-        v = sens[perm[j]]
-        if not protected[v] or (cnt_l[v] + 1) * base <= need_l:
-            r = perm[j]
-            perm[j] = perm[mid]
-            perm[mid] = r
-            mid += 1
-            if protected[v]:
-                cnt_l[v] += 1
-                cnt_r[v] -= 1
-        j += 1
-        if j < mid:
-            j = mid
-    # left -> right while the right half is short
-    i = mid - 1
-    while hi - mid < need_r and i >= lo:
-        v = sens[perm[i]]
-        if not protected[v] or (cnt_r[v] + 1) * base <= need_r:
-            r = perm[i]
-            perm[i] = perm[mid - 1]
-            perm[mid - 1] = r
-            mid -= 1
-            if protected[v]:
-                cnt_r[v] += 1
-                cnt_l[v] -= 1
-        i -= 1
-        if i >= mid:
-            i = mid - 1
-    return mid
-
-
-@njit(cache=True)
 def _balance(perm, lo, mid, hi, qid, a, sens, protected, base, min_size, cnt_l, cnt_r):
     """Relaxed cut: move the excess rows of over-represented protected values across ``mid``.
 
@@ -228,7 +172,6 @@ def _balance(perm, lo, mid, hi, qid, a, sens, protected, base, min_size, cnt_l, 
                 j = mid
         if not moved:
             break
-    mid = _even_sizes(perm, lo, mid, hi, sens, protected, base, min_size, cnt_l, cnt_r)
     n_l = mid - lo
     n_r = hi - mid
     ok = n_l >= max(min_size, 1) and n_r >= max(min_size, 1)
