@@ -58,7 +58,13 @@ from numpy.typing import NDArray
 
 from stream_release.audit import audit_directory
 from stream_release.config import Settings, load_settings
-from stream_release.datasets import ADULT_QID, ADULT_SENSITIVE, Table, make_series, read_csv_table
+from stream_release.datasets import (
+    ADULT_SENSITIVE,
+    Table,
+    adult_schema,
+    make_series,
+    read_csv_table,
+)
 from stream_release.errors import InvalidParameter
 from stream_release.grouping.encoding import encode, load_hierarchies
 from stream_release.io.release_files import ReleasePaths, default_private_dir
@@ -366,12 +372,7 @@ def label_leaves(path: Path) -> tuple[str, ...]:
 def load_series(data_dir: Path, releases: int) -> tuple[dict[str, Any], list[EncodedTable]]:
     """The schema and the encoded snapshots of the Adult series."""
     table = read_csv_table(data_dir / "adult.csv")  # adds an ``id`` column p-<row>
-    schema = {
-        "id": "id",
-        "sensitive": ADULT_SENSITIVE,
-        "qid": list(ADULT_QID),
-        "hierarchies": {a: str(data_dir / f"adult_hierarchy_{a}.csv") for a in ADULT_QID},
-    }
+    schema = adult_schema(data_dir)
     series = make_series(table, ADULT_SENSITIVE, releases, keep=KEEP, change=CHANGE, seed=SEED)
     return schema, encode_series(series, schema)
 

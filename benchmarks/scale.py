@@ -31,14 +31,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.stats import trim_mean
 
-from stream_release.audit.files import read_assignments
+from stream_release.audit.files import groups_in_order, read_assignments
 from stream_release.config import load_settings
-from stream_release.datasets import ADULT_QID, ADULT_SENSITIVE, ChurnPopulation, read_csv_table
+from stream_release.datasets import (
+    ADULT_QID,
+    ADULT_SENSITIVE,
+    ChurnPopulation,
+    adult_schema,
+    read_csv_table,
+)
 from stream_release.grouping.encoding import encode, load_hierarchies
 from stream_release.io.snapshot import snapshot_from_columns
-from stream_release.metrics import relative_errors
+from stream_release.metrics import error_figures, relative_errors
 from stream_release.series import Publisher
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,12 +58,7 @@ PRIVACY = {"strategy": "constant-ratio", "l": 2, "k_prime": 3, "min_group_size":
 
 def measure(size: int, releases: int, data_dir: Path) -> list[dict[str, Any]]:
     """One series of ``releases`` snapshots of ``size`` rows; a dict per release."""
-    schema = {
-        "id": "id",
-        "sensitive": ADULT_SENSITIVE,
-        "qid": list(ADULT_QID),
-        "hierarchies": {a: str(data_dir / f"adult_hierarchy_{a}.csv") for a in ADULT_QID},
-    }
+    schema = adult_schema(data_dir)
     settings = load_settings(
         None, schema=schema, privacy=PRIVACY, history={"key": KEY}, output={"queries": 0}
     )
@@ -78,8 +78,7 @@ def measure(size: int, releases: int, data_dir: Path) -> list[dict[str, Any]]:
                 manifest = publisher.publish(table, label=f"S{k:02d}")
                 seconds = time.perf_counter() - started
                 ids, group = read_assignments(work / "out.private" / f"assignments-{k:04d}.csv")
-                where = dict(zip(ids, group.tolist(), strict=True))
-                group = np.array([where[i] for i in table.ids.tolist()], dtype=np.int64)
+                group = groups_in_order(ids, group, table.ids.tolist())
                 errors = relative_errors(
                     table, group, format="generalized", queries=QUERIES,
                     rng=np.random.default_rng([0, k]),
@@ -104,9 +103,13 @@ def measure(size: int, releases: int, data_dir: Path) -> list[dict[str, Any]]:
                         "avg_group": float(u["avg_group_size"]),
                         "max_group": int(u["max_group_size"]),
                         "ncp": float(u["ncp"]),
-                        "error_mean": float(errors.mean()),
-                        "error_median": float(np.median(errors)),
-                        "error_trimmed": float(trim_mean(errors, 0.1)),
+                        **dict(
+                            zip(
+                                ("error_mean", "error_median", "error_trimmed"),
+                                error_figures(errors),
+                                strict=True,
+                            )
+                        ),
                         "breach_max": float(manifest["breach"]["max"]),
                         "publish_s": seconds,
                         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,

@@ -52,7 +52,14 @@ import numpy as np
 
 from stream_release.audit import audit_directory
 from stream_release.config import load_settings
-from stream_release.datasets import ADULT_QID, ADULT_SENSITIVE, Table, make_series, read_csv_table
+from stream_release.datasets import (
+    ADULT_QID,
+    ADULT_SENSITIVE,
+    Table,
+    adult_schema,
+    make_series,
+    read_csv_table,
+)
 from stream_release.errors import GuaranteeUnsatisfiable
 from stream_release.grouping.encoding import encode, load_hierarchies
 from stream_release.io.snapshot import snapshot_from_columns
@@ -171,12 +178,7 @@ def _sizes(tables: list[EncodedTable]) -> str:
 
 def load_adult(data_dir: Path, rounds: int) -> Dataset:
     table = read_csv_table(data_dir / "adult.csv")  # adds an ``id`` column p-<row>
-    schema = {
-        "id": "id",
-        "sensitive": ADULT_SENSITIVE,
-        "qid": list(ADULT_QID),
-        "hierarchies": {a: str(data_dir / f"adult_hierarchy_{a}.csv") for a in ADULT_QID},
-    }
+    schema = adult_schema(data_dir)
     series = make_series(
         table, ADULT_SENSITIVE, max(PARTITIONS, rounds), keep=KEEP, change=CHANGE, seed=SEED
     )[:rounds]

@@ -64,7 +64,14 @@ import redis
 from stream_release import series as series_module
 from stream_release.audit import audit_directory
 from stream_release.config import Settings, load_settings
-from stream_release.datasets import ADULT_QID, ADULT_SENSITIVE, Table, make_series, read_csv_table
+from stream_release.datasets import (
+    ADULT_QID,
+    ADULT_SENSITIVE,
+    Table,
+    adult_schema,
+    make_series,
+    read_csv_table,
+)
 from stream_release.grouping.encoding import encode, load_hierarchies
 from stream_release.history.keys import RedisKeys
 from stream_release.history.types import HistoryRows
@@ -159,12 +166,7 @@ def package_fingerprint() -> str:
 
 def adult_settings(data_dir: Path, **extra: dict[str, Any]) -> Settings:
     """The Adult configuration: constant-ratio l = 2, k' = 3, min_group_size = 5."""
-    schema = {
-        "id": "id",
-        "sensitive": ADULT_SENSITIVE,
-        "qid": list(ADULT_QID),
-        "hierarchies": {a: str(data_dir / f"adult_hierarchy_{a}.csv") for a in ADULT_QID},
-    }
+    schema = adult_schema(data_dir)
     privacy = {"strategy": "constant-ratio", "l": 2, "k_prime": 3, "min_group_size": K_ANONYMITY}
     return load_settings(None, schema=schema, privacy=privacy, **extra)
 

@@ -47,6 +47,17 @@ class Table:
             writer.writerows(zip(*(self.columns[n].tolist() for n in names), strict=True))
 
 
+def adult_schema(data_dir: Path) -> dict[str, object]:
+    """The ``[schema]`` of Adult with the ARX hierarchies in ``data_dir`` (a settings
+    override: ``load_settings(None, schema=adult_schema(d))``)."""
+    return {
+        "id": "id",
+        "sensitive": ADULT_SENSITIVE,
+        "qid": list(ADULT_QID),
+        "hierarchies": {a: str(data_dir / f"adult_hierarchy_{a}.csv") for a in ADULT_QID},
+    }
+
+
 def read_csv_table(
     path: Path | str, *, id_column: str | None = "id", id_prefix: str = "p"
 ) -> Table:

@@ -178,6 +178,20 @@ def discernibility(group: NDArray[np.integer], n_rows: int) -> float:
     return float(sizes @ sizes + float(suppressed) * float(n_rows))
 
 
+TRIM = 0.1
+"""Share cut from each end of the relative errors for their trimmed mean."""
+
+
+def error_figures(errors: NDArray[np.float64]) -> tuple[float, float, float]:
+    """``(mean, median, trimmed mean)`` of relative query errors (NaN without any). The mean
+    is dominated by queries with tiny true counts; settings are compared on the other two."""
+    from scipy.stats import trim_mean  # only reports need it: not at the worker's start-up
+
+    if errors.size == 0:
+        return math.nan, math.nan, math.nan
+    return float(errors.mean()), float(np.median(errors)), float(trim_mean(errors, TRIM))
+
+
 def relative_errors(
     table: EncodedTable,
     group: NDArray[np.integer],

@@ -18,8 +18,6 @@ release up to the horizon. It assumes the snapshots' churn goes on as measured.
 
 from __future__ import annotations
 
-import csv
-import io
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.stats import trim_mean
 
+from stream_release.audit.files import groups_in_order, parse_assignments
 from stream_release.config import Settings, load_settings
 from stream_release.errors import GuaranteeUnsatisfiable
 from stream_release.grouping.encoding import encode, load_hierarchies
 from stream_release.io.snapshot import read_snapshot
-from stream_release.metrics import relative_errors
+from stream_release.metrics import error_figures, relative_errors
 from stream_release.series import PreparedRelease, Publisher
 from stream_release.table import EncodedTable
 
@@ -186,14 +184,14 @@ def _until_refused(releases: Any, planned: PlannedSetting) -> Any:
 def _measure(settings: Settings, table: EncodedTable, prepared: PreparedRelease) -> PlannedRelease:
     manifest = prepared.manifest
     record = prepared.files.private.get("suppressed") or {}
-    rows = list(csv.reader(io.StringIO(prepared.files.assignments)))[1:]
-    where = {ident: int(g) if g else -1 for ident, g, *_ in rows}
-    group = np.array([where[i] for i in table.ids.tolist()], dtype=np.int64)
+    ids, groups = parse_assignments(prepared.files.assignments, prepared.label)
+    group = groups_in_order(ids, groups, table.ids.tolist())
     errors = relative_errors(
         table, group, format=settings.output.format, queries=QUERIES,
         rng=np.random.default_rng([settings.output.query_seed, prepared.sequence]),
     )  # fmt: skip
     u = manifest["utility"]
+    mean, median, trimmed = error_figures(errors)
     forced = record.get("forced", [])
     return PlannedRelease(
         sequence=prepared.sequence,
@@ -204,7 +202,7 @@ def _measure(settings: Settings, table: EncodedTable, prepared: PreparedRelease)
         exhausted=tuple(record.get("exhausted", {})),
         avg_group=float(u["avg_group_size"]),
         max_group=int(u["max_group_size"]),
-        error_mean=float(errors.mean()) if errors.size else float("nan"),
-        error_median=float(np.median(errors)) if errors.size else float("nan"),
-        error_trimmed=float(trim_mean(errors, 0.1)) if errors.size else float("nan"),
+        error_mean=mean,
+        error_median=median,
+        error_trimmed=trimmed,
     )

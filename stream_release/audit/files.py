@@ -13,6 +13,7 @@ import io
 import json
 import math
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,10 +89,15 @@ def read_assignments(path: Path) -> tuple[list[str], NDArray[np.int64]]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise AuditInputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    return parse_assignments(text, str(path))
+
+
+def parse_assignments(text: str, name: str) -> tuple[list[str], NDArray[np.int64]]:
+    """:func:`read_assignments` of the text of a file ``name`` (named in errors)."""
     reader = csv.reader(io.StringIO(text, newline=""))
     header = next(reader, None)
     if header is None or header[:2] != ["id", "group"]:
-        raise AuditInputError(f"{path}: the header must start with id,group")
+        raise AuditInputError(f"{name}: the header must start with id,group")
     ids, groups = [], []
     for number, row in enumerate(reader, start=2):
         if not row:
@@ -102,9 +108,18 @@ def read_assignments(path: Path) -> tuple[list[str], NDArray[np.int64]]:
             groups.append(int(cell) if cell != "" else -1)
         except ValueError:
             raise AuditInputError(
-                f"{path}, line {number}: group {cell!r} is not a number"
+                f"{name}, line {number}: group {cell!r} is not a number"
             ) from None
     return ids, np.array(groups, dtype=np.int64)
+
+
+def groups_in_order(
+    ids: list[str], groups: NDArray[np.int64], order: Sequence[str]
+) -> NDArray[np.int64]:
+    """The group of each id of ``order`` (e.g. a table's rows) from assignments ``ids``,
+    ``groups``."""
+    where = dict(zip(ids, groups.tolist(), strict=True))
+    return np.array([where[i] for i in order], dtype=np.int64)
 
 
 @dataclass

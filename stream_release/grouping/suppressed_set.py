@@ -389,7 +389,7 @@ def _add_rehomed_decoys(
         # one at a time: a batch whose candidates stopped helping one another, and those
         # whose rest found no group while the batch's other groups were cut
         again = batch if done is None else dropped
-        for r in (again if batch.size > 1 else batch[:0]).tolist():
+        for r in again.tolist() if batch.size > 1 else []:
             if state.shortfall() <= 0:
                 break
             one, _ = _rehome_batch(state, group, np.array([r]), place_rows)

@@ -5,7 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from stream_release.config import load_settings
-from stream_release.datasets import ADULT_QID, ADULT_SENSITIVE, ChurnPopulation, read_csv_table
+from stream_release.datasets import (
+    ADULT_QID,
+    ADULT_SENSITIVE,
+    ChurnPopulation,
+    adult_schema,
+    read_csv_table,
+)
 from stream_release.grouping.encoding import encode, load_hierarchies
 from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.series import Publisher
@@ -17,12 +23,7 @@ def test_a_300k_row_adult_release_without_history_leaves_no_row_over(
     # constant-ratio k'=3, l=2: base ratio 4.85, groups of 5. Mondrian leaves cut down to a
     # top share of 1/4.85 held more of one value than groups of 5 absorb (1/5), and the excess
     # was suppressed: 239 rows of this release before
-    schema = {
-        "id": "id",
-        "sensitive": ADULT_SENSITIVE,
-        "qid": list(ADULT_QID),
-        "hierarchies": {a: str(shared_data / f"adult_hierarchy_{a}.csv") for a in ADULT_QID},
-    }
+    schema = adult_schema(shared_data)
     settings = load_settings(
         None,
         schema=schema,
