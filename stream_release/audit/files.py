@@ -172,14 +172,19 @@ class Hierarchies:
         return attribute in self.leaves_of
 
 
-def read_hierarchies(config: Path) -> Hierarchies:
-    """``schema.hierarchies`` of a configuration file (paths relative to the file)."""
+def read_toml(config: Path) -> dict[str, Any]:
+    """A configuration file's TOML (one-line errors: unreadable, not TOML)."""
     try:
-        settings = tomllib.loads(config.read_text(encoding="utf-8"))
+        return tomllib.loads(config.read_text(encoding="utf-8"))
     except OSError as exc:
         raise AuditInputError(f"{config}: cannot be read ({exc.strerror or exc})") from None
     except tomllib.TOMLDecodeError as exc:
         raise AuditInputError(f"{config}: not valid TOML ({exc})") from None
+
+
+def read_hierarchies(config: Path) -> Hierarchies:
+    """``schema.hierarchies`` of a configuration file (paths relative to the file)."""
+    settings = read_toml(config)
     named = (settings.get("schema") or {}).get("hierarchies") or {}
     if not isinstance(named, dict):
         raise AuditInputError(f"{config}: schema.hierarchies must be a table")

@@ -23,12 +23,11 @@ References
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stream_release.audit.files import AuditInputError
+from stream_release.audit.files import AuditInputError, read_toml
 
 RATIO_SLACK = 1e-12
 """Relative rounding a stated base ratio may lie below the closed form (the safe side: the
@@ -50,12 +49,7 @@ class ConfiguredPrivacy:
 
 def read_privacy(config: Path) -> ConfiguredPrivacy:
     """The privacy settings of a configuration file (TOML)."""
-    try:
-        data = tomllib.loads(config.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise AuditInputError(f"{config}: cannot be read ({exc.strerror or exc})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise AuditInputError(f"{config}: not valid TOML ({exc})") from None
+    data = read_toml(config)
     privacy = _table(data, "privacy", config)
     grouping = _table(data, "grouping", config)
     default = ConfiguredPrivacy()
