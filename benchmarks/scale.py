@@ -77,7 +77,7 @@ def measure(size: int, releases: int, data_dir: Path) -> list[dict[str, Any]]:
                 started = time.perf_counter()
                 manifest = publisher.publish(table, label=f"S{k:02d}")
                 seconds = time.perf_counter() - started
-                ids, group = read_assignments(work / "out.private" / f"assignments-{k:04d}.csv")
+                ids, group, _ = read_assignments(work / "out.private" / f"assignments-{k:04d}.csv")
                 group = groups_in_order(ids, group, table.ids.tolist())
                 errors = relative_errors(
                     table, group, format="generalized", queries=QUERIES,

@@ -101,6 +101,18 @@ class GroupingSettings(_Section):
     but NCP from 0.42 to 0.49)."""
 
 
+class VirtualSettings(_Section):
+    """``[virtual]``: virtual individuals (paper 003 §8).
+
+    ``registry``: a CSV of a population register (the id column and the QID columns of
+    ``[schema]``, no sensitive value). People of the register who are absent from a snapshot
+    may join its groups to dilute them: they count in a group's size and hold no value. Valid
+    only where the adversary cannot tell who is in a snapshot (README, "Virtual
+    individuals")."""
+
+    registry: Path | None = None
+
+
 MechanismKind = Literal[
     "global-guarantee", "sampled-k-anonymity", "reconstruction-private-rr", "dp-sanitised"
 ]
@@ -361,6 +373,7 @@ class Settings(BaseSettings):
     privacy: PrivacySettings = Field(default_factory=PrivacySettings)
     output: OutputSettings = Field(default_factory=OutputSettings)
     grouping: GroupingSettings = Field(default_factory=GroupingSettings)
+    virtual: VirtualSettings = Field(default_factory=VirtualSettings)
     mechanism: MechanismSettings = Field(default_factory=MechanismSettings)
     history: HistorySettings = Field(default_factory=HistorySettings)
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
@@ -380,6 +393,12 @@ class Settings(BaseSettings):
         check = getattr(section, "check_settings", None)
         if check is not None:
             check(self)
+        if self.virtual.registry is not None and self.mechanism.kind != "global-guarantee":
+            raise ValueError(
+                f"virtual.registry is set but mechanism.kind = {self.mechanism.kind!r}: virtual "
+                "individuals dilute the global guarantee's groups only; remove [virtual] or use "
+                "the global guarantee"
+            )
         return self
 
     @classmethod
@@ -467,6 +486,15 @@ def _resolve_paths(settings: Settings, base: Path) -> Settings:
             if getattr(settings.kafka, name) is not None
         }
     )
+    virtual = settings.virtual
+    if virtual.registry is not None:
+        virtual = virtual.model_copy(update={"registry": resolve(virtual.registry)})
     return settings.model_copy(
-        update={"schema_": schema, "history": history, "service": service, "kafka": kafka}
+        update={
+            "schema_": schema,
+            "history": history,
+            "service": service,
+            "kafka": kafka,
+            "virtual": virtual,
+        }
     )

@@ -113,7 +113,11 @@ def group_size_stats(group: NDArray[np.integer]) -> dict[str, int | float]:
 
 
 def ncp(
-    table: EncodedTable, group: NDArray[np.integer], *, format: OutputFormat = "generalized"
+    table: EncodedTable,
+    group: NDArray[np.integer],
+    *,
+    format: OutputFormat = "generalized",
+    real: NDArray[np.bool_] | None = None,
 ) -> float:
     r"""Normalized certainty penalty of a release, in [0, 1] (GCP of [XWP06]).
 
@@ -131,6 +135,9 @@ def ncp(
     table : the encoded snapshot, n rows, d QIDs
     group : (n,) integer group id per row, ``0..G-1``, or -1 for a suppressed row
     format : ``"generalized"`` or ``"anatomy"``
+    real : (n,) bool, the snapshot's rows when the table also holds virtual candidates
+        (:mod:`~stream_release.grouping.virtual`): the average is over the published real
+        rows, each group's penalty spanning all its members
     """
     _check_format(format)
     layout = group_layout(group, table.n_rows)
@@ -153,8 +160,14 @@ def ncp(
         elif attribute.size > 1:
             ptr, _ = distinct_codes(table, layout, j)
             penalty[:, j] = (np.diff(ptr) - 1) / (attribute.size - 1)
-    weighted = layout.sizes.astype(np.float64) @ penalty.sum(axis=1)
-    return float(weighted / (layout.published * d))
+    weights = layout.sizes.astype(np.float64)
+    if real is not None:
+        grouped = np.asarray(group) >= 0
+        weights = np.bincount(np.asarray(group)[grouped & real], minlength=layout.n_groups).astype(
+            np.float64
+        )
+    total = float(weights.sum())
+    return float(weights @ penalty.sum(axis=1) / (total * d)) if total else 0.0
 
 
 def discernibility(group: NDArray[np.integer], n_rows: int) -> float:
@@ -184,12 +197,14 @@ TRIM = 0.1
 
 def error_figures(errors: NDArray[np.float64]) -> tuple[float, float, float]:
     """``(mean, median, trimmed mean)`` of relative query errors (NaN without any). The mean
-    is dominated by queries with tiny true counts; settings are compared on the other two."""
-    from scipy.stats import trim_mean  # only reports need it: not at the worker's start-up
-
+    is dominated by queries with tiny true counts; settings are compared on the other two.
+    The trimmed mean drops ``int(TRIM * q)`` errors from each end (as
+    ``scipy.stats.trim_mean(errors, TRIM)``)."""
     if errors.size == 0:
         return math.nan, math.nan, math.nan
-    return float(errors.mean()), float(np.median(errors)), float(trim_mean(errors, TRIM))
+    cut = int(TRIM * errors.size)
+    middle = np.sort(errors)[cut : errors.size - cut]
+    return float(errors.mean()), float(np.median(errors)), float(middle.mean())
 
 
 def relative_errors(
@@ -199,6 +214,7 @@ def relative_errors(
     format: OutputFormat,
     queries: int = 5000,
     rng: np.random.Generator,
+    real: NDArray[np.bool_] | None = None,
 ) -> NDArray[np.float64]:
     """Relative error of each random count query of the workload in the module docstring.
 
@@ -209,6 +225,8 @@ def relative_errors(
     format : ``"generalized"`` or ``"anatomy"``: how the release publishes QIDs
     queries : number of queries to keep, >= 0
     rng : the source of every random draw
+    real : (n,) bool, the snapshot's rows when the table also holds virtual candidates: the
+        sensitive value is drawn from the published real rows (virtual members hold none)
 
     Returns
     -------
@@ -230,7 +248,10 @@ def relative_errors(
     if layout.published == 0:
         return np.ones(int(queries), dtype=np.float64)
     workload = _Workload(table, layout, format)
-    published = np.flatnonzero(np.asarray(group) >= 0)
+    grouped = np.asarray(group) >= 0
+    published = np.flatnonzero(grouped if real is None else grouped & real)
+    if published.size == 0:
+        return np.ones(int(queries), dtype=np.float64)
     kept = _draw(table, int(queries), rng, published, workload.answer)
     return np.abs(kept.estimate - kept.actual) / kept.actual
 
@@ -391,21 +412,45 @@ def utility_report(
     format: OutputFormat,
     queries: int,
     rng: np.random.Generator,
+    real: NDArray[np.bool_] | None = None,
 ) -> dict[str, int | float | None]:
     """The utility block of a release manifest (CONTRACT.md §4, ``utility``).
+
+    ``real`` (n,) bool: the snapshot's rows when ``table`` also holds virtual candidates
+    (:mod:`~stream_release.grouping.virtual`): ``published``, ``suppressed``,
+    ``suppression``, ``ncp``, the discernibility's suppressed rows and the queries' values
+    are the real rows'; group sizes count every member, and ``virtual`` the virtual ones.
 
     Returns
     -------
     dict with the keys of :func:`group_size_stats`, ``ncp``, ``discernibility``,
-    ``query_error`` (``None`` when no query was kept, e.g. ``queries == 0``) and ``queries``
-    (the number of queries behind ``query_error``).
+    ``query_error`` (the mean; ``None`` when no query was kept, e.g. ``queries == 0``),
+    ``query_error_median`` and ``query_error_trimmed`` (:func:`error_figures`: the mean is
+    dominated by queries with tiny true counts, these two are not) and ``queries`` (the number
+    of queries behind them).
     """
     layout = group_layout(group, table.n_rows)
-    errors = relative_errors(table, group, format=format, queries=queries, rng=rng)
+    errors = relative_errors(table, group, format=format, queries=queries, rng=rng, real=real)
     report: dict[str, int | float | None] = dict(_size_stats(layout))
-    report["ncp"] = ncp(table, group, format=format)
-    report["discernibility"] = discernibility(group, table.n_rows)
-    report["query_error"] = float(errors.mean()) if errors.size else None
+    report["ncp"] = ncp(table, group, format=format, real=real)
+    if real is None:
+        report["discernibility"] = discernibility(group, table.n_rows)
+    else:
+        grouped = np.asarray(group) >= 0
+        n_real = int(np.count_nonzero(real))
+        published = int(np.count_nonzero(grouped & real))
+        sizes = layout.sizes.astype(np.float64)
+        report.update(
+            published=published,
+            suppressed=n_real - published,
+            suppression=(n_real - published) / n_real if n_real else 0.0,
+            virtual=int(np.count_nonzero(grouped & ~real)),
+            discernibility=float(sizes @ sizes + float(n_real - published) * float(n_real)),
+        )
+    mean, median, trimmed = error_figures(errors)
+    report["query_error"] = mean if errors.size else None
+    report["query_error_median"] = median if errors.size else None
+    report["query_error_trimmed"] = trimmed if errors.size else None
     report["queries"] = int(errors.size)
     return report
 

@@ -5,9 +5,10 @@ Each candidate setting publishes the snapshots as a what-if series
 the history, nothing written or committed) and reports, per release, whether it is feasible
 (else the refusal, which names the largest feasible setting), suppression, forced and
 exhausted individuals, group sizes and the relative error of count queries (mean, median and
-10 % trimmed mean: the mean is dominated by queries with tiny true counts). Candidates: the
-configured setting, then constant-ratio ``k'`` in :data:`K_PRIMES` and geometric ``alpha`` in
-:data:`ALPHAS` at the configured ``l``.
+10 % trimmed mean of the manifest's ``utility``: the mean is dominated by queries with tiny
+true counts). Candidates: the configured setting, then constant-ratio ``k'`` in
+:data:`K_PRIMES` and geometric ``alpha`` in :data:`ALPHAS` at the configured ``l``; with a
+``[virtual] registry``, each with the register and without it.
 
 The forecast extrapolates the individuals exhausted (at the bound for their own value: the
 system cannot protect them cumulatively against an adversary who knows who is in a snapshot,
@@ -18,20 +19,17 @@ release up to the horizon. It assumes the snapshots' churn goes on as measured.
 
 from __future__ import annotations
 
+import math
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from stream_release.audit.files import groups_in_order, parse_assignments
-from stream_release.config import Settings, load_settings
+from stream_release.config import Settings, VirtualSettings, load_settings
 from stream_release.errors import GuaranteeUnsatisfiable
 from stream_release.grouping.encoding import encode, load_hierarchies
 from stream_release.io.snapshot import read_snapshot
-from stream_release.metrics import error_figures, relative_errors
 from stream_release.series import PreparedRelease, Publisher
 from stream_release.table import EncodedTable
 
@@ -42,9 +40,6 @@ K_PRIMES = (2, 3, 4, 5, 10, 20)
 
 ALPHAS = (1.5, 2.0, 3.0, 5.0)
 """Geometric ``alpha`` tried by :func:`candidates`."""
-
-QUERIES = 2000
-"""Count queries per release for the error figures (``[output] query_seed`` draws them)."""
 
 
 @dataclass(frozen=True)
@@ -104,7 +99,20 @@ class PlannedSetting:
 
 
 def candidates(settings: Settings) -> list[tuple[str, dict[str, Any]]]:
-    """``(name, [privacy] overrides)``: the configured setting first, then the grid."""
+    """``(name, [privacy] overrides)``: the configured setting first, then the grid; with a
+    register, each setting with it (its name ending in ``+ register``) then without it
+    (``virtual`` ``{"registry": None}`` in the overrides)."""
+    plain = _grid(settings)
+    if settings.virtual.registry is None:
+        return plain
+    out = []
+    for name, privacy in plain:
+        out.append((f"{name} + register", privacy))
+        out.append((name, {**privacy, "virtual": {"registry": None}}))
+    return out
+
+
+def _grid(settings: Settings) -> list[tuple[str, dict[str, Any]]]:
     privacy = settings.privacy
     configured = {"strategy": privacy.strategy, "l": privacy.l}
     if privacy.strategy == "constant-ratio":
@@ -143,10 +151,12 @@ def plan_series(
         for path in snapshots
     ]
     out = []
-    for name, privacy in candidates(settings):
-        candidate = load_settings(
-            config, **{**overrides, "privacy": {**overrides.get("privacy", {}), **privacy}}
-        )
+    for name, chosen in candidates(settings):
+        privacy = {k: v for k, v in chosen.items() if k != "virtual"}
+        update = {**overrides, "privacy": {**overrides.get("privacy", {}), **privacy}}
+        candidate = load_settings(config, **update)
+        if "virtual" in chosen:
+            candidate = candidate.model_copy(update={"virtual": VirtualSettings()})
         out.append(_what_if(candidate, name, privacy, tables, history))
     return out
 
@@ -184,14 +194,7 @@ def _until_refused(releases: Any, planned: PlannedSetting) -> Any:
 def _measure(settings: Settings, table: EncodedTable, prepared: PreparedRelease) -> PlannedRelease:
     manifest = prepared.manifest
     record = prepared.files.private.get("suppressed") or {}
-    ids, groups = parse_assignments(prepared.files.assignments, prepared.label)
-    group = groups_in_order(ids, groups, table.ids.tolist())
-    errors = relative_errors(
-        table, group, format=settings.output.format, queries=QUERIES,
-        rng=np.random.default_rng([settings.output.query_seed, prepared.sequence]),
-    )  # fmt: skip
     u = manifest["utility"]
-    mean, median, trimmed = error_figures(errors)
     forced = record.get("forced", [])
     return PlannedRelease(
         sequence=prepared.sequence,
@@ -202,7 +205,13 @@ def _measure(settings: Settings, table: EncodedTable, prepared: PreparedRelease)
         exhausted=tuple(record.get("exhausted", {})),
         avg_group=float(u["avg_group_size"]),
         max_group=int(u["max_group_size"]),
-        error_mean=mean,
-        error_median=median,
-        error_trimmed=trimmed,
+        error_mean=_figure(u, "query_error"),
+        error_median=_figure(u, "query_error_median"),
+        error_trimmed=_figure(u, "query_error_trimmed"),
     )
+
+
+def _figure(utility: dict[str, Any], key: str) -> float:
+    """A query-error figure of a manifest's utility block (NaN when no query was kept)."""
+    value = utility.get(key)
+    return float(value) if value is not None else math.nan

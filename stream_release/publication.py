@@ -49,9 +49,16 @@ def render_release(
     rng = _query_rng(settings, sequence)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="utility") as pool:
         utility_future = pool.submit(
-            utility_report, table, plan.group, format=fmt, queries=settings.output.queries, rng=rng
+            utility_report,
+            table,
+            plan.group,
+            format=fmt,
+            queries=settings.output.queries,
+            rng=rng,
+            real=None if plan.virtual is None else plan.real,
         )
-        groups = encode_lines(_lines(table, plan, label, sequence, fmt))
+        registry = settings.virtual.registry is not None
+        groups = encode_lines(_lines(table, plan, label, sequence, fmt, registry))
         utility = utility_future.result()
     strategy = plan.strategy.describe()
     strategy["protected"] = list(settings.privacy.protected)
@@ -65,8 +72,8 @@ def render_release(
     manifest: dict[str, Any] = {
         "release": label,
         "sequence": sequence,
-        "records_in": table.n_rows,
-        "published": int(plan.published.shape[0]),
+        "records_in": plan.records_in,
+        "published": plan.published_real,
         "suppressed": plan.suppressed,
         "groups": plan.contents.n_groups,
         "l": plan.strategy.ell,
@@ -84,7 +91,21 @@ def render_release(
         "utility": utility,
         "elapsed_s": round(elapsed_s, 6),
     }
+    if registry:
+        manifest["virtual"] = {
+            "members": int(plan.contents.virtual.sum()),
+            "assumption": VIRTUAL_ASSUMPTION,
+        }
     return groups, manifest
+
+
+VIRTUAL_ASSUMPTION = (
+    "Groups may hold virtual members: people of a population register absent from this "
+    "snapshot, who count in a group's size and hold no sensitive value (Wong et al., ICDE "
+    "2010, section 8). The guarantee holds only against an adversary who cannot tell who is "
+    "in a snapshot."
+)
+"""What a manifest of a series with a register states (``virtual.assumption``)."""
 
 
 def suppressed_record(table: EncodedTable, plan: ReleasePlan) -> dict[str, Any]:
@@ -128,7 +149,9 @@ PUBLISHED_SIZE_FIGURES = (
 """The figures of :func:`~stream_release.metrics.group_size_stats` a mechanism's manifest may
 state without ``input_statistics``: functions of the published group sizes alone."""
 
-LINE_FIELDS = frozenset({"release", "sequence", "group", "size", "qid", "sensitive", "members"})
+LINE_FIELDS = frozenset(
+    {"release", "sequence", "group", "size", "qid", "sensitive", "members", "virtual"}
+)
 """Keys of a group line (CONTRACT §4) that a mechanism's extra fields may not use."""
 
 
@@ -244,13 +267,24 @@ def _check_mechanism_release(table: EncodedTable, out: MechanismRelease) -> None
 
 
 def _lines(
-    table: EncodedTable, plan: ReleasePlan, label: str, sequence: int, fmt: str
+    table: EncodedTable,
+    plan: ReleasePlan,
+    label: str,
+    sequence: int,
+    fmt: str,
+    registry: bool,
 ) -> list[dict[str, Any]]:
-    """The JSON objects of the group lines, generalized or in anatomy form."""
+    """The JSON objects of the group lines, generalized or in anatomy form; with a
+    ``registry``, each states its ``virtual`` members (counted in ``size``)."""
     c = plan.contents  # computed once, when the release was planned
     sensitive = multisets(table.sensitive_values, c.pair_ptr, c.pair_value, c.pair_count)
     if fmt == "anatomy":
         members = anatomy_members(table, plan.group)
-        return list(group_lines(label, sequence, c.size, None, members, sensitive))
-    qids = generalize_groups(table, plan.group)
-    return list(group_lines(label, sequence, c.size, qids, None, sensitive))
+        lines = list(group_lines(label, sequence, c.size, None, members, sensitive))
+    else:
+        qids = generalize_groups(table, plan.group)
+        lines = list(group_lines(label, sequence, c.size, qids, None, sensitive))
+    if registry:
+        for line, virtual in zip(lines, c.virtual.tolist(), strict=True):
+            line["virtual"] = int(virtual)
+    return lines

@@ -42,6 +42,7 @@ from stream_release.grouping.partition import (
     place_in_groups,
 )
 from stream_release.grouping.suppressed_set import SuppressedSet, protect_suppressed_set
+from stream_release.grouping.virtual import no_value_code, trim_virtual
 from stream_release.history.types import HistoryRows
 from stream_release.history.update import merge_linkages
 from stream_release.privacy.breach import (
@@ -73,11 +74,28 @@ class GroupContents:
 
     @classmethod
     def of(cls, table: EncodedTable, group: NDArray[np.int64]) -> GroupContents:
-        """The contents of the groups ``group`` (n,) forms over ``table`` (-1 = suppressed)."""
+        """The contents of the groups ``group`` (n,) forms over ``table`` (-1 = suppressed).
+
+        Virtual members (:data:`~stream_release.grouping.virtual.NO_VALUE`) count in
+        ``size`` and hold no value: their pairs are left out (:attr:`virtual` counts them).
+        """
         layout = group_layout(group, table.n_rows)
         ptr, values, counts = sensitive_pairs(table, layout)
         pair_group = np.repeat(np.arange(layout.n_groups, dtype=np.int64), np.diff(ptr))
-        return cls(layout.sizes.astype(np.int64), pair_group, values.astype(np.int64), counts, ptr)
+        sizes = layout.sizes.astype(np.int64)
+        none = no_value_code(table)
+        if none is not None:
+            real = values != none
+            pair_group, values, counts = pair_group[real], values[real], counts[real]
+            ptr = np.zeros(layout.n_groups + 1, dtype=np.int64)
+            np.cumsum(np.bincount(pair_group, minlength=layout.n_groups), out=ptr[1:])
+        return cls(sizes, pair_group, values.astype(np.int64), counts, ptr)
+
+    @property
+    def virtual(self) -> NDArray[np.int64]:
+        """(G,) the virtual members of each group: its size less its values' counts."""
+        held = np.bincount(self.pair_group, weights=self.pair_count, minlength=self.n_groups)
+        return self.size - held.astype(np.int64)
 
     @property
     def n_groups(self) -> int:
@@ -91,11 +109,12 @@ class ReleasePlan:
     ``group`` (n,) int64 per snapshot row, -1 = suppressed. ``values`` is the store's value
     dictionary extended with this release's new values; ``value_of_local`` (V,) maps the
     table's local codes to global ids. ``published`` (p,) int64 rows in ``group >= 0``.
-    ``history`` is the merged history of every row of the snapshot (row i for row i): the
-    published ones linked to their group's values, the suppressed ones to the suppressed set's.
-    ``breach`` (p,) float64 is each published individual's largest breach probability over
-    protected values; ``suppressed_breach`` the largest over the suppressed individuals' pairs
-    that were not at the bound before (0 without any).
+    ``history`` is the merged history of the committed rows (:attr:`committed_rows`, row i for
+    ``committed_rows[i]``): the published ones linked to their group's values, the suppressed
+    ones to the suppressed set's. ``breach`` (p,) float64 is each published individual's
+    (virtual members included) largest breach probability over protected values;
+    ``suppressed_breach`` the largest over the suppressed individuals' pairs that were not at
+    the bound before (0 without any).
     """
 
     group: NDArray[np.int64]
@@ -112,15 +131,40 @@ class ReleasePlan:
     spent_pairs: int = 0
     """(individual, protected value) pairs of this release's individuals past ``1/l``: linked
     by a suppressed set while at the bound (now or in an earlier release)."""
+    virtual: NDArray[np.bool_] | None = None
+    """(n,) the rows that are virtual candidates (:mod:`~stream_release.grouping.virtual`);
+    ``None``: none. A candidate in no group is not in the release at all."""
+    committed: NDArray[np.int64] | None = None
+    """(c,) the rows whose history the release commits, ascending (row i of ``history`` for
+    ``committed[i]``): every snapshot row and every virtual member; ``None``: every row."""
+
+    @property
+    def real(self) -> NDArray[np.bool_]:
+        """(n,) the snapshot's rows (not virtual candidates)."""
+        if self.virtual is None:
+            return np.ones(self.group.shape[0], dtype=np.bool_)
+        return ~self.virtual
 
     @property
     def suppressed(self) -> int:
-        return int(np.count_nonzero(self.group < 0))
+        return int(np.count_nonzero((self.group < 0) & self.real))
 
     @property
-    def committed(self) -> NDArray[np.int64]:
-        """(n,) the rows whose history the release commits: every row of the snapshot."""
-        return np.arange(self.group.shape[0], dtype=np.int64)
+    def records_in(self) -> int:
+        """The snapshot's rows."""
+        return int(np.count_nonzero(self.real))
+
+    @property
+    def published_real(self) -> int:
+        """The snapshot's rows in a group (virtual members aside)."""
+        return int(np.count_nonzero((self.group >= 0) & self.real))
+
+    @property
+    def committed_rows(self) -> NDArray[np.int64]:
+        """:attr:`committed`, every row when ``None``."""
+        if self.committed is None:
+            return np.arange(self.group.shape[0], dtype=np.int64)
+        return self.committed
 
     def breach_summary(self) -> dict[str, float | int]:
         """``bound``, ``max``, ``p50``, ``p99`` of the published individuals' breach (their
@@ -154,6 +198,7 @@ def plan_release(
     protected: tuple[str, ...] | list[str] = (),
     min_group_size: int = 1,
     grouping: GroupingSettings | None = None,
+    virtual: NDArray[np.bool_] | None = None,
 ) -> ReleasePlan:
     """Group ``table`` under ``strategy`` given the history of its rows.
 
@@ -165,6 +210,10 @@ def plan_release(
     strategy : the ratio strategy (paper 003 §6)
     protected : protected sensitive values; empty = all
     min_group_size : k-anonymity floor on every group
+    virtual : (n,) bool, the rows that are virtual candidates (people of the register absent
+        from the snapshot, holding :data:`~stream_release.grouping.virtual.NO_VALUE`,
+        :func:`~stream_release.grouping.virtual.with_candidates`): they join groups that need
+        them and are never suppressed; the others are left out of the release
 
     Raises
     ------
@@ -180,10 +229,16 @@ def plan_release(
             PrivacyLeakWarning,
             stacklevel=2,
         )
+    none = no_value_code(table)
+    absent = virtual if virtual is not None else np.zeros(table.n_rows, dtype=np.bool_)
+    if none is not None and np.any(absent != (table.sensitive == none)):
+        raise ValueError("virtual: exactly the rows holding NO_VALUE are virtual candidates")
     values, value_of_local, local_of_global = _extend_dictionary(
-        history_values, table.sensitive_values
+        history_values, table.sensitive_values, skip=none
     )
     is_protected = protected_mask(table, protected)
+    if none is not None:
+        is_protected[none] = False
 
     requirements = _requirements(table, history, local_of_global, is_protected, strategy)
     own = requirements.own_value_ratio(table.sensitive)
@@ -215,16 +270,24 @@ def plan_release(
     group, suppressed = protect_suppressed_set(
         table.sensitive, is_protected, requirements, eligible, group_rows, place_rows,
         validity.valid,
-        cap=cap, floor=strategy.ell,
+        cap=cap, floor=strategy.ell, absent=absent,
     )  # fmt: skip
+    if absent.any():
+        group = trim_virtual(
+            group, absent, table, validity.valid,
+            min_group_size=min_group_size, base_ratio=strategy.base_ratio,
+            protected=is_protected,
+        )  # fmt: skip
     contents = GroupContents.of(table, group)
     published = np.flatnonzero(group >= 0)
-    # the suppressed set is one more group (the last id): its members' linkages are history
-    linked = np.where(group >= 0, group, contents.n_groups)
-    everyone = np.arange(table.n_rows, dtype=np.int64)
+    # the suppressed set is one more group (the last id): its members' linkages are history;
+    # a virtual candidate in no group is not in the release
+    committed = np.flatnonzero(~absent | (group >= 0)).astype(np.int64)
+    linked = np.where(group >= 0, group, np.where(absent, -1, contents.n_groups))
     merged = _merge_history(
-        history, everyone, linked, GroupContents.of(table, linked), value_of_local
+        history, committed, linked, GroupContents.of(table, linked), value_of_local
     )
+    history = history.take(committed) if absent.any() else history
     protected_global = np.zeros(len(values), dtype=np.bool_)
     protected_global[value_of_local[is_protected]] = True
     if protected:
@@ -232,7 +295,7 @@ def plan_release(
         protected_global |= np.array([v in wanted for v in values], dtype=np.bool_)
     else:
         protected_global[:] = True
-    exempt = _exempt_entries(merged, suppressed, value_of_local)
+    exempt = _exempt_entries(merged, committed, suppressed, value_of_local)
     is_protected_entry = protected_global[merged.value]
     # pairs past the bound since a release that linked them at the bound (spent): kept out of
     # breach.max and counted; every pair linked now and not exempt is checked
@@ -244,20 +307,21 @@ def plan_release(
         & (breach_lower_bound(merged.log_p, merged.links) > bound_limit(strategy.ell))
     )
     linked_now = _linked_now(history, merged)
-    breach_all = _individual_breach(merged, is_protected_entry & ~spent & ~exempt)
+    breach_all = np.zeros(table.n_rows, dtype=np.float64)
+    breach_all[committed] = _individual_breach(merged, is_protected_entry & ~spent & ~exempt)
     _check_sizes(contents, min_group_size)
     if strategy.uses_history and merged.n_entries:
         checked = is_protected_entry & linked_now & ~exempt
         over = possibly_exceeds(merged.log_p, merged.links, strategy.ell) & checked
         if over.any():
-            row = int(merged.owner()[np.flatnonzero(over)[0]])
+            row = int(committed[merged.owner()[np.flatnonzero(over)[0]]])
             where = "published" if group[row] >= 0 else "suppressed"
             raise GuaranteeUnsatisfiable(
                 f"internal check failed: a {where} individual (row {row + 1}) would reach "
                 f"breach probability {breach_all[row]:.6g}, which may exceed 1/l = "
                 f"{1 / strategy.ell:.6g}; nothing was released"
             )
-    star = group < 0
+    star = (group < 0) & ~absent
     return ReleasePlan(
         group=group,
         contents=contents,
@@ -271,16 +335,22 @@ def plan_release(
         suppressed_set=suppressed,
         suppressed_breach=float(breach_all[star].max(initial=0.0)),
         spent_pairs=int(np.count_nonzero(spent)),
+        virtual=virtual if absent.any() else None,
+        committed=committed if absent.any() else None,
     )
 
 
 def _extend_dictionary(
-    known: tuple[str, ...], present: tuple[str, ...]
+    known: tuple[str, ...], present: tuple[str, ...], skip: int | None = None
 ) -> tuple[tuple[str, ...], NDArray[np.int64], NDArray[np.int64]]:
+    """The store's dictionary extended with ``present``'s new values, and the maps between
+    local codes and global ids (local code ``skip``, virtual members' no value, maps to -1)."""
     index = {v: i for i, v in enumerate(known)}
     extended = list(known)
-    value_of_local = np.empty(len(present), dtype=np.int64)
+    value_of_local = np.full(len(present), -1, dtype=np.int64)
     for local, value in enumerate(present):
+        if local == skip:
+            continue
         gid = index.get(value)
         if gid is None:
             gid = len(extended)
@@ -288,7 +358,8 @@ def _extend_dictionary(
             index[value] = gid
         value_of_local[local] = gid
     local_of_global = np.full(len(extended), -1, dtype=np.int64)
-    local_of_global[value_of_local] = np.arange(len(present))
+    real = value_of_local >= 0
+    local_of_global[value_of_local[real]] = np.arange(len(present))[real]
     return tuple(extended), value_of_local, local_of_global
 
 
@@ -420,15 +491,16 @@ def _merge_history(
 
 def _exempt_entries(
     history: HistoryRows,
+    rows: NDArray[np.int64],
     suppressed: SuppressedSet,
     value_of_local: NDArray[np.int64],
 ) -> NDArray[np.bool_]:
-    """(m,) the merged entries the suppressed set links without holding them to the bound
-    (:class:`SuppressedSet` ``exempt_row``, ``exempt_value``)."""
+    """(m,) the merged entries (of table rows ``rows``) the suppressed set links without
+    holding them to the bound (:class:`SuppressedSet` ``exempt_row``, ``exempt_value``)."""
     if suppressed.exempt_row.size == 0 or history.n_entries == 0:
         return np.zeros(history.n_entries, dtype=np.bool_)
     span = int(max(history.value.max(initial=0), value_of_local.max(initial=0))) + 1
-    keys = history.owner() * span + history.value
+    keys = rows[history.owner()] * span + history.value
     exempt = suppressed.exempt_row * span + value_of_local[suppressed.exempt_value]
     return np.isin(keys, exempt)
 

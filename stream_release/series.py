@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ from stream_release.config import Settings
 from stream_release.errors import ConfigError, HistoryStoreError, KeyMismatch, StoreRegressed
 from stream_release.faults import kill_point
 from stream_release.grouping.encoding import encode, load_hierarchies
+from stream_release.grouping.virtual import with_candidates
 from stream_release.history import REDIS_SCHEMES, make_history_store
 from stream_release.history._validate import key_mismatch_message
 from stream_release.history.overlay_store import OverlayHistoryStore
@@ -58,6 +59,7 @@ from stream_release.history.pseudonym import (
     write_key_file,
 )
 from stream_release.history.types import HistoryRows, HistoryStore
+from stream_release.io.registry import Registry, read_registry
 from stream_release.io.release_files import (
     ReleaseFiles,
     ReleasePaths,
@@ -130,6 +132,9 @@ class Publisher:
     mechanism: Mechanism | None = field(default=None, init=False, repr=False)
     kind_checked: int = field(default=0, init=False, repr=False)
     """The last sequence whose ``mechanism.kind`` is known to be ours."""
+    registry: Registry | None = field(default=None, init=False, repr=False)
+    """The population register of virtual individuals, read at the first release."""
+    registry_pseudonyms: NDArray[np.bytes_] | None = field(default=None, init=False, repr=False)
     high_water: int = field(default=0, init=False, repr=False)
     """The highest sequence this publisher knows was committed or published: a store whose
     last sequence falls below it lost commits (:meth:`check_continuity`)."""
@@ -318,6 +323,7 @@ class Publisher:
         if store is self.store:
             self.check_continuity(committed)
         sequence = committed + 1
+        ids_given = pseudonyms is not None
         if pseudonyms is None:
             pseudonyms = self.pseudonymizer.pseudonyms(table.ids)
         order = np.argsort(pseudonyms, kind="stable")
@@ -330,6 +336,9 @@ class Publisher:
             return self._prepare_mechanism(
                 self.mechanism, table, pseudonyms, label, sequence, source, cut_label, store
             )
+        virtual = None
+        if self.settings.virtual.registry is not None:
+            table, pseudonyms, virtual = self._with_candidates(table, pseudonyms, ids_given)
         history = store.load(pseudonyms)
         privacy = self.settings.privacy
         plan = plan_release(
@@ -340,6 +349,7 @@ class Publisher:
             protected=privacy.protected,
             min_group_size=privacy.min_group_size,
             grouping=self.settings.grouping,
+            virtual=virtual,
         )
         kill_point("planned")
         groups, manifest = render_release(
@@ -352,23 +362,57 @@ class Publisher:
         )
         private = _private_record(label, sequence, source)
         private["suppressed"] = suppressed_record(table, plan)
+        if self.registry is not None:
+            private["registry"] = self.registry.source
+        grouped = plan.group >= 0
+        listed = plan.real | grouped  # the candidates in no group are not in the release
         files = ReleaseFiles(
             groups,
             manifest,
-            assignments_csv(table.ids.tolist(), plan.group.tolist()),
+            assignments_csv(
+                table.ids[listed].tolist(),
+                plan.group[listed].tolist(),
+                virtual=None if plan.virtual is None else plan.virtual[listed].tolist(),
+            ),
             private,
         )
         return PreparedRelease(
             sequence,
             label,
             files,
-            pseudonyms[plan.committed],
+            pseudonyms[plan.committed_rows],
             plan.history,
             plan.values,
             encode_record(groups, manifest),
             None,
             cut_label,
         )
+
+    def _with_candidates(
+        self, table: EncodedTable, pseudonyms: NDArray[np.bytes_], ids_are_pseudonyms: bool
+    ) -> tuple[EncodedTable, NDArray[np.bytes_], NDArray[np.bool_]]:
+        """``table`` (in pseudonym order) then every person of the register absent from it
+        (in pseudonym order), their pseudonyms, and which rows are these candidates. The
+        candidates' ids are the register's, or their pseudonyms' hex when ``table``'s ids are
+        pseudonyms (the streaming service)."""
+        if self.registry is None:
+            path = self.settings.virtual.registry
+            assert path is not None
+            schema = self.settings.schema
+            self.registry = read_registry(path, schema, load_hierarchies(schema))
+            self.registry_pseudonyms = self.pseudonymizer.pseudonyms(self.registry.table.ids)
+        known = self.registry_pseudonyms
+        assert known is not None
+        absent = np.flatnonzero(~np.isin(known, pseudonyms))
+        absent = absent[np.argsort(known[absent], kind="stable")]
+        pool = self.registry.table.take(absent)
+        if ids_are_pseudonyms:
+            hexes = np.array([p.hex() for p in known[absent].tolist()], dtype=object)
+            pool = replace(pool, ids=hexes)
+        combined = with_candidates(table, pool)
+        virtual = np.zeros(combined.n_rows, dtype=np.bool_)
+        virtual[table.n_rows :] = True
+        return combined, np.concatenate([pseudonyms, known[absent]]), virtual
 
     def _prepare_mechanism(
         self,

@@ -54,6 +54,14 @@ def adult_series(
     return paths
 
 
+def adult_register(data: Path, path: Path) -> Path:
+    """Write Adult's ids and QIDs (no sensitive value) to ``path``: the population register
+    of virtual individuals for :func:`adult_series` (paper 003 §8)."""
+    table = adult_table(data)
+    Table({c: table.columns[c] for c in ("id", *ADULT_QID)}).write_csv(path)
+    return path
+
+
 def adult_table(data: Path) -> Table:
     return read_csv_table(data / "adult.csv")
 

@@ -244,9 +244,9 @@ def _audit_release(
     lines = read_lines(directory / f"release-{seq:04d}.jsonl")
     assignments = private / f"assignments-{seq:04d}.csv"
     if assignments.exists():
-        ids, assigned = read_assignments(assignments)
+        ids, assigned, virtual = read_assignments(assignments)
     else:
-        ids, assigned = [], np.zeros(0, dtype=np.int64)
+        ids, assigned, virtual = [], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.bool_)
         if any(private.glob("assignments-*.csv")):
             problems.append(f"{assignments.name} is missing")
     record_path = private / f"private-{seq:04d}.json"
@@ -257,14 +257,14 @@ def _audit_release(
         problems.append(f"{assignments.name} assigns no id, but {len(lines)} groups are published")
     strategy = manifest.get("strategy") or {}
     min_size = int(strategy.get("min_group_size", 1)) if kind == GLOBAL_GUARANTEE else 1
-    published = _check_structure(manifest, lines, ids, assigned, min_size, problems)
+    published = _check_structure(manifest, lines, ids, assigned, virtual, min_size, problems)
     result = ReleaseAudit(
         sequence=seq,
         release=str(manifest.get("release", "")),
-        records=len(ids),
+        records=int(np.count_nonzero(~virtual)),
         groups=len(lines),
-        published=int(published.sum()),
-        suppressed=int((~published).sum()),
+        published=int(np.count_nonzero(published & ~virtual)),
+        suppressed=int(np.count_nonzero(~published & ~virtual)),
         breach_max=0.0,
         manifest_breach_max=0.0,
         bound=0.0,
@@ -281,7 +281,13 @@ def _audit_release(
     own_values: dict[str, str] | None = None
     if snapshot is not None and ids:
         schema = manifest.get("schema") or {}
-        rows_of = check_rows(lines, ids, assigned, snapshot, schema, hierarchies, found)
+        register = None
+        if virtual.any():
+            register = _register(record, str(schema.get("id", "id")), found)
+        rows_of = check_rows(
+            lines, ids, assigned, snapshot, schema, hierarchies, found,
+            virtual=virtual, register=register,
+        )  # fmt: skip
         if rows_of is not None:
             own_values = _check_suppressed_rows(
                 ids, assigned, rows_of, snapshot, schema, record, found
@@ -307,18 +313,30 @@ def _check_structure(
     lines: list[dict[str, Any]],
     ids: list[str],
     assigned: NDArray[np.int64],
+    virtual: NDArray[np.bool_],
     min_size: int,
     problems: list[str],
 ) -> NDArray[np.bool_]:
-    """The files against each other; returns which assigned ids are published."""
+    """The files against each other; returns which assigned ids are published. A group's
+    ``size`` is its sensitive counts plus its ``virtual`` members (none without the field),
+    each listed in the assignments with ``virtual`` 1 and a group."""
     n_groups = len(lines)
     sizes = np.array([int(line["size"]) for line in lines], dtype=np.int64)
+    stated = np.zeros(n_groups, dtype=np.int64)
     if [int(line["group"]) for line in lines] != list(range(n_groups)):
         problems.append("group ids are not 0..G-1 in order")
     for g, line in enumerate(lines):
+        fake = line.get("virtual", 0)
+        if not isinstance(fake, int) or isinstance(fake, bool) or fake < 0:
+            problems.append(f"group {g}: virtual = {fake!r} is not a count")
+            fake = 0
+        stated[g] = fake
         total = sum(int(c) for c in line["sensitive"].values())
-        if total != sizes[g]:
-            problems.append(f"group {g}: size {sizes[g]} but its sensitive counts sum to {total}")
+        if total + fake != sizes[g]:
+            problems.append(
+                f"group {g}: size {sizes[g]} but its sensitive counts sum to {total} and it "
+                f"has {fake} virtual members"
+            )
         if "members" in line and len(line["members"]) != sizes[g]:
             problems.append(f"group {g}: size {sizes[g]} but {len(line['members'])} members listed")
         if sizes[g] < min_size:
@@ -338,19 +356,57 @@ def _check_structure(
             )
         if len(set(ids)) != len(ids):
             problems.append("an id appears twice in the assignments")
-    figures = {"groups": n_groups}
+        if np.any(virtual & ~published):
+            problems.append("a virtual member is assigned to no group (it is never suppressed)")
+        per_group = np.bincount(assigned[published & virtual], minlength=n_groups)[:n_groups]
+        if np.any(per_group != stated):
+            g = int(np.flatnonzero(per_group != stated)[0])
+            problems.append(
+                f"group {g}: {stated[g]} virtual members stated but {per_group[g]} assigned"
+            )
+    figures: dict[str, int] = {"groups": n_groups}
     if ids:
         figures.update(
-            records_in=len(ids),
-            published=int(published.sum()),
-            suppressed=int((~published).sum()),
+            records_in=int(np.count_nonzero(~virtual)),
+            published=int(np.count_nonzero(published & ~virtual)),
+            suppressed=int(np.count_nonzero(~published & ~virtual)),
         )
     else:
-        figures["published"] = int(sizes.sum())
+        figures["published"] = int(sizes.sum() - stated.sum())
+    block = manifest.get("virtual")
+    if isinstance(block, dict) and block.get("members") != int(stated.sum()):
+        figures_virtual = int(stated.sum())
+        problems.append(
+            f"manifest virtual.members = {block.get('members')} but the groups state "
+            f"{figures_virtual}"
+        )
+    elif block is None and stated.any():
+        problems.append("groups state virtual members but the manifest has no virtual block")
     for key, value in figures.items():
         if key in manifest and manifest[key] != value:
             problems.append(f"manifest {key} = {manifest[key]} but the files give {value}")
     return published
+
+
+def _register(record: dict[str, Any] | None, id_column: str, found: Findings) -> Snapshot | None:
+    """The population register the private record names, if its file still has the recorded
+    sha256 (else the reason goes to ``found.not_done``)."""
+    source = (record or {}).get("registry") or {}
+    path = Path(str(source.get("file", "")))
+    if not source.get("file") or not path.is_file():
+        found.not_done.append(
+            "virtual members against the register: the private record names no register file "
+            "that exists"
+        )
+        return None
+    register = read_snapshot(path, id_column)
+    if register.sha256 != source.get("sha256"):
+        found.not_done.append(
+            f"virtual members against the register: {path.name} is not the register the "
+            "release was made with (its sha256 differs from the private record's)"
+        )
+        return None
+    return register
 
 
 def _check_suppressed_rows(

@@ -83,8 +83,10 @@ def read_lines(path: Path) -> list[dict[str, Any]]:
     return lines
 
 
-def read_assignments(path: Path) -> tuple[list[str], NDArray[np.int64]]:
-    """``id,group`` rows: the ids and their groups (``-1`` for an empty group: suppressed)."""
+def read_assignments(path: Path) -> tuple[list[str], NDArray[np.int64], NDArray[np.bool_]]:
+    """``id,group[,virtual]`` rows: the ids, their groups (``-1`` for an empty group:
+    suppressed) and which are virtual members (``virtual`` 1; 0, empty or no column: a row
+    of the snapshot)."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -92,13 +94,16 @@ def read_assignments(path: Path) -> tuple[list[str], NDArray[np.int64]]:
     return parse_assignments(text, str(path))
 
 
-def parse_assignments(text: str, name: str) -> tuple[list[str], NDArray[np.int64]]:
+def parse_assignments(
+    text: str, name: str
+) -> tuple[list[str], NDArray[np.int64], NDArray[np.bool_]]:
     """:func:`read_assignments` of the text of a file ``name`` (named in errors)."""
     reader = csv.reader(io.StringIO(text, newline=""))
     header = next(reader, None)
     if header is None or header[:2] != ["id", "group"]:
         raise AuditInputError(f"{name}: the header must start with id,group")
-    ids, groups = [], []
+    flagged = header[2:3] == ["virtual"]
+    ids, groups, virtual = [], [], []
     for number, row in enumerate(reader, start=2):
         if not row:
             continue
@@ -110,7 +115,11 @@ def parse_assignments(text: str, name: str) -> tuple[list[str], NDArray[np.int64
             raise AuditInputError(
                 f"{name}, line {number}: group {cell!r} is not a number"
             ) from None
-    return ids, np.array(groups, dtype=np.int64)
+        mark = row[2] if flagged and len(row) > 2 else ""
+        if mark not in ("", "0", "1"):
+            raise AuditInputError(f"{name}, line {number}: virtual {mark!r} is not 0 or 1")
+        virtual.append(mark == "1")
+    return ids, np.array(groups, dtype=np.int64), np.array(virtual, dtype=np.bool_)
 
 
 def groups_in_order(

@@ -49,13 +49,23 @@ def check_rows(
     schema: dict[str, Any],
     hierarchies: Hierarchies | None,
     found: Findings,
+    *,
+    virtual: NDArray[np.bool_] | None = None,
+    register: Snapshot | None = None,
 ) -> dict[str, list[str]] | None:
     """Compare each group with its assigned rows: the sensitive multiset, and each QID value
     (generalized: it covers every member; anatomy: the members' exact values).
 
-    Returns each assigned id's row (``None`` when the assignments do not name the
+    ``virtual`` (the assignments' flags): virtual members are absent from the snapshot, hold
+    no value, and their QIDs are the ``register``'s rows (without it, a group with virtual
+    members has only its multiset checked, and ``found.not_done`` says so).
+
+    Returns each assigned real id's row (``None`` when the assignments do not name the
     snapshot's ids, e.g. the worker's pseudonyms: then nothing is compared).
     """
+    virtual = virtual if virtual is not None else np.zeros(len(ids), dtype=np.bool_)
+    fake = {i for i, v in zip(ids, virtual.tolist(), strict=True) if v}
+    real = [i for i in ids if i not in fake]
     id_column, sensitive = schema.get("id"), schema.get("sensitive")
     qids = list(schema.get("qid") or [])
     header = snapshot.header
@@ -63,8 +73,14 @@ def check_rows(
     if missing:
         found.problems.append(f"the snapshot {snapshot.path.name} lacks the columns {missing}")
         return None
-    absent = [i for i in ids if i not in snapshot.rows]
-    if absent and len(absent) == len(ids):
+    present = [i for i in fake if i in snapshot.rows]
+    if present:
+        found.problems.append(
+            f"{len(present)} virtual members are in {snapshot.path.name} (a virtual member is "
+            "someone absent from the snapshot)"
+        )
+    absent = [i for i in real if i not in snapshot.rows]
+    if absent and len(absent) == len(real):
         found.not_done.append(
             f"comparison with {snapshot.path.name}: the assignments do not hold its "
             f"{id_column!r} values (the worker's assignments hold keyed pseudonyms)"
@@ -72,18 +88,39 @@ def check_rows(
         return None
     if absent:
         found.problems.append(f"{len(absent)} assigned ids are not in {snapshot.path.name}")
-    if len(ids) != len(snapshot.rows):
+    if len(real) != len(snapshot.rows):
         found.problems.append(
-            f"the assignments list {len(ids)} ids but {snapshot.path.name} has "
+            f"the assignments list {len(real)} ids but {snapshot.path.name} has "
             f"{len(snapshot.rows)} rows"
         )
     s_col = header.index(str(sensitive))
     q_col = {q: header.index(q) for q in qids}
     members: dict[int, list[list[str]]] = {}
-    rows_of = {i: snapshot.rows[i] for i in ids if i in snapshot.rows}
+    rows_of = {i: snapshot.rows[i] for i in real if i in snapshot.rows}
     for i, g in zip(ids, assigned.tolist(), strict=True):
         if g >= 0 and i in rows_of:
             members.setdefault(g, []).append(rows_of[i])
+    others: dict[int, list[list[str]]] = {}  # virtual members, as register rows
+    missing_qids = [] if register is None else [q for q in qids if q not in register.header]
+    if missing_qids:
+        found.problems.append(f"the register {register.path.name} lacks the columns {missing_qids}")  # type: ignore[union-attr]
+        register = None
+    unknown = 0
+    for i, g in zip(ids, assigned.tolist(), strict=True):
+        if i in fake and register is not None:
+            row = register.rows.get(i)
+            if row is None:
+                unknown += 1
+                continue
+            others.setdefault(g, []).append(
+                [row[register.header.index(q)] if q in q_col else "" for q in header]
+            )
+    if unknown:
+        found.problems.append(f"{unknown} virtual members are not in the register")
+    if fake and register is None:
+        found.not_done.append(
+            f"the QIDs of {len(fake)} virtual members (no register with the recorded sha256)"
+        )
     unchecked = 0
     for line in lines:
         g = int(line["group"])
@@ -94,6 +131,10 @@ def check_rows(
         if multiset != {str(k): int(v) for k, v in line["sensitive"].items()}:
             found.problems.append(f"group {g}: published sensitive values differ from its rows")
             return rows_of
+        if int(line.get("virtual", 0) or 0):
+            if register is None:
+                continue  # the QIDs cover members the audit cannot see
+            got = got + others.get(g, [])
         if "members" in line:
             if _anatomy_differs(line["members"], got, q_col):
                 found.problems.append(f"group {g}: its members' QIDs differ from its rows")

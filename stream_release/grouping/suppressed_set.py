@@ -146,6 +146,7 @@ def protect_suppressed_set(
     *,
     cap: int,
     floor: float,
+    absent: NDArray[np.bool_] | None = None,
 ) -> tuple[NDArray[np.int64], SuppressedSet]:
     """Group the ``eligible`` rows so that the suppressed ones form a valid group too.
 
@@ -175,6 +176,10 @@ def protect_suppressed_set(
     cap : the largest group the release may form (:func:`~stream_release.grouping.partition.
         group_size_cap`): a forced row's pair whose Theorem 1 ratio exceeds it is spent
     floor : ``l``: no protected value holds more than ``1/l`` of the set
+    absent : (n,) bool, rows that are not in the snapshot (virtual candidates,
+        :mod:`~stream_release.grouping.virtual`): grouped when a group takes them, else left
+        out; never members of the set nor decoys (an adversary who knows who is in the
+        snapshot knows they are not suppressed)
 
     Returns
     -------
@@ -194,6 +199,9 @@ def protect_suppressed_set(
         No choice of decoys makes the set valid (names the value).
     """
     forced = ~eligible
+    absent = absent if absent is not None else np.zeros(sensitive.shape[0], dtype=np.bool_)
+    if np.any(forced & absent):
+        raise ValueError("a row both forced into the suppressed set and absent from the snapshot")
 
     def settle(
         group: NDArray[np.int64], decoys: NDArray[np.bool_]
@@ -203,7 +211,9 @@ def protect_suppressed_set(
         rows that are neither forced nor ``decoys``. A row no group takes is *unplaced*: from
         then on it counts as forced."""
         unplaced = np.zeros(sensitive.shape[0], dtype=np.bool_)
-        state = _SetState(sensitive, protected, requirements, group < 0, forced, cap, floor)
+        state = _SetState(
+            sensitive, protected, requirements, (group < 0) & ~absent, forced, cap, floor, absent
+        )
         regrouped = False
         while True:  # each turn groups a row, or marks rows unplaced, or ends
             must = np.union1d(state.to_place(), np.flatnonzero(unplaced))
@@ -223,7 +233,14 @@ def protect_suppressed_set(
                 unplaced &= placed < 0
                 group = placed
             state = _SetState(
-                sensitive, protected, requirements, group < 0, forced | unplaced, cap, floor
+                sensitive,
+                protected,
+                requirements,
+                (group < 0) & ~absent,
+                forced | unplaced,
+                cap,
+                floor,
+                absent,
             )
         state.unplaced = unplaced & state.member
         return group, state
@@ -248,7 +265,9 @@ def protect_suppressed_set(
         for _ in range(DECOY_ROUNDS):  # else single rows, the rest grouped again without them
             if state.shortfall() <= 0:
                 break
-            decoys = _choose_decoys(state, (group >= 0) & ~state.member, slack=DECOY_SLACK)
+            decoys = _choose_decoys(
+                state, (group >= 0) & ~state.member & ~absent, slack=DECOY_SLACK
+            )
             if decoys.size == 0:
                 break
             tried = chosen.copy()
@@ -271,7 +290,7 @@ def protect_suppressed_set(
             key=lambda tried: tried[1].shortfall(),
         )
     if state.shortfall() > 0:
-        group = _add_rehomed_decoys(state, group, place_rows)
+        group = _add_rehomed_decoys(state, group, place_rows, absent)
         chosen |= state.member & (group >= 0)
     if state.shortfall() > 0:
         worst = int(np.argmax(state.terms))
@@ -284,6 +303,7 @@ def protect_suppressed_set(
         )
     out = group.copy()
     out[state.member] = -1
+    out[absent & (out >= 0) & ~np.isin(out, out[~absent & (out >= 0)])] = -1  # no real member
     out = renumber(out)
     suppressed = SuppressedSet(
         rows=np.flatnonzero(state.member).astype(np.int64),
@@ -351,7 +371,8 @@ def _add_row_decoys(state: _SetState, group: NDArray[np.int64], group_valid: Gro
     grouped again, so nothing new is left over."""
     ptr, rows = _group_index(group)
     taken: dict[int, set[int]] = {}
-    for r in _choose_decoys(state, (group >= 0) & ~state.member, limit=False).tolist():
+    grouped = (group >= 0) & ~state.member & ~state.absent
+    for r in _choose_decoys(state, grouped, limit=False).tolist():
         if state.shortfall() <= 0:
             return
         g = int(group[r])
@@ -367,7 +388,7 @@ def _add_row_decoys(state: _SetState, group: NDArray[np.int64], group_valid: Gro
 
 
 def _add_rehomed_decoys(
-    state: _SetState, group: NDArray[np.int64], place_rows: PlaceRows
+    state: _SetState, group: NDArray[np.int64], place_rows: PlaceRows, absent: NDArray[np.bool_]
 ) -> NDArray[np.int64]:
     """Single rows whose groups do not stay valid without them, the rest of the group placed
     into other groups (``place_rows``, every row or none), as long as the set falls short and
@@ -377,13 +398,13 @@ def _add_rehomed_decoys(
     Candidates go in batches (:func:`_rehome_batch`: one call of ``place_rows`` for the rest
     of every candidate's group); a batch whose candidates stop helping one another, and the
     candidates a batch dropped, are tried one at a time."""
-    candidates = _choose_decoys(state, (group >= 0) & ~state.member, limit=False)
+    candidates = _choose_decoys(state, (group >= 0) & ~state.member & ~absent, limit=False)
     candidates = candidates[:REHOME_TRIES]
     start = 0
     while start < candidates.size and state.shortfall() > 0:
         size = max(state.shortfall(), REHOME_BATCH)
         batch, start = _distinct_groups(candidates, group, state.member, start, size)
-        done, dropped = _rehome_batch(state, group, batch, place_rows)
+        done, dropped = _rehome_batch(state, group, batch, place_rows, absent)
         if done is not None:
             group = done
         # one at a time: a batch whose candidates stopped helping one another, and those
@@ -392,7 +413,7 @@ def _add_rehomed_decoys(
         for r in again.tolist() if batch.size > 1 else []:
             if state.shortfall() <= 0:
                 break
-            one, _ = _rehome_batch(state, group, np.array([r]), place_rows)
+            one, _ = _rehome_batch(state, group, np.array([r]), place_rows, absent)
             group = group if one is None else one
     return group
 
@@ -424,12 +445,14 @@ def _rehome_batch(
     group: NDArray[np.int64],
     batch: NDArray[np.int64],
     place_rows: PlaceRows,
+    absent: NDArray[np.bool_],
 ) -> tuple[NDArray[np.int64] | None, NDArray[np.int64]]:
     """The grouping with the candidates of ``batch`` (one per group) taken into the set and
     the rest of their groups placed (``place_rows``; a candidate whose rest is not all placed
     is dropped: it keeps its group, and the others are placed again without it), and the
     dropped candidates; ``None``, the set unchanged, when a candidate no longer lowers the
-    shortfall once the others joined."""
+    shortfall once the others joined. The ``absent`` rows of the candidates' groups are
+    placed when a group takes them, else left out."""
     helps = np.array([state.gain(np.array([r])) > 0 for r in batch.tolist()], dtype=np.bool_)
     batch = batch[helps] if batch.size else batch
     kept, placed = batch, group
@@ -441,7 +464,8 @@ def _rehome_batch(
         cut[state.member | gone] = -1  # the set's rows are in no group
         cut[kept] = -1
         placed = place_rows(cut, rest)
-        whole = np.array([np.all(placed[rest[group[rest] == group[r]]] >= 0) for r in kept])
+        real = rest[~absent[rest]]
+        whole = np.array([np.all(placed[real[group[real] == group[r]]] >= 0) for r in kept])
         if whole.all():
             break
         kept = kept[whole]
@@ -481,8 +505,11 @@ class _SetState:
         forced: NDArray[np.bool_],
         cap: int,
         floor: float,
+        absent: NDArray[np.bool_] | None = None,
     ) -> None:
         self.sensitive = sensitive
+        self.absent = absent if absent is not None else np.zeros_like(member)
+        """Rows not in the snapshot: never members, never decoys."""
         self.protected = protected
         self.forced = forced
         self.unplaced = np.zeros(sensitive.shape[0], dtype=np.bool_)
@@ -660,6 +687,7 @@ def _add_group_decoys(state: _SetState, group: NDArray[np.int64]) -> None:
         if state.shortfall() <= 0:
             return
         members = rows[ptr[g] : ptr[g + 1]]
+        members = members[~state.absent[members]]
         if members.size == 0 or bool(state.member[members].any()):
             continue
         if state.gain(members) <= 0:

@@ -59,6 +59,15 @@ class HistoryRows:
         """(m,) index of the individual each entry belongs to."""
         return np.repeat(np.arange(self.n_individuals, dtype=np.int64), np.diff(self.indptr))
 
+    def take(self, rows: NDArray[np.int64]) -> HistoryRows:
+        """The history of individuals ``rows`` (row i for ``rows[i]``)."""
+        lengths = np.diff(self.indptr)[rows]
+        indptr = np.zeros(rows.shape[0] + 1, dtype=np.int64)
+        np.cumsum(lengths, out=indptr[1:])
+        starts = np.repeat(self.indptr[rows] - indptr[:-1], lengths)
+        entries = starts + np.arange(int(indptr[-1]), dtype=np.int64)
+        return HistoryRows(indptr, self.value[entries], self.log_p[entries], self.links[entries])
+
 
 class HistoryStore(Protocol):
     """Where the history lives between releases. Implementations: Redis and a local file.

@@ -7,6 +7,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import trim_mean
 import pytest
 from helpers import EDUCATION_HIERARCHY, SMALL_ROWS, encode_columns
 
@@ -365,9 +366,16 @@ def test_utility_report(small: EncodedTable) -> None:
         "ncp",
         "discernibility",
         "query_error",
+        "query_error_median",
+        "query_error_trimmed",
         "queries",
     }
     assert report["queries"] == 50
+    errors = relative_errors(
+        small, GROUP, format="generalized", queries=50, rng=np.random.default_rng(0)
+    )
+    assert report["query_error_median"] == pytest.approx(float(np.median(errors)))
+    assert report["query_error_trimmed"] == pytest.approx(float(trim_mean(errors, 0.1)))
     assert report["ncp"] == ncp(small, GROUP)
     assert report["discernibility"] == 17.0
     assert report["query_error"] == pytest.approx(
