@@ -131,5 +131,5 @@ def test_a_register_is_only_for_the_global_guarantee(shared_data: Path, tmp_path
         + '{age = 3, sex = 0, race = 1, "marital-status" = 2, education = 3, '
         + '"native-country" = 2, workclass = 2}\n'
     )
-    with pytest.raises(ConfigError, match="virtual.registry is set but mechanism.kind"):
+    with pytest.raises(ConfigError, match=r"virtual\.registry is set but mechanism\.kind"):
         load_settings(config)

@@ -7,9 +7,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import trim_mean
 import pytest
 from helpers import EDUCATION_HIERARCHY, SMALL_ROWS, encode_columns
+from scipy.stats import trim_mean
 
 from stream_release.errors import InvalidParameter
 from stream_release.metrics import (
