@@ -95,18 +95,21 @@ class Config:
     ell: float
     k_prime: int | None = None
     alpha: float | None = None
+    register: bool = False
+    """Virtual individuals (paper 003 §8): the whole data set is the population register."""
 
     @property
     def label(self) -> str:
+        extra = " + register" if self.register else ""
         if self.strategy == "constant-ratio":
-            return f"constant-ratio l={self.ell:g} k'={self.k_prime}"
+            return f"constant-ratio l={self.ell:g} k'={self.k_prime}{extra}"
         if self.strategy == "geometric":
-            return f"geometric l={self.ell:g} alpha={self.alpha:g}"
+            return f"geometric l={self.ell:g} alpha={self.alpha:g}{extra}"
         return f"{self.strategy} l={self.ell:g} (baseline)"
 
     @property
     def family(self) -> str:
-        return self.strategy
+        return f"{self.strategy}-virtual" if self.register else self.strategy
 
     def privacy(self, protected: tuple[str, ...]) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -132,11 +135,15 @@ def configs_for(dataset: str, quick: bool) -> list[Config]:
             Config("constant-ratio", ell, k_prime=k) for ell in (2, 3, 5) for k in (5, 10, 20)
         ]
         geometric = [Config("geometric", 2, alpha=a) for a in (2, 3, 5)]
+    virtual: list[Config] = []
     if dataset == "adult":
         # the only constant-ratio setting Adult's value frequencies allow at l = 2 besides
         # smaller k' (occupation's most frequent value holds ~13.4 % of the rows)
         constant.insert(0, Config("constant-ratio", 2, k_prime=3))
-    return [*constant, *geometric, Config("localized", 2)]
+        # paper §8: a register of the population makes the larger settings feasible
+        virtual = [Config("constant-ratio", 2, k_prime=k, register=True) for k in (5, 10, 20)]
+        virtual.append(Config("geometric", 2, alpha=5, register=True))
+    return [*constant, *geometric, *virtual, Config("localized", 2)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -153,6 +160,8 @@ class Dataset:
     protected: tuple[str, ...]
     snapshots: list[EncodedTable]
     notes: list[str] = field(default_factory=list)
+    register: Table | None = None
+    """The population register of the virtual-individual runs (id and QID columns)."""
 
 
 def _encode_series(series: list[Table], schema: dict[str, Any], name: str) -> list[EncodedTable]:
@@ -193,7 +202,12 @@ def load_adult(data_dir: Path, rounds: int) -> Dataset:
         "(less in a snapshot after the redraws).",
         f"{len(snapshots)} snapshots: {_sizes(snapshots)}.",
     ]
-    return Dataset("adult", "Adult", schema, (), snapshots, notes)
+    notes.append(
+        "Runs marked `+ register` use the whole table (ids and QIDs, no occupation) as the "
+        "population register of virtual individuals (paper §8, `[virtual] registry`)."
+    )
+    register = Table({c: table.columns[c] for c in ("id", *ADULT_QID)})
+    return Dataset("adult", "Adult", schema, (), snapshots, notes, register)
 
 
 def _icd9_3(value: str) -> str:
@@ -278,6 +292,9 @@ class Round:
     suppressed: int
     groups: int
     query_error: float
+    error_median: float
+    error_trimmed: float
+    virtual: int
     avg_group: float
     max_group: int
     suppression: float
@@ -297,6 +314,9 @@ class Round:
             suppressed=int(m["suppressed"]),
             groups=int(m["groups"]),
             query_error=float("nan") if qe is None else float(qe),
+            error_median=_number(u.get("query_error_median")),
+            error_trimmed=_number(u.get("query_error_trimmed")),
+            virtual=int((m.get("virtual") or {}).get("members", 0)),
             avg_group=float(u["avg_group_size"]),
             max_group=int(u["max_group_size"]),
             suppression=float(u["suppression"]),
@@ -305,6 +325,10 @@ class Round:
             elapsed_s=float(m["elapsed_s"]),
             wall_s=wall,
         )
+
+
+def _number(value: Any) -> float:
+    return float("nan") if value is None else float(value)
 
 
 @dataclass
@@ -328,7 +352,13 @@ class Run:
 
 def run_series(ds: Dataset, config: Config, work: Path) -> Run:
     """Publish the data set's snapshots as one series under ``config`` and audit the files."""
-    settings = load_settings(None, schema=ds.schema, privacy=config.privacy(ds.protected))
+    overrides: dict[str, Any] = {"privacy": config.privacy(ds.protected)}
+    if config.register:
+        assert ds.register is not None
+        work.mkdir(parents=True, exist_ok=True)
+        ds.register.write_csv(work / "register.csv")
+        overrides["virtual"] = {"registry": str(work / "register.csv")}
+    settings = load_settings(None, schema=ds.schema, **overrides)
     out = work / "releases"
     run = Run(config)
     started = time.perf_counter()
@@ -390,21 +420,24 @@ def _fmt(x: float, spec: str) -> str:
 
 def markdown_table(runs: list[Run]) -> list[str]:
     head = (
-        "| config | feasible | rounds | query error | avg group | max group | suppression "
-        "| NCP | breach max (mean / worst) | plan s/release | wall s/release | audit |"
+        "| config | feasible | rounds | query error mean / median / trimmed | avg group "
+        "| max group | virtual members | suppression | NCP | breach max (mean / worst) "
+        "| plan s/release | wall s/release | audit |"
     )
-    lines = [head, "|" + "---|" * 12]
+    lines = [head, "|" + "---|" * 13]
     for run in runs:
         feasible = "yes" if run.infeasible is None else f"**no** (round {run.failed_round})"
         if not run.rounds:
-            lines.append(f"| {run.config.label} | {feasible} | 0 |" + " – |" * 9)
+            lines.append(f"| {run.config.label} | {feasible} | 0 |" + " – |" * 10)
             continue
         worst = max(r.breach_max for r in run.rounds)
         audit = "PASS" if run.audit_ok else f"**FAIL** (max {run.audit_breach_max:.4f})"
         lines.append(
             f"| {run.config.label} | {feasible} | {len(run.rounds)} "
-            f"| {_fmt(run.mean('query_error'), '.4f')} | {run.mean('avg_group'):.2f} "
-            f"| {run.mean('max_group'):.1f} | {100 * run.mean('suppression'):.2f} % "
+            f"| {_fmt(run.mean('query_error'), '.4f')} / {_fmt(run.mean('error_median'), '.4f')}"
+            f" / {_fmt(run.mean('error_trimmed'), '.4f')} | {run.mean('avg_group'):.2f} "
+            f"| {run.mean('max_group'):.1f} | {run.mean('virtual'):.0f} "
+            f"| {100 * run.mean('suppression'):.2f} % "
             f"| {run.mean('ncp'):.4f} | {run.mean('breach_max'):.4f} / {worst:.4f} "
             f"| {run.mean('elapsed_s'):.4f} | {run.mean('wall_s'):.4f} | {audit} |"
         )
@@ -558,7 +591,7 @@ def main(argv: list[str] | None = None) -> int:
         "afterwards with `audit_directory`. Columns are means over the published rounds; "
         "`plan s/release` is the manifest's `elapsed_s` (pseudonymise + history load + "
         "grouping + check), `wall s/release` the whole `Publisher.publish` call (plus utility "
-        "metrics with 5,000 queries, files, history commit). min_group_size = 1 (the default). "
+        "metrics with 5,000 queries, files, history commit). min_group_size = 2 (the default). "
         "One unrecorded warm-up release per data set loads the compiled kernels first.",
         "",
     ]
@@ -584,7 +617,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 print(f"   {config.label:<34} {status}{audit} ({run.series_wall_s:.1f} s)")
         plots = []
-        for family in ("constant-ratio", "geometric"):
+        families = ("constant-ratio", "geometric", "constant-ratio-virtual", "geometric-virtual")
+        for family in families:
             if any(r.config.family == family for r in runs):
                 path = args.out / f"serial_{name}_{family}.png"
                 plots.append(plot_family(ds, family, runs, path))
