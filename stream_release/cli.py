@@ -10,11 +10,14 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stream_release.calc import add_calc_parser
 from stream_release.errors import StreamReleaseError
 from stream_release.reconstruct_cli import add_reconstruct_parser
+
+if TYPE_CHECKING:
+    from stream_release.planning import PlannedSetting
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -233,36 +236,52 @@ def _anonymize(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from stream_release.planning import plan_series
+    from stream_release.planning import plan_report
 
-    settings = plan_series(args.config, args.snapshots, history=args.history)
-    for planned in settings:
-        refused_at = len(planned.releases) + 1
-        print(f"{planned.name}: {'feasible' if planned.feasible else f'refused at {refused_at}'}")
-        for r in planned.releases:
-            print(
-                f"  release {r.sequence:>4} {r.label}: suppressed {r.suppressed} "
-                f"({100 * r.suppression:.2f} %), forced {r.forced}, exhausted "
-                f"{len(r.exhausted)}, groups avg {r.avg_group:.2f} max {r.max_group}, query "
-                f"error mean {r.error_mean:.3f} median {r.error_median:.3f} trimmed "
-                f"{r.error_trimmed:.3f}"
-            )
-        if planned.refused is not None:
-            print(f"  refused: {planned.refused}")
-        forecast = planned.forecast(args.horizon)
-        if forecast is not None:
-            print(
-                f"  exhausted individuals: {planned.exhausted_so_far()} after "
-                f"{len(planned.releases)} releases, about {forecast} after {args.horizon} "
-                "at this churn"
-            )
-    feasible = [p for p in settings if p.feasible]
+    report = plan_report(args.config, args.snapshots, history=args.history, advise=True)
+    for planned in report.settings:
+        _print_planned(planned, args.horizon)
+    feasible = [p for p in report.settings if p.feasible]
     if feasible:
         best = min(feasible, key=lambda p: sum(r.suppression for r in p.releases))
         print(f"least suppression among the feasible settings: {best.name}")
     else:
         print("no candidate setting publishes every snapshot")
+    configured = report.settings[0].name.removesuffix(" (configured)")
+    print("\n".join(report.diagnosis.lines(configured)))
+    for planned in report.proposals:
+        _print_planned(planned, args.horizon)
+    troubled = not report.settings[0].feasible or max(report.diagnosis.stuck, default=0.0) > 0
+    if troubled and not any("register" in p.name for p in report.proposals):
+        print(
+            f"a population register ([virtual] registry: ids and QIDs of people who may be "
+            f"absent from a snapshot, paper 003 section 8) would let every value be protected "
+            f"at k'={report.horizon}: groups diluted by absent people; it assumes an adversary "
+            "who cannot tell who is in a snapshot"
+        )
     return 0
+
+
+def _print_planned(planned: PlannedSetting, horizon: int) -> None:
+    refused_at = len(planned.releases) + 1
+    print(f"{planned.name}: {'feasible' if planned.feasible else f'refused at {refused_at}'}")
+    for r in planned.releases:
+        print(
+            f"  release {r.sequence:>4} {r.label}: suppressed {r.suppressed} "
+            f"({100 * r.suppression:.2f} %), forced {r.forced}, exhausted "
+            f"{len(r.exhausted)}, groups avg {r.avg_group:.2f} max {r.max_group}, query "
+            f"error mean {r.error_mean:.3f} median {r.error_median:.3f} trimmed "
+            f"{r.error_trimmed:.3f}"
+        )
+    if planned.refused is not None:
+        print(f"  refused: {planned.refused}")
+    forecast = planned.forecast(horizon)
+    if forecast is not None:
+        print(
+            f"  exhausted individuals: {planned.exhausted_so_far()} after "
+            f"{len(planned.releases)} releases, about {forecast} after {horizon} "
+            "at this churn"
+        )
 
 
 def _keygen(args: argparse.Namespace) -> int:

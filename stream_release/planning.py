@@ -30,10 +30,20 @@ from stream_release.config import Settings, VirtualSettings, load_settings
 from stream_release.errors import GuaranteeUnsatisfiable
 from stream_release.grouping.encoding import encode, load_hierarchies
 from stream_release.io.snapshot import read_snapshot
+from stream_release.plan_advice import Diagnosis, diagnose, proposals
 from stream_release.series import PreparedRelease, Publisher
 from stream_release.table import EncodedTable
 
-__all__ = ["ALPHAS", "K_PRIMES", "PlannedRelease", "PlannedSetting", "candidates", "plan_series"]
+__all__ = [
+    "ALPHAS",
+    "K_PRIMES",
+    "PlanReport",
+    "PlannedRelease",
+    "PlannedSetting",
+    "candidates",
+    "plan_report",
+    "plan_series",
+]
 
 K_PRIMES = (2, 3, 4, 5, 10, 20)
 """Constant-ratio ``k'`` tried by :func:`candidates`."""
@@ -134,6 +144,18 @@ def _name(privacy: dict[str, Any]) -> str:
     return f"{privacy['strategy']} l={privacy['l']:g}"
 
 
+@dataclass
+class PlanReport:
+    """What ``stream-release plan`` prints: the candidates' series, the diagnosis of the
+    configured setting, and the proposed settings' series."""
+
+    settings: list[PlannedSetting]
+    diagnosis: Diagnosis
+    proposals: list[PlannedSetting]
+    horizon: int
+    """The series length the proposals are made for (the number of snapshots)."""
+
+
 def plan_series(
     config: Path | None,
     snapshots: Sequence[Path],
@@ -143,6 +165,22 @@ def plan_series(
 ) -> list[PlannedSetting]:
     """Every candidate setting's what-if series over ``snapshots`` (CSV files), from
     ``history`` (a store to continue: read, never written) or from an empty one."""
+    return plan_report(
+        config, snapshots, history=history, settings_overrides=settings_overrides
+    ).settings
+
+
+def plan_report(
+    config: Path | None,
+    snapshots: Sequence[Path],
+    *,
+    history: str | Path | None = None,
+    settings_overrides: dict[str, Any] | None = None,
+    advise: bool = False,
+) -> PlanReport:
+    """:func:`plan_series`, and with ``advise`` the diagnosis of the configured setting
+    (:mod:`~stream_release.plan_advice`) and the what-if series of its proposals for a
+    series as long as ``snapshots``."""
     overrides = settings_overrides or {}
     settings = load_settings(config, **overrides)
     hierarchies = load_hierarchies(settings.schema)
@@ -150,15 +188,20 @@ def plan_series(
         (encode(read_snapshot(path, settings.schema), settings.schema, hierarchies), path.stem)
         for path in snapshots
     ]
-    out = []
-    for name, chosen in candidates(settings):
+
+    def run(name: str, chosen: dict[str, Any]) -> PlannedSetting:
         privacy = {k: v for k, v in chosen.items() if k != "virtual"}
         update = {**overrides, "privacy": {**overrides.get("privacy", {}), **privacy}}
         candidate = load_settings(config, **update)
         if "virtual" in chosen:
             candidate = candidate.model_copy(update={"virtual": VirtualSettings()})
-        out.append(_what_if(candidate, name, privacy, tables, history))
-    return out
+        return _what_if(candidate, name, privacy, tables, history)
+
+    planned = [run(name, chosen) for name, chosen in candidates(settings)]
+    diagnosis = diagnose(settings, [table for table, _ in tables])
+    horizon = len(tables)
+    offered = proposals(settings, diagnosis, horizon) if advise else []
+    return PlanReport(planned, diagnosis, [run(n, c) for n, c in offered], horizon)
 
 
 def _what_if(

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import bz2
+import csv
+import io
 import time
 import uuid
 from collections.abc import Iterator
@@ -59,6 +62,43 @@ def adult_register(data: Path, path: Path) -> Path:
     of virtual individuals for :func:`adult_series` (paper 003 §8)."""
     table = adult_table(data)
     Table({c: table.columns[c] for c in ("id", *ADULT_QID)}).write_csv(path)
+    return path
+
+
+WAGE_PANEL = Path(__file__).resolve().parent / "data" / "wage_panel.csv.bz2"
+"""Vella and Verbeek's 8-year wage panel (``tests/data/README.md``)."""
+
+WAGE_QID = ("black", "hisp", "married", "union", "educ", "exper")
+
+
+def wage_panel_series(directory: Path) -> list[Path]:
+    """Write the wage panel as one snapshot per year (``y1980.csv`` ...): id ``nr``, sensitive
+    ``occupation``, QIDs :data:`WAGE_QID`."""
+    rows = list(csv.DictReader(io.StringIO(bz2.decompress(WAGE_PANEL.read_bytes()).decode())))
+    columns = ["nr", "occupation", *WAGE_QID]
+    paths = []
+    for year in sorted({r["year"] for r in rows}):
+        path = directory / f"y{year}.csv"
+        with path.open("w", newline="", encoding="utf-8") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(columns)
+            writer.writerows([r[c] for c in columns] for r in rows if r["year"] == year)
+        paths.append(path)
+    return paths
+
+
+def wage_panel_config(directory: Path, **privacy: object) -> Path:
+    """A configuration of :func:`wage_panel_series`: every occupation protected."""
+    lines = [
+        f"{k} = {_toml(v)}"
+        for k, v in {"l": 2, "strategy": "constant-ratio", "k_prime": 2, **privacy}.items()
+    ]
+    path = directory / "config.toml"
+    path.write_text(
+        '[schema]\nid = "nr"\nsensitive = "occupation"\n'
+        f"qid = {_toml(list(WAGE_QID))}\n"
+        "[privacy]\n" + "\n".join(lines) + "\n[output]\nqueries = 500\n"
+    )
     return path
 
 
