@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -10,7 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream_release.config import GroupingSettings
-from stream_release.grouping.partition import Requirements, form_groups, group_size_cap
+from stream_release.grouping.partition import (
+    Requirements,
+    attribute_scale,
+    form_groups,
+    group_size_cap,
+    hierarchy_spans,
+)
 from stream_release.table import Attribute, EncodedTable
 
 
@@ -228,3 +235,64 @@ def test_no_group_of_a_million_rows_grows_past_the_cap() -> None:
     sizes = np.bincount(group[group >= 0])
     assert sizes.max() <= cap, f"a group of {sizes.max()} rows, cap {cap}"
     assert np.count_nonzero(group >= 0) > 0.9 * n
+
+
+def _stratify(table: EncodedTable, ratio: float, min_size: int = 2) -> tuple[np.ndarray, int, bool]:
+    from stream_release.grouping.kernels import _stratified
+
+    perm = np.arange(table.n_rows, dtype=np.int64)
+    v = len(table.sensitive_values)
+    mid, ok = _stratified(
+        perm, 0, table.n_rows, table.qid, 0, table.sensitive, np.ones(v, np.bool_), ratio,
+        min_size, np.zeros(v, np.int64), np.zeros(v, np.int64), np.empty(table.n_rows, np.int64),
+    )  # fmt: skip
+    return perm, int(mid), bool(ok)
+
+
+@pytest.mark.parametrize("per_value", [200, 201])
+def test_a_tight_leaf_splits_value_by_value_into_halves_that_stay_tight(per_value: int) -> None:
+    # five values, each exactly 1/5 of the rows: ratio 5 leaves no slack, and a half is valid
+    # only with exactly 1/5 of each value
+    rng = np.random.default_rng(per_value)
+    sensitive = np.repeat(np.arange(5), per_value)
+    table = make_table(rng.integers(0, 50, sensitive.size), sensitive)
+    perm, mid, ok = _stratify(table, 5.0)
+    assert ok
+    assert sorted(perm.tolist()) == list(range(sensitive.size))
+    for half in (perm[:mid], perm[mid:]):
+        counts = np.bincount(table.sensitive[half], minlength=5)
+        assert counts.max() * 5 <= half.size
+    for value in range(5):  # each value's lower codes went left
+        left = table.qid[perm[:mid]][table.sensitive[perm[:mid]] == value, 0]
+        right = table.qid[perm[mid:]][table.sensitive[perm[mid:]] == value, 0]
+        assert left.max() <= right.min()
+
+
+def test_a_value_above_the_ratio_cannot_be_split_and_nothing_moves() -> None:
+    sensitive = np.array([0] * 30 + [1] * 70)  # value 1 holds 0.7 > 1/2
+    table = make_table(np.arange(100), sensitive)
+    perm, _, ok = _stratify(table, 2.0)
+    assert not ok
+    assert perm.tolist() == list(range(100))
+
+
+def test_leaves_no_single_code_cut_can_split_are_cut_value_by_value() -> None:
+    # code 0 holds only value 0 (exactly a fifth of the rows): every median cut on the one
+    # attribute leaves a half with too much of it, so before the value-balanced cut the whole
+    # table was one leaf
+    from stream_release.grouping.kernels import STRATIFIED_FROM, mondrian_leaves
+
+    n = 5 * STRATIFIED_FROM
+    sensitive = np.concatenate([np.zeros(n // 5), np.repeat(np.arange(1, 5), n // 5)])
+    qid = np.concatenate([np.zeros(n // 5), np.ones(n - n // 5)]).astype(np.int32)
+    table = make_table(qid, sensitive.astype(np.int32))
+    perm = np.arange(n, dtype=np.int64)
+    bounds = mondrian_leaves(
+        table.qid, table.sensitive, np.ones(5, np.bool_), 5.0, 2, attribute_scale(table),
+        *hierarchy_spans(table), perm,
+    )  # fmt: skip
+    sizes = np.diff(bounds)
+    assert sizes.max() < STRATIFIED_FROM * 2
+    for lo, hi in itertools.pairwise(bounds.tolist()):
+        counts = np.bincount(table.sensitive[perm[lo:hi]], minlength=5)
+        assert counts.max() * 5 <= hi - lo
