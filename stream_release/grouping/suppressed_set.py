@@ -524,6 +524,7 @@ class _SetState:
         self.needed = np.where(beyond, np.inf, least * (1.0 + RATIO_RTOL))
         v = protected.shape[0]
         self.member = member.copy()
+        self._size = int(np.count_nonzero(self.member))
         self.counts = np.bincount(sensitive[member], minlength=v).astype(np.int64)
         rows = np.flatnonzero(member).astype(np.int64)
         owner, value, ratio = self._entries(rows)
@@ -546,7 +547,8 @@ class _SetState:
 
     @property
     def size(self) -> int:
-        return int(np.count_nonzero(self.member))
+        """Members (kept as a count: the decoy loops ask for it once per group)."""
+        return self._size
 
     def to_place(self) -> NDArray[np.int64]:
         """The rows to put into groups: so that no pair is stranded, each stranded member not
@@ -622,8 +624,11 @@ class _SetState:
         )
 
     def add(self, rows: NDArray[np.int64]) -> None:
-        """Add rows that :meth:`gain` accepted (no spent pair among them)."""
+        """Add rows that :meth:`gain` accepted (no spent pair among them, none a member)."""
+        if np.any(self.member[rows]) or np.unique(rows).shape[0] != rows.shape[0]:
+            raise ValueError("a row joins the suppressed set twice")
         self.member[rows] = True
+        self._size += int(rows.shape[0])
         np.add.at(self.counts, self.sensitive[rows], 1)
         self._raise(*self._entries(rows))
         self.terms = self._terms()
@@ -635,6 +640,7 @@ class _SetState:
     def restore(self, saved: tuple[NDArray[Any], ...]) -> None:
         """The set as it was when :meth:`save` was called."""
         self.member, self.counts, self.ratio, self.blocked = (a.copy() for a in saved)
+        self._size = int(np.count_nonzero(self.member))
         self.terms = self._terms()
 
 
