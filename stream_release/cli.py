@@ -247,11 +247,11 @@ def _plan(args: argparse.Namespace) -> int:
         print(f"least suppression among the feasible settings: {best.name}")
     else:
         print("no candidate setting publishes every snapshot")
-    configured = report.settings[0].name.removesuffix(" (configured)")
-    print("\n".join(report.diagnosis.lines(configured)))
+    configured = next(p for p in report.settings if p.name.endswith("(configured)"))
+    print("\n".join(report.diagnosis.lines(configured.name.removesuffix(" (configured)"))))
     for planned in report.proposals:
         _print_planned(planned, args.horizon)
-    troubled = not report.settings[0].feasible or max(report.diagnosis.stuck, default=0.0) > 0
+    troubled = not configured.feasible or max(report.diagnosis.stuck, default=0.0) > 0
     if troubled and not any("register" in p.name for p in report.proposals):
         print(
             f"a population register ([virtual] registry: ids and QIDs of people who may be "

@@ -58,7 +58,7 @@ from stream_release.history.pseudonym import (
     resolve_key,
     write_key_file,
 )
-from stream_release.history.types import HistoryRows, HistoryStore
+from stream_release.history.types import HistoryRows, HistoryStore, pseudonym_hex
 from stream_release.io.registry import Registry, read_registry
 from stream_release.io.release_files import (
     ReleaseFiles,
@@ -407,7 +407,8 @@ class Publisher:
         absent = absent[np.argsort(known[absent], kind="stable")]
         pool = self.registry.table.take(absent)
         if ids_are_pseudonyms:
-            hexes = np.array([p.hex() for p in known[absent].tolist()], dtype=object)
+            hexes = np.empty(absent.shape[0], dtype=object)
+            hexes[:] = pseudonym_hex(known[absent])
             pool = replace(pool, ids=hexes)
         combined = with_candidates(table, pool)
         virtual = np.zeros(combined.n_rows, dtype=np.bool_)

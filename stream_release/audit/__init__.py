@@ -373,19 +373,38 @@ def _check_structure(
         )
     else:
         figures["published"] = int(sizes.sum() - stated.sum())
-    block = manifest.get("virtual")
-    if isinstance(block, dict) and block.get("members") != int(stated.sum()):
-        figures_virtual = int(stated.sum())
-        problems.append(
-            f"manifest virtual.members = {block.get('members')} but the groups state "
-            f"{figures_virtual}"
-        )
-    elif block is None and stated.any():
-        problems.append("groups state virtual members but the manifest has no virtual block")
+    _check_virtual_block(manifest, int(stated.sum()), problems)
     for key, value in figures.items():
         if key in manifest and manifest[key] != value:
             problems.append(f"manifest {key} = {manifest[key]} but the files give {value}")
     return published
+
+
+def _check_virtual_block(manifest: dict[str, Any], stated: int, problems: list[str]) -> None:
+    """The manifest's ``virtual`` block against the groups' virtual members."""
+    if "virtual" not in manifest:
+        if stated:
+            problems.append("groups state virtual members but the manifest has no virtual block")
+        return
+    block = manifest["virtual"]
+    if not isinstance(block, dict):
+        problems.append(f"manifest virtual = {block!r} is not an object")
+        return
+    if block.get("members") != stated:
+        problems.append(
+            f"manifest virtual.members = {block.get('members')!r} but the groups state {stated}"
+        )
+    assumption = block.get("assumption")
+    if not isinstance(assumption, str) or "cannot tell who is" not in assumption:
+        problems.append(
+            "manifest virtual.assumption does not state that the guarantee needs an adversary "
+            "who cannot tell who is in a snapshot"
+        )
+    utility = manifest.get("utility") or {}
+    if "virtual" in utility and utility["virtual"] != stated:
+        problems.append(
+            f"manifest utility.virtual = {utility['virtual']!r} but the groups state {stated}"
+        )
 
 
 def _register(record: dict[str, Any] | None, id_column: str, found: Findings) -> Snapshot | None:

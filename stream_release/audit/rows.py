@@ -9,6 +9,7 @@ member's value cannot be checked: the audit says so (:class:`Findings` ``not_don
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,7 +120,8 @@ def check_rows(
         found.problems.append(f"{unknown} virtual members are not in the register")
     if fake and register is None:
         found.not_done.append(
-            f"the QIDs of {len(fake)} virtual members (no register with the recorded sha256)"
+            f"the QIDs of {len(fake)} virtual members against the register (no register with "
+            "the recorded sha256; their groups' real members were checked)"
         )
     unchecked = 0
     for line in lines:
@@ -131,12 +133,12 @@ def check_rows(
         if multiset != {str(k): int(v) for k, v in line["sensitive"].items()}:
             found.problems.append(f"group {g}: published sensitive values differ from its rows")
             return rows_of
-        if int(line.get("virtual", 0) or 0):
-            if register is None:
-                continue  # the QIDs cover members the audit cannot see
+        partial = bool(int(line.get("virtual", 0) or 0)) and register is None
+        if int(line.get("virtual", 0) or 0) and register is not None:
             got = got + others.get(g, [])
         if "members" in line:
-            if _anatomy_differs(line["members"], got, q_col):
+            # without the register, the real members must be among the listed ones
+            if _anatomy_differs(line["members"], got, q_col, subset=partial):
                 found.problems.append(f"group {g}: its members' QIDs differ from its rows")
                 return rows_of
             continue
@@ -189,10 +191,18 @@ def _covers_all(
 
 
 def _anatomy_differs(
-    published: list[dict[str, Any]], rows: list[list[str]], q_col: dict[str, int]
+    published: list[dict[str, Any]],
+    rows: list[list[str]],
+    q_col: dict[str, int],
+    *,
+    subset: bool = False,
 ) -> bool:
-    mine = sorted(tuple(_canonical(m.get(q)) for q in q_col) for m in published)
-    theirs = sorted(tuple(_canonical(row[c]) for c in q_col.values()) for row in rows)
+    """Whether the listed members' QIDs differ from the rows' (``subset``: whether some row's
+    QIDs are not among the listed members', as a multiset)."""
+    mine = Counter(tuple(_canonical(m.get(q)) for q in q_col) for m in published)
+    theirs = Counter(tuple(_canonical(row[c]) for c in q_col.values()) for row in rows)
+    if subset:
+        return bool(theirs - mine)
     return mine != theirs
 
 

@@ -291,8 +291,11 @@ def _stratified(perm, lo, hi, qid, a, sens, protected, ratio, min_size, cnt, tak
         n_right = size - n_left
         ok = n_left == target
     for v in range(n_values):
-        if ok and protected[v] and cnt[v] > 0 and (
-            take[v] * ratio > n_left or (cnt[v] - take[v]) * ratio > n_right
+        if (
+            ok
+            and protected[v]
+            and cnt[v] > 0
+            and (take[v] * ratio > n_left or (cnt[v] - take[v]) * ratio > n_right)
         ):
             ok = False
     if ok:

@@ -66,10 +66,14 @@ def with_candidates(table: EncodedTable, pool: EncodedTable) -> EncodedTable:
     qid = np.empty((table.n_rows + pool.n_rows, table.qid.shape[1]), dtype=np.int32)
     for j, (mine, theirs) in enumerate(zip(table.attributes, pool.attributes, strict=True)):
         if mine.kind != theirs.kind:
+            text = mine if mine.kind == "set" else theirs
+            where = "snapshot" if text is mine else "register"
+            odd = next((str(v) for v in text.domain.tolist() if not _is_number(str(v))), None)
+            shown = f" (its value {odd!r} in the {where} is not a number)" if odd else ""
             raise SchemaError(
                 f"attribute {mine.name!r} is {mine.kind} in the snapshot but {theirs.kind} in "
-                f"the register; list it in schema.numeric (or fix its values) so that both "
-                "are read alike"
+                f"the register{shown}; fix the value, or list the attribute in schema.numeric "
+                "so that both are read alike"
             )
         if mine.kind == "hierarchy":
             attributes.append(mine)
@@ -92,6 +96,13 @@ def with_candidates(table: EncodedTable, pool: EncodedTable) -> EncodedTable:
         sensitive_values=(NO_VALUE, *table.sensitive_values),
         attributes=tuple(attributes),
     )
+
+
+def _is_number(text: str) -> bool:
+    try:
+        return np.isfinite(float(text))
+    except ValueError:
+        return False
 
 
 def trim_virtual(

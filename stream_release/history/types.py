@@ -20,6 +20,15 @@ from numpy.typing import NDArray
 PSEUDONYM_DTYPE = np.dtype("S16")
 """A pseudonym: 16 bytes of keyed BLAKE2b."""
 
+
+def pseudonym_hex(pseudonyms: NDArray[np.bytes_]) -> list[str]:
+    """Each pseudonym's 16 bytes as 32 hex digits (not through ``tolist()``, which drops
+    trailing NUL bytes: about one pseudonym in 256 would lose digits)."""
+    text = np.ascontiguousarray(pseudonyms, dtype=PSEUDONYM_DTYPE).tobytes().hex()
+    width = 2 * PSEUDONYM_DTYPE.itemsize
+    return [text[i : i + width] for i in range(0, len(text), width)]
+
+
 ENTRY_DTYPE = np.dtype([("value", "<u4"), ("log_p", "<f8"), ("links", "<u4")])
 """One (value, log_p, links) history entry as stored: 16 bytes little-endian."""
 

@@ -97,14 +97,27 @@ def _read_columns(path: Path, schema: SchemaSettings) -> tuple[list[str], dict[s
         )
     at = [header.index(name) for name in wanted]
     columns: list[list[str]] = [[] for _ in wanted]
+    line_of: dict[str, int] = {}
     for number, row in enumerate(rows, start=2):
-        if not row:
-            continue
+        if not any(cell.strip(" \t") for cell in row):
+            continue  # a blank line
         if len(row) != len(header):
             raise SchemaError(
                 f"virtual.registry {str(path)!r}, line {number}: {len(row)} fields but the "
                 f"header has {len(header)}; fix the line"
             )
+        person = row[at[0]].strip(" \t")
+        if not person:
+            raise SchemaError(
+                f"virtual.registry {str(path)!r}, line {number}: the id (column "
+                f"{schema.id!r}) is empty; give every person of the register an id"
+            )
+        if person in line_of:
+            raise SchemaError(
+                f"virtual.registry {str(path)!r}: id {person!r} is on lines {line_of[person]} "
+                f"and {number}; a register lists each person once: remove the duplicate"
+            )
+        line_of[person] = number
         for column, i in zip(columns, at, strict=True):
             column.append(row[i])
     return columns[0], dict(zip(schema.qid, columns[1:], strict=True))

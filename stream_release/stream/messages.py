@@ -78,6 +78,12 @@ class GroupLine(_Message):
         default=None, description="anatomy format: the members' exact QIDs"
     )
     sensitive: dict[str, int]
+    virtual: int | None = Field(
+        default=None,
+        ge=0,
+        description="a series with a population register: the group's virtual members "
+        "(counted in size, holding no value)",
+    )
 
 
 class BreachSummary(_Message):
@@ -103,6 +109,13 @@ class SuppressedSetSummary(_Message):
     breach_max: float = Field(ge=0, le=1, description="largest breach of its other members")
 
 
+class VirtualSummary(_Message):
+    """A series with a population register: its virtual members and the assumption."""
+
+    members: int = Field(ge=0, description="virtual members in the release's groups")
+    assumption: str = Field(min_length=1, description="who the guarantee holds against")
+
+
 class Manifest(BaseModel):
     """A release's manifest (topic ``sr.manifests``, after all its groups)."""
 
@@ -120,6 +133,7 @@ class Manifest(BaseModel):
     utility: dict[str, Any]
     elapsed_s: float = Field(ge=0)
     suppressed_set: SuppressedSetSummary | None = None
+    virtual: VirtualSummary | None = None
 
 
 class Rejected(_Message):

@@ -45,7 +45,7 @@ from stream_release.config import SchemaSettings
 from stream_release.errors import HistoryStoreError
 from stream_release.faults import kill_point
 from stream_release.history.keys import RedisKeys
-from stream_release.history.types import PSEUDONYM_DTYPE
+from stream_release.history.types import PSEUDONYM_DTYPE, pseudonym_hex
 from stream_release.io.snapshot import RawSnapshot, snapshot_from_distinct_rows
 
 _T = TypeVar("_T")
@@ -312,10 +312,8 @@ class RedisStaging:
         appearance = np.argsort(first)  # old numbers in order of first appearance
         renumber = np.empty(len(distinct), dtype=np.int32)
         renumber[appearance] = np.arange(len(distinct), dtype=np.int32)
-        text = pseudonyms.tobytes().hex()  # not tolist(): it drops trailing NUL bytes
-        width = 2 * PSEUDONYM_DTYPE.itemsize
         snapshot = snapshot_from_distinct_rows(
-            [text[i : i + width] for i in range(0, len(text), width)],
+            pseudonym_hex(pseudonyms),
             renumber[sorted_codes],
             [orjson.loads(distinct[i]) for i in appearance.tolist()],
             self._schema.qid,

@@ -15,6 +15,7 @@ from stream_release.cli import main
 from stream_release.config import load_settings
 from stream_release.errors import ConfigError, GuaranteeUnsatisfiable, SchemaError
 from stream_release.series import anonymize_files
+from stream_release.stream.messages import GroupLine, Manifest
 
 
 def _rows(path: Path, delimiter: str = ",") -> list[dict[str, str]]:
@@ -54,6 +55,9 @@ def test_k_prime_5_is_refused_without_a_register_and_feasible_with_one(
             assert line["size"] <= cap
             assert sum(line["sensitive"].values()) >= 1  # no group of virtual members only
         assert sum(line["virtual"] for line in lines) == manifest["virtual"]["members"]
+        for line in lines:  # the published wire contract (deploy/schemas) allows them
+            GroupLine.model_validate(line, strict=False)
+        Manifest.model_validate(manifest)
         rows = _rows(out.parent / "out.private" / f"assignments-{seq:04d}.csv")
         fake = {r["id"] for r in rows if r["virtual"] == "1"}
         real = {r["id"] for r in rows if r["virtual"] == "0"}
@@ -133,3 +137,50 @@ def test_a_register_is_only_for_the_global_guarantee(shared_data: Path, tmp_path
     )
     with pytest.raises(ConfigError, match=r"virtual\.registry is set but mechanism\.kind"):
         load_settings(config)
+
+
+def test_the_audit_refuses_a_manifest_that_drops_the_assumption(
+    shared_data: Path, tmp_path: Path, series: list[Path]
+) -> None:
+    register = adult_register(shared_data, tmp_path / "register.csv")
+    config = _with_register(write_config(tmp_path, shared_data, k_prime=5), register)
+    out = tmp_path / "out"
+    assert main(["anonymize", "--config", str(config), "--out", str(out), str(series[0])]) == 0
+    path = out / "manifest-0001.json"
+    manifest = json.loads(path.read_text())
+    manifest["virtual"] = manifest["virtual"]["members"]  # a bare count, no assumption
+    path.write_text(json.dumps(manifest))
+    report = audit_directory(out)
+    assert "is not an object" in " ".join(report.releases[0].problems)
+
+
+def test_without_the_register_the_audit_still_checks_the_real_members(
+    shared_data: Path, tmp_path: Path, series: list[Path]
+) -> None:
+    register = adult_register(shared_data, tmp_path / "register.csv")
+    config = _with_register(write_config(tmp_path, shared_data, k_prime=5), register)
+    out = tmp_path / "out"
+    assert main(["anonymize", "--config", str(config), "--out", str(out), str(series[0])]) == 0
+    register.unlink()
+    report = audit_directory(out, snapshots=series[:1])
+    assert report.ok, report.table()
+    assert any("virtual members against the register" in line for line in report.not_done)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("id;sex\np-0;Male\n;Female\n", r"line 3: the id \(column 'id'\) is empty"),
+        ("id;sex\np-0;Male\n\np-0;Female\n", r"id 'p-0' is on lines 2 and 4; a register lists"),
+    ],
+)
+def test_a_register_with_a_bad_id_is_refused_by_line(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    from stream_release.config import SchemaSettings
+    from stream_release.io.registry import _read_columns
+
+    path = tmp_path / "register.csv"
+    path.write_text(text)
+    with pytest.raises(SchemaError, match=message):
+        _read_columns(path, SchemaSettings(id="id", sensitive="s", qid=("sex",)))
