@@ -34,7 +34,7 @@ from numpy.typing import NDArray
 from stream_release.config import GroupingSettings
 from stream_release.errors import GuaranteeUnsatisfiable, PrivacyLeakWarning
 from stream_release.grouping.generalize import group_layout, sensitive_pairs
-from stream_release.grouping.merge import GroupValidity
+from stream_release.grouping.merge import GroupValidity, ValueIndex
 from stream_release.grouping.partition import (
     Requirements,
     form_groups,
@@ -260,10 +260,14 @@ def plan_release(
             insertion_window=window,
         )
 
+    index: list[ValueIndex] = []  # built at the first placement, kept for the release
+
     def place_rows(group: NDArray[np.int64], rows: NDArray[np.int64]) -> NDArray[np.int64]:
+        if not index:
+            index.append(ValueIndex.of(table.sensitive, is_protected.shape[0], requirements))
         return place_in_groups(
             table, is_protected, requirements, group, rows, min_group_size=min_group_size,
-            max_group_factor=factor, insertion_window=window,
+            max_group_factor=factor, insertion_window=window, index=index[0],
         )  # fmt: skip
 
     validity = GroupValidity(table.sensitive, is_protected, requirements, min_group_size)

@@ -13,7 +13,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stream_release.grouping.kernels import group_rows
-from stream_release.grouping.merge import merge_leftovers, nearest_groups, place_rows
+from stream_release.grouping.merge import (
+    ValueIndex,
+    merge_leftovers,
+    nearest_groups,
+    place_rows,
+)
 from stream_release.grouping.requirements import Requirements
 from stream_release.table import EncodedTable
 
@@ -93,9 +98,12 @@ def place_in_groups(
     min_group_size: int,
     max_group_factor: float,
     insertion_window: int,
+    index: ValueIndex | None = None,
 ) -> NDArray[np.int64]:
-    """Put ungrouped ``rows`` into the groups: into the nearest group that stays valid with
-    one of them, or for a member another group takes
+    """Put ungrouped ``rows`` into the groups (``index``: the rows'
+    :class:`~stream_release.grouping.merge.ValueIndex`, for a caller that places rows many
+    times): into the nearest group that stays valid with one of them, or for a member another
+    group takes
     (:func:`~stream_release.grouping.merge.place_rows`); failing that, the row and its
     :data:`REGROUP_GROUPS` nearest groups are grouped again (:func:`form_groups`), kept only
     when every one of their rows finds a group. New groups take new ids."""
@@ -111,6 +119,7 @@ def place_in_groups(
         requirements,
         cap=group_size_cap(requirements.base, min_group_size, max_group_factor),
         min_group_size=min_group_size,
+        index=index,
     )
     for x in rows.tolist():
         for k in REGROUP_GROUPS:
