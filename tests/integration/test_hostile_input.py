@@ -562,8 +562,13 @@ def _log_entries(worker: Worker) -> list[dict[str, Any]]:
     return entries
 
 
-STUCK = frozenset({"retrying", "publication_failed"})
+STUCK = frozenset({"publication_failed"})
 """Log events that mean the worker cannot go on (Redis and the broker are up in these tests)."""
+
+RETRIES_TOLERATED = 3
+"""``retrying`` lines allowed before the worker counts as stuck: the embedded broker
+sometimes times out one send under the suite's load (the worker retries it, by design);
+a broker or Redis that stays away produces one line every ``retry_interval_s``."""
 
 
 def _handle(
@@ -571,14 +576,18 @@ def _handle(
 ) -> tuple[list[tuple[str, int, int]], list[ConsumerRecord]]:
     """Send ``messages``, then a sentinel (not JSON) to each topic they went to, and wait until
     the sentinels are rejected: every message sent before them has then been handled. Fails at
-    once if the worker logs that it is retrying something. Returns the coordinates of
+    once if the worker logs a failed publication or keeps retrying (more than
+    :data:`RETRIES_TOLERATED` times). Returns the coordinates of
     ``messages`` and the messages on the rejected topic but the sentinels'."""
     sentinels = [Message(t, b"end", b"end", True, NOT_JSON) for t in {m.topic for m in messages}]
     coordinates = asyncio.run(_produce(h.bootstrap, [*messages, *sentinels]))
     ends = set(coordinates[len(messages) :])
 
     def done(rejected: list[ConsumerRecord]) -> bool:
-        stuck = [e for e in _log_entries(h.worker) if e.get("event") in STUCK]
+        entries = _log_entries(h.worker)
+        stuck = [e for e in entries if e.get("event") in STUCK]
+        retries = [e for e in entries if e.get("event") == "retrying"]
+        stuck += retries if len(retries) > RETRIES_TOLERATED else []
         if stuck:
             pytest.fail(f"the worker is stuck: {stuck[-1].get('message')}\n{h.worker.tail()}")
         return ends <= {_place(r) for r in rejected}
