@@ -24,6 +24,7 @@ References
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from dataclasses import dataclass
@@ -109,8 +110,8 @@ class ReleasePlan:
     ``group`` (n,) int64 per snapshot row, -1 = suppressed. ``values`` is the store's value
     dictionary extended with this release's new values; ``value_of_local`` (V,) maps the
     table's local codes to global ids. ``published`` (p,) int64 rows in ``group >= 0``.
-    ``history`` is the merged history of the committed rows (:attr:`committed_rows`, row i for
-    ``committed_rows[i]``): the published ones linked to their group's values, the suppressed
+    ``history`` is the merged history of the committed rows (:attr:`committed`, row i for
+    ``committed[i]``): the published ones linked to their group's values, the suppressed
     ones to the suppressed set's. ``breach`` (p,) float64 is each published individual's
     (virtual members included) largest breach probability over protected values;
     ``suppressed_breach`` the largest over the suppressed individuals' pairs that were not at
@@ -134,9 +135,6 @@ class ReleasePlan:
     virtual: NDArray[np.bool_] | None = None
     """(n,) the rows that are virtual candidates (:mod:`~stream_release.grouping.virtual`);
     ``None``: none. A candidate in no group is not in the release at all."""
-    committed: NDArray[np.int64] | None = None
-    """(c,) the rows whose history the release commits, ascending (row i of ``history`` for
-    ``committed[i]``): every snapshot row and every virtual member; ``None``: every row."""
 
     @property
     def real(self) -> NDArray[np.bool_]:
@@ -160,11 +158,10 @@ class ReleasePlan:
         return int(np.count_nonzero((self.group >= 0) & self.real))
 
     @property
-    def committed_rows(self) -> NDArray[np.int64]:
-        """:attr:`committed`, every row when ``None``."""
-        if self.committed is None:
-            return np.arange(self.group.shape[0], dtype=np.int64)
-        return self.committed
+    def committed(self) -> NDArray[np.int64]:
+        """(c,) the rows whose history the release commits, ascending (row i of ``history``
+        for ``committed[i]``): every row of the snapshot and every virtual member."""
+        return np.flatnonzero(self.real | (self.group >= 0)).astype(np.int64)
 
     def breach_summary(self) -> dict[str, float | int]:
         """``bound``, ``max``, ``p50``, ``p99`` of the published individuals' breach (their
@@ -260,14 +257,13 @@ def plan_release(
             insertion_window=window,
         )
 
-    index: list[ValueIndex] = []  # built at the first placement, kept for the release
+    # built at the first placement (many releases need none), kept for the release
+    index = functools.cache(lambda: ValueIndex.of(table.sensitive, len(is_protected), requirements))
 
     def place_rows(group: NDArray[np.int64], rows: NDArray[np.int64]) -> NDArray[np.int64]:
-        if not index:
-            index.append(ValueIndex.of(table.sensitive, is_protected.shape[0], requirements))
         return place_in_groups(
             table, is_protected, requirements, group, rows, min_group_size=min_group_size,
-            max_group_factor=factor, insertion_window=window, index=index[0],
+            max_group_factor=factor, insertion_window=window, index=index(),
         )  # fmt: skip
 
     validity = GroupValidity(table.sensitive, is_protected, requirements, min_group_size)
@@ -340,7 +336,6 @@ def plan_release(
         suppressed_breach=float(breach_all[star].max(initial=0.0)),
         spent_pairs=int(np.count_nonzero(spent)),
         virtual=virtual if absent.any() else None,
-        committed=committed if absent.any() else None,
     )
 
 

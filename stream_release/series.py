@@ -133,7 +133,8 @@ class Publisher:
     kind_checked: int = field(default=0, init=False, repr=False)
     """The last sequence whose ``mechanism.kind`` is known to be ours."""
     registry: Registry | None = field(default=None, init=False, repr=False)
-    """The population register of virtual individuals, read at the first release."""
+    """The population register of virtual individuals, read at the first release, its rows in
+    pseudonym order (:attr:`registry_pseudonyms`)."""
     registry_pseudonyms: NDArray[np.bytes_] | None = field(default=None, init=False, repr=False)
     high_water: int = field(default=0, init=False, repr=False)
     """The highest sequence this publisher knows was committed or published: a store whose
@@ -380,7 +381,7 @@ class Publisher:
             sequence,
             label,
             files,
-            pseudonyms[plan.committed_rows],
+            pseudonyms[plan.committed],
             plan.history,
             plan.values,
             encode_record(groups, manifest),
@@ -399,12 +400,14 @@ class Publisher:
             path = self.settings.virtual.registry
             assert path is not None
             schema = self.settings.schema
-            self.registry = read_registry(path, schema, load_hierarchies(schema))
-            self.registry_pseudonyms = self.pseudonymizer.pseudonyms(self.registry.table.ids)
+            registry = read_registry(path, schema, load_hierarchies(schema))
+            known = self.pseudonymizer.pseudonyms(registry.table.ids)
+            order = np.argsort(known, kind="stable")  # once: every release's pool is in order
+            self.registry = replace(registry, table=registry.table.take(order))
+            self.registry_pseudonyms = known[order]
         known = self.registry_pseudonyms
         assert known is not None
-        absent = np.flatnonzero(~np.isin(known, pseudonyms))
-        absent = absent[np.argsort(known[absent], kind="stable")]
+        absent = np.flatnonzero(~np.isin(known, pseudonyms, assume_unique=True))
         pool = self.registry.table.take(absent)
         if ids_are_pseudonyms:
             hexes = np.empty(absent.shape[0], dtype=object)

@@ -24,24 +24,24 @@ from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.table import EncodedTable
 
 
+def _write_config(directory: Path, schema: str, privacy: dict[str, object]) -> Path:
+    """``config.toml`` in ``directory``: the ``[schema]`` text, constant-ratio at l = 2 with
+    ``privacy`` overrides, 500 queries per release."""
+    settings = {"l": 2, "strategy": "constant-ratio", **privacy}
+    lines = [f"{k} = {_toml(v)}" for k, v in settings.items()]
+    path = directory / "config.toml"
+    path.write_text(schema + "[privacy]\n" + "\n".join(lines) + "\n[output]\nqueries = 500\n")
+    return path
+
+
 def write_config(directory: Path, data: Path, **privacy: object) -> Path:
     """An Adult configuration (ARX hierarchies from ``data``) with ``privacy`` overrides."""
     hierarchies = "\n".join(f'"{a}" = "{data / f"adult_hierarchy_{a}.csv"}"' for a in ADULT_QID)
-    lines = [
-        f"{k} = {_toml(v)}"
-        for k, v in {"l": 2, "strategy": "constant-ratio", "k_prime": 3, **privacy}.items()
-    ]
-    path = directory / "config.toml"
-    path.write_text(
-        "[schema]\n"
-        'id = "id"\n'
-        f'sensitive = "{ADULT_SENSITIVE}"\n'
-        f"qid = {_toml(list(ADULT_QID))}\n"
-        "[schema.hierarchies]\n"
-        f"{hierarchies}\n"
-        "[privacy]\n" + "\n".join(lines) + "\n[output]\nqueries = 500\n"
+    schema = (
+        f'[schema]\nid = "id"\nsensitive = "{ADULT_SENSITIVE}"\n'
+        f"qid = {_toml(list(ADULT_QID))}\n[schema.hierarchies]\n{hierarchies}\n"
     )
-    return path
+    return _write_config(directory, schema, {"k_prime": 3, **privacy})
 
 
 def adult_series(
@@ -89,17 +89,8 @@ def wage_panel_series(directory: Path) -> list[Path]:
 
 def wage_panel_config(directory: Path, **privacy: object) -> Path:
     """A configuration of :func:`wage_panel_series`: every occupation protected."""
-    lines = [
-        f"{k} = {_toml(v)}"
-        for k, v in {"l": 2, "strategy": "constant-ratio", "k_prime": 2, **privacy}.items()
-    ]
-    path = directory / "config.toml"
-    path.write_text(
-        '[schema]\nid = "nr"\nsensitive = "occupation"\n'
-        f"qid = {_toml(list(WAGE_QID))}\n"
-        "[privacy]\n" + "\n".join(lines) + "\n[output]\nqueries = 500\n"
-    )
-    return path
+    schema = f'[schema]\nid = "nr"\nsensitive = "occupation"\nqid = {_toml(list(WAGE_QID))}\n'
+    return _write_config(directory, schema, {"k_prime": 2, **privacy})
 
 
 def adult_table(data: Path) -> Table:

@@ -412,17 +412,18 @@ def _register(record: dict[str, Any] | None, id_column: str, found: Findings) ->
     sha256 (else the reason goes to ``found.not_done``)."""
     source = (record or {}).get("registry") or {}
     path = Path(str(source.get("file", "")))
+    unchecked = "the QIDs of the virtual members against the register (their groups' real "
     if not source.get("file") or not path.is_file():
         found.not_done.append(
-            "virtual members against the register: the private record names no register file "
-            "that exists"
+            unchecked + "members were checked): the private record names no register file that "
+            "exists"
         )
         return None
     register = read_snapshot(path, id_column)
     if register.sha256 != source.get("sha256"):
         found.not_done.append(
-            f"virtual members against the register: {path.name} is not the register the "
-            "release was made with (its sha256 differs from the private record's)"
+            unchecked + f"members were checked): {path.name} is not the register the release "
+            "was made with (its sha256 differs from the private record's)"
         )
         return None
     return register

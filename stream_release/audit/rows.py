@@ -59,7 +59,7 @@ def check_rows(
 
     ``virtual`` (the assignments' flags): virtual members are absent from the snapshot, hold
     no value, and their QIDs are the ``register``'s rows (without it, a group with virtual
-    members has only its multiset checked, and ``found.not_done`` says so).
+    members has its multiset and its real members checked; the caller says what was not).
 
     Returns each assigned real id's row (``None`` when the assignments do not name the
     snapshot's ids, e.g. the worker's pseudonyms: then nothing is compared).
@@ -102,27 +102,23 @@ def check_rows(
         if g >= 0 and i in rows_of:
             members.setdefault(g, []).append(rows_of[i])
     others: dict[int, list[list[str]]] = {}  # virtual members, as register rows
-    missing_qids = [] if register is None else [q for q in qids if q not in register.header]
-    if missing_qids:
-        found.problems.append(f"the register {register.path.name} lacks the columns {missing_qids}")  # type: ignore[union-attr]
+    if register is not None and any(q not in register.header for q in qids):
+        lacking = [q for q in qids if q not in register.header]
+        found.problems.append(f"the register {register.path.name} lacks the columns {lacking}")
         register = None
-    unknown = 0
-    for i, g in zip(ids, assigned.tolist(), strict=True):
-        if i in fake and register is not None:
+    if register is not None:
+        r_col = {q: register.header.index(q) for q in qids}
+        unknown = 0
+        for i, g in zip(ids, assigned.tolist(), strict=True):
+            if i not in fake:
+                continue
             row = register.rows.get(i)
             if row is None:
                 unknown += 1
                 continue
-            others.setdefault(g, []).append(
-                [row[register.header.index(q)] if q in q_col else "" for q in header]
-            )
-    if unknown:
-        found.problems.append(f"{unknown} virtual members are not in the register")
-    if fake and register is None:
-        found.not_done.append(
-            f"the QIDs of {len(fake)} virtual members against the register (no register with "
-            "the recorded sha256; their groups' real members were checked)"
-        )
+            others.setdefault(g, []).append([row[r_col[q]] if q in r_col else "" for q in header])
+        if unknown:
+            found.problems.append(f"{unknown} virtual members are not in the register")
     unchecked = 0
     for line in lines:
         g = int(line["group"])

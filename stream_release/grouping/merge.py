@@ -101,9 +101,9 @@ def merge_leftovers(
 class ValueIndex:
     """The rows of each value and the requirement entries of each value: what
     :func:`place_rows` looks up per row. It depends on the rows' values and requirements
-    only, so a release builds it once (:meth:`of`) for all its calls (at 3M rows building it
-    took about a third of a second per call, and the last decoy stage calls thousands of
-    times)."""
+    only, so a release builds it once (:meth:`of`) for all its calls: for 3M rows with 3M
+    requirement entries it takes 0.25 s (median of 5, 2 cores, nothing else running), and the
+    last decoy stage calls ``place_rows`` thousands of times."""
 
     owner: NDArray[np.int64]
     by_value: NDArray[np.int64]

@@ -179,7 +179,8 @@ def protect_suppressed_set(
     absent : (n,) bool, rows that are not in the snapshot (virtual candidates,
         :mod:`~stream_release.grouping.virtual`): grouped when a group takes them, else left
         out; never members of the set nor decoys (an adversary who knows who is in the
-        snapshot knows they are not suppressed)
+        snapshot knows they are not suppressed). A group may be left with absent rows only:
+        the caller drops those (:func:`~stream_release.grouping.virtual.trim_virtual`)
 
     Returns
     -------
@@ -211,9 +212,7 @@ def protect_suppressed_set(
         rows that are neither forced nor ``decoys``. A row no group takes is *unplaced*: from
         then on it counts as forced."""
         unplaced = np.zeros(sensitive.shape[0], dtype=np.bool_)
-        state = _SetState(
-            sensitive, protected, requirements, (group < 0) & ~absent, forced, cap, floor, absent
-        )
+        state = _SetState(sensitive, protected, requirements, group < 0, forced, cap, floor, absent)
         regrouped = False
         while True:  # each turn groups a row, or marks rows unplaced, or ends
             must = np.union1d(state.to_place(), np.flatnonzero(unplaced))
@@ -236,7 +235,7 @@ def protect_suppressed_set(
                 sensitive,
                 protected,
                 requirements,
-                (group < 0) & ~absent,
+                group < 0,
                 forced | unplaced,
                 cap,
                 floor,
@@ -265,9 +264,7 @@ def protect_suppressed_set(
         for _ in range(DECOY_ROUNDS):  # else single rows, the rest grouped again without them
             if state.shortfall() <= 0:
                 break
-            decoys = _choose_decoys(
-                state, (group >= 0) & ~state.member & ~absent, slack=DECOY_SLACK
-            )
+            decoys = _choose_decoys(state, (group >= 0) & ~state.member, slack=DECOY_SLACK)
             if decoys.size == 0:
                 break
             tried = chosen.copy()
@@ -290,7 +287,7 @@ def protect_suppressed_set(
             key=lambda tried: tried[1].shortfall(),
         )
     if state.shortfall() > 0:
-        group = _add_rehomed_decoys(state, group, place_rows, absent)
+        group = _add_rehomed_decoys(state, group, place_rows)
         chosen |= state.member & (group >= 0)
     if state.shortfall() > 0:
         worst = int(np.argmax(state.terms))
@@ -303,7 +300,6 @@ def protect_suppressed_set(
         )
     out = group.copy()
     out[state.member] = -1
-    out[absent & (out >= 0) & ~np.isin(out, out[~absent & (out >= 0)])] = -1  # no real member
     out = renumber(out)
     suppressed = SuppressedSet(
         rows=np.flatnonzero(state.member).astype(np.int64),
@@ -342,7 +338,7 @@ def _choose_decoys(
     prot = np.flatnonzero(state.protected)
     room[prot] = np.floor(target / ratio[prot]).astype(np.int64) - state.counts[prot]
     room[state.blocked & (state.counts == 0)] = 0
-    rows = np.flatnonzero(grouped).astype(np.int64)
+    rows = np.flatnonzero(grouped & ~state.absent).astype(np.int64)  # never an absent row
     owner, value, r = state._entries(rows)
     # a requirement matters for a value the set holds or the row brings (gain() weighs the
     # rest when it is one: a value brought later meets the raised ratio)
@@ -371,8 +367,7 @@ def _add_row_decoys(state: _SetState, group: NDArray[np.int64], group_valid: Gro
     grouped again, so nothing new is left over."""
     ptr, rows = _group_index(group)
     taken: dict[int, set[int]] = {}
-    grouped = (group >= 0) & ~state.member & ~state.absent
-    for r in _choose_decoys(state, grouped, limit=False).tolist():
+    for r in _choose_decoys(state, (group >= 0) & ~state.member, limit=False).tolist():
         if state.shortfall() <= 0:
             return
         g = int(group[r])
@@ -388,7 +383,7 @@ def _add_row_decoys(state: _SetState, group: NDArray[np.int64], group_valid: Gro
 
 
 def _add_rehomed_decoys(
-    state: _SetState, group: NDArray[np.int64], place_rows: PlaceRows, absent: NDArray[np.bool_]
+    state: _SetState, group: NDArray[np.int64], place_rows: PlaceRows
 ) -> NDArray[np.int64]:
     """Single rows whose groups do not stay valid without them, the rest of the group placed
     into other groups (``place_rows``, every row or none), as long as the set falls short and
@@ -398,13 +393,13 @@ def _add_rehomed_decoys(
     Candidates go in batches (:func:`_rehome_batch`: one call of ``place_rows`` for the rest
     of every candidate's group); a batch whose candidates stop helping one another, and the
     candidates a batch dropped, are tried one at a time."""
-    candidates = _choose_decoys(state, (group >= 0) & ~state.member & ~absent, limit=False)
+    candidates = _choose_decoys(state, (group >= 0) & ~state.member, limit=False)
     candidates = candidates[:REHOME_TRIES]
     start = 0
     while start < candidates.size and state.shortfall() > 0:
         size = max(state.shortfall(), REHOME_BATCH)
         batch, start = _distinct_groups(candidates, group, state.member, start, size)
-        done, dropped = _rehome_batch(state, group, batch, place_rows, absent)
+        done, dropped = _rehome_batch(state, group, batch, place_rows)
         if done is not None:
             group = done
         # one at a time: a batch whose candidates stopped helping one another, and those
@@ -413,7 +408,7 @@ def _add_rehomed_decoys(
         for r in again.tolist() if batch.size > 1 else []:
             if state.shortfall() <= 0:
                 break
-            one, _ = _rehome_batch(state, group, np.array([r]), place_rows, absent)
+            one, _ = _rehome_batch(state, group, np.array([r]), place_rows)
             group = group if one is None else one
     return group
 
@@ -445,14 +440,13 @@ def _rehome_batch(
     group: NDArray[np.int64],
     batch: NDArray[np.int64],
     place_rows: PlaceRows,
-    absent: NDArray[np.bool_],
 ) -> tuple[NDArray[np.int64] | None, NDArray[np.int64]]:
     """The grouping with the candidates of ``batch`` (one per group) taken into the set and
     the rest of their groups placed (``place_rows``; a candidate whose rest is not all placed
     is dropped: it keeps its group, and the others are placed again without it), and the
     dropped candidates; ``None``, the set unchanged, when a candidate no longer lowers the
-    shortfall once the others joined. The ``absent`` rows of the candidates' groups are
-    placed when a group takes them, else left out."""
+    shortfall once the others joined. The absent rows of the candidates' groups
+    (``state.absent``) are placed when a group takes them, else left out."""
     helps = np.array([state.gain(np.array([r])) > 0 for r in batch.tolist()], dtype=np.bool_)
     batch = batch[helps] if batch.size else batch
     kept, placed = batch, group
@@ -464,7 +458,7 @@ def _rehome_batch(
         cut[state.member | gone] = -1  # the set's rows are in no group
         cut[kept] = -1
         placed = place_rows(cut, rest)
-        real = rest[~absent[rest]]
+        real = rest[~state.absent[rest]]
         whole = np.array([np.all(placed[real[group[real] == group[r]]] >= 0) for r in kept])
         if whole.all():
             break
@@ -510,6 +504,7 @@ class _SetState:
         self.sensitive = sensitive
         self.absent = absent if absent is not None else np.zeros_like(member)
         """Rows not in the snapshot: never members, never decoys."""
+        member = member & ~self.absent
         self.protected = protected
         self.forced = forced
         self.unplaced = np.zeros(sensitive.shape[0], dtype=np.bool_)

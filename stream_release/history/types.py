@@ -70,12 +70,11 @@ class HistoryRows:
 
     def take(self, rows: NDArray[np.int64]) -> HistoryRows:
         """The history of individuals ``rows`` (row i for ``rows[i]``)."""
-        lengths = np.diff(self.indptr)[rows]
-        indptr = np.zeros(rows.shape[0] + 1, dtype=np.int64)
-        np.cumsum(lengths, out=indptr[1:])
-        starts = np.repeat(self.indptr[rows] - indptr[:-1], lengths)
-        entries = starts + np.arange(int(indptr[-1]), dtype=np.int64)
-        return HistoryRows(indptr, self.value[entries], self.log_p[entries], self.links[entries])
+        from stream_release.history._csr import gather_rows  # _csr imports this module
+
+        everything = np.arange(self.n_entries, dtype=np.int64)
+        indptr, at = gather_rows(everything, self.indptr[rows], np.diff(self.indptr)[rows])
+        return HistoryRows(indptr, self.value[at], self.log_p[at], self.links[at])
 
 
 class HistoryStore(Protocol):

@@ -53,7 +53,15 @@ def read_registry(
         :func:`~stream_release.grouping.encoding.encode` (a missing column, an empty or
         repeated id, a value outside its hierarchy), naming the register's file.
     """
-    ids, qid = _read_columns(Path(path), schema)
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise SchemaError(
+            f"virtual.registry {str(path)!r} does not exist; check the path"
+        ) from None
+    except OSError as exc:
+        raise SchemaError(f"virtual.registry {str(path)!r} cannot be read: {exc}") from None
+    ids, qid = _read_columns(Path(path), data, schema)
     raw = snapshot_from_columns(ids, qid, ["-"] * len(ids), source=str(path))
     n = raw.n_rows
     blank = np.empty(n, dtype=object)
@@ -68,18 +76,17 @@ def read_registry(
         table = encode(raw, schema, hierarchies)
     except SchemaError as exc:
         raise SchemaError(f"virtual.registry: {exc}") from None
-    return Registry(table, Path(path), hashlib.sha256(Path(path).read_bytes()).hexdigest())
+    return Registry(table, Path(path), hashlib.sha256(data).hexdigest())
 
 
-def _read_columns(path: Path, schema: SchemaSettings) -> tuple[list[str], dict[str, list[str]]]:
-    """The id column and the QID columns of the CSV at ``path`` (``,`` or ``;``, a header)."""
+def _read_columns(
+    path: Path, data: bytes, schema: SchemaSettings
+) -> tuple[list[str], dict[str, list[str]]]:
+    """The id column and the QID columns of the CSV ``data`` read from ``path`` (``,`` or
+    ``;``, a header)."""
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise SchemaError(
-            f"virtual.registry {str(path)!r} does not exist; check the path"
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
         raise SchemaError(
             f"virtual.registry {str(path)!r} cannot be read as UTF-8 text: {exc}"
         ) from None

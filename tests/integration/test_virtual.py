@@ -28,6 +28,22 @@ def _with_register(config: Path, register: Path) -> Path:
     return config
 
 
+def _configured(shared_data: Path, tmp_path: Path, **privacy: object) -> tuple[Path, Path]:
+    """An Adult configuration with ``privacy`` and the whole table as its register; and the
+    register's path."""
+    register = adult_register(shared_data, tmp_path / "register.csv")
+    return _with_register(write_config(tmp_path, shared_data, **privacy), register), register
+
+
+def _first_release(shared_data: Path, tmp_path: Path, series: list[Path]) -> tuple[Path, Path]:
+    """``stream-release anonymize`` of the first snapshot at k' = 5 with the register: the
+    public directory and the register's path."""
+    config, register = _configured(shared_data, tmp_path, k_prime=5)
+    out = tmp_path / "out"
+    assert main(["anonymize", "--config", str(config), "--out", str(out), str(series[0])]) == 0
+    return out, register
+
+
 @pytest.fixture
 def series(shared_data: Path, tmp_path: Path) -> list[Path]:
     return adult_series(shared_data, tmp_path, 20, rounds=3)
@@ -77,10 +93,7 @@ def settings_path(tmp_path: Path) -> Path:
 def test_the_audit_finds_a_virtual_member_that_is_not_stated(
     shared_data: Path, tmp_path: Path, series: list[Path]
 ) -> None:
-    register = adult_register(shared_data, tmp_path / "register.csv")
-    config = _with_register(write_config(tmp_path, shared_data, k_prime=5), register)
-    out = tmp_path / "out"
-    assert main(["anonymize", "--config", str(config), "--out", str(out), str(series[0])]) == 0
+    out, _ = _first_release(shared_data, tmp_path, series)
     path = out / "release-0001.jsonl"
     lines = [json.loads(x) for x in path.read_text().splitlines()]
     lines[0]["virtual"] -= 1
@@ -97,10 +110,7 @@ def test_virtual_members_are_linked_and_their_history_bounds_them(
 ) -> None:
     """A virtual member is linked to its group's values: the audit recomputes its breach from
     the assignments across releases like anyone's, and the series stays within 1/l."""
-    register = adult_register(shared_data, tmp_path / "register.csv")
-    config = _with_register(
-        write_config(tmp_path, shared_data, strategy="geometric", alpha=5), register
-    )
+    config, _ = _configured(shared_data, tmp_path, strategy="geometric", alpha=5)
     out = tmp_path / "out"
     anonymize_files(load_settings(config), out, series)
     private = tmp_path / "out.private"
@@ -126,8 +136,7 @@ def test_a_register_without_a_qid_column_is_refused_by_name(
 
 
 def test_a_register_is_only_for_the_global_guarantee(shared_data: Path, tmp_path: Path) -> None:
-    register = adult_register(shared_data, tmp_path / "register.csv")
-    config = _with_register(write_config(tmp_path, shared_data), register)
+    config, _ = _configured(shared_data, tmp_path)
     config.write_text(
         config.read_text()
         + '[mechanism]\nkind = "sampled-k-anonymity"\n[mechanism.sampled_k_anonymity]\n'
@@ -142,10 +151,7 @@ def test_a_register_is_only_for_the_global_guarantee(shared_data: Path, tmp_path
 def test_the_audit_refuses_a_manifest_that_drops_the_assumption(
     shared_data: Path, tmp_path: Path, series: list[Path]
 ) -> None:
-    register = adult_register(shared_data, tmp_path / "register.csv")
-    config = _with_register(write_config(tmp_path, shared_data, k_prime=5), register)
-    out = tmp_path / "out"
-    assert main(["anonymize", "--config", str(config), "--out", str(out), str(series[0])]) == 0
+    out, _ = _first_release(shared_data, tmp_path, series)
     path = out / "manifest-0001.json"
     manifest = json.loads(path.read_text())
     manifest["virtual"] = manifest["virtual"]["members"]  # a bare count, no assumption
@@ -157,10 +163,7 @@ def test_the_audit_refuses_a_manifest_that_drops_the_assumption(
 def test_without_the_register_the_audit_still_checks_the_real_members(
     shared_data: Path, tmp_path: Path, series: list[Path]
 ) -> None:
-    register = adult_register(shared_data, tmp_path / "register.csv")
-    config = _with_register(write_config(tmp_path, shared_data, k_prime=5), register)
-    out = tmp_path / "out"
-    assert main(["anonymize", "--config", str(config), "--out", str(out), str(series[0])]) == 0
+    out, register = _first_release(shared_data, tmp_path, series)
     register.unlink()
     report = audit_directory(out, snapshots=series[:1])
     assert report.ok, report.table()
@@ -183,4 +186,4 @@ def test_a_register_with_a_bad_id_is_refused_by_line(
     path = tmp_path / "register.csv"
     path.write_text(text)
     with pytest.raises(SchemaError, match=message):
-        _read_columns(path, SchemaSettings(id="id", sensitive="s", qid=("sex",)))
+        _read_columns(path, path.read_bytes(), SchemaSettings(id="id", sensitive="s", qid=("sex",)))

@@ -101,6 +101,6 @@ def test_a_plan_with_candidates_publishes_what_it_could_not_without(tmp_path: Pa
         flu = c.pair_count[(c.pair_group == g) & (c.pair_value == 1)].sum()
         assert c.size[g] >= flu * strategy.base_ratio
     members = np.flatnonzero(virtual & (plan.group >= 0))
-    assert np.array_equal(plan.committed_rows, np.concatenate([np.arange(4), members]))
-    assert plan.history.n_individuals == plan.committed_rows.shape[0]
+    assert np.array_equal(plan.committed, np.concatenate([np.arange(4), members]))
+    assert plan.history.n_individuals == plan.committed.shape[0]
     assert np.all(np.diff(plan.history.indptr)[4:] >= 1)  # each linked to its group's values
