@@ -26,10 +26,10 @@ with three calls on ``rng``, in this order:
    the sensitive value of row ``flatnonzero(group >= 0)[pick]`` (values are drawn in proportion
    to their frequency in the release).
 
-Queries with ``act == 0`` are dropped and a new batch of the missing number is drawn, until
-``queries`` are kept or ``100 * queries`` have been drawn. Codes are order-preserving, so a code
-range is a numeric interval, a run of consecutive hierarchy leaves (depth-first order), or a
-range of sorted set values.
+Queries with ``act == 0`` (below ``min_count``, 1 by default) are dropped and a new batch of
+the missing number is drawn, until ``queries`` are kept or ``100 * queries`` have been drawn.
+Codes are order-preserving, so a code range is a numeric interval, a run of consecutive
+hierarchy leaves (depth-first order), or a range of sorted set values.
 
 :func:`draw_count_queries` draws the same workload without a release (``s`` from any chosen
 rows, by default all of them) and returns the queries with their actual counts, so that
@@ -215,6 +215,7 @@ def relative_errors(
     queries: int = 5000,
     rng: np.random.Generator,
     real: NDArray[np.bool_] | None = None,
+    min_count: int = 1,
 ) -> NDArray[np.float64]:
     """Relative error of each random count query of the workload in the module docstring.
 
@@ -227,6 +228,11 @@ def relative_errors(
     rng : the source of every random draw
     real : (n,) bool, the snapshot's rows when the table also holds virtual candidates: the
         sensitive value is drawn from the published real rows (virtual members hold none)
+    min_count : queries whose actual count is below it are re-drawn (module docstring); 1
+        keeps every query with a row. Snapshots of different sizes are compared on one
+        workload with ``min_count`` in proportion to the size (``ceil(n / n_0)`` for the
+        queries a snapshot of ``n_0`` rows would keep): with ``1``, a larger snapshot keeps
+        queries on sparser regions, and its error rises with its size alone
 
     Returns
     -------
@@ -252,7 +258,7 @@ def relative_errors(
     published = np.flatnonzero(grouped if real is None else grouped & real)
     if published.size == 0:
         return np.ones(int(queries), dtype=np.float64)
-    kept = _draw(table, int(queries), rng, published, workload.answer)
+    kept = _draw(table, int(queries), rng, published, workload.answer, _min_count(min_count))
     return np.abs(kept.estimate - kept.actual) / kept.actual
 
 
@@ -287,6 +293,7 @@ def draw_count_queries(
     queries: int = 5000,
     rng: np.random.Generator,
     rows: NDArray[np.integer] | None = None,
+    min_count: int = 1,
 ) -> CountQueries:
     """The random count queries of :func:`relative_errors`, drawn from a table alone.
 
@@ -304,11 +311,12 @@ def draw_count_queries(
     queries : number of queries to keep, >= 0
     rng : the source of every random draw
     rows : (r,) int indexes of the rows ``s`` is drawn from, r >= 1; default every row
+    min_count : the smallest actual count kept (:func:`relative_errors`)
 
     Returns
     -------
     CountQueries with ``q <= queries`` queries (fewer only when ``100 * queries`` draws did not
-    find enough with an actual count above 0).
+    find enough with an actual count of at least ``min_count``).
     """
     if isinstance(queries, bool) or not isinstance(queries, int | np.integer) or queries < 0:
         raise InvalidParameter(f"queries = {queries!r}: must be an integer >= 0 (e.g. 5000)")
@@ -325,7 +333,14 @@ def draw_count_queries(
         raise InvalidParameter("rows: empty; the sensitive value of a query is drawn from them")
     if pool.min() < 0 or pool.max() >= table.n_rows:
         raise InvalidParameter(f"rows: indexes outside 0..{table.n_rows - 1}")
-    return _draw(table, int(queries), rng, pool, _ActualCounts(table).answer).queries
+    answer = _ActualCounts(table).answer
+    return _draw(table, int(queries), rng, pool, answer, _min_count(min_count)).queries
+
+
+def _min_count(value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise InvalidParameter(f"min_count = {value!r}: must be an integer >= 1 (e.g. 1)")
+    return int(value)
 
 
 _Answer = Callable[
@@ -350,10 +365,11 @@ def _draw(
     rng: np.random.Generator,
     pool: NDArray[np.int64],
     answer: _Answer,
+    min_count: int = 1,
 ) -> _Kept:
-    """Draw batches of the workload until ``queries`` have an actual count above 0 (or the
-    draw bound is hit); ``answer`` gives each batch's actual and estimated counts. ``pool``
-    (r,) >= 1 rows the sensitive value is drawn from."""
+    """Draw batches of the workload until ``queries`` have an actual count of at least
+    ``min_count`` (or the draw bound is hit); ``answer`` gives each batch's actual and estimated
+    counts. ``pool`` (r,) >= 1 rows the sensitive value is drawn from."""
     d = len(table.attributes)
     sizes = np.array([a.size for a in table.attributes], dtype=np.int64)
     qd = min(MAX_QUERY_ATTRIBUTES, d)
@@ -373,7 +389,7 @@ def _draw(
         ends = starts + lengths[attrs] - 1
         values = table.sensitive[pool[rng.integers(0, pool.shape[0], size=m)]].astype(np.int64)
         act, est = answer(attrs, starts, ends, values)
-        ok = act > 0
+        ok = act >= min_count
         parts.append((attrs[ok], starts[ok], ends[ok], values[ok]))
         actuals.append(act[ok])
         estimates.append(est[ok])

@@ -383,3 +383,36 @@ def test_utility_report(small: EncodedTable) -> None:
     )
     none = utility_report(small, GROUP, format="anatomy", queries=0, rng=np.random.default_rng(0))
     assert none["query_error"] is None and none["queries"] == 0 and none["ncp"] == 0.0
+
+
+def test_min_count_keeps_only_queries_with_that_many_rows(tmp_path: Path) -> None:
+    table = random_table(tmp_path, 400, 4, ("age", "education", "city"))
+    group = random_groups(400, 4)
+    published = np.flatnonzero(group >= 0)
+    base = draw_count_queries(table, queries=200, rng=np.random.default_rng(5), rows=published)
+    same = draw_count_queries(
+        table, queries=200, rng=np.random.default_rng(5), rows=published, min_count=1
+    )
+    assert np.array_equal(base.actual, same.actual)
+    floor = int(np.median(base.actual)) + 1
+    dense = draw_count_queries(
+        table, queries=200, rng=np.random.default_rng(5), rows=published, min_count=floor
+    )
+    assert len(dense) == 200
+    for i in range(len(dense)):
+        act = _brute_force_count(
+            table, dense.attrs[i], dense.starts[i], dense.ends[i], dense.values[i]
+        )
+        assert dense.actual[i] == act >= floor
+    # the first batch's draws that meet the floor lead the kept ones, in draw order (the
+    # first 150 queries with a row come from the first batch of 200 draws on this table)
+    first = base.actual[:150] >= floor
+    assert np.array_equal(dense.actual[: int(first.sum())], base.actual[:150][first])
+    errors = relative_errors(
+        table, group, format="generalized", queries=200, rng=np.random.default_rng(5),
+        min_count=floor,
+    )  # fmt: skip
+    assert errors.shape == (200,)
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(InvalidParameter, match="min_count"):
+            draw_count_queries(table, rng=np.random.default_rng(0), min_count=bad)  # type: ignore[arg-type]
