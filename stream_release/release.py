@@ -35,12 +35,13 @@ from numpy.typing import NDArray
 from stream_release.config import GroupingSettings
 from stream_release.errors import GuaranteeUnsatisfiable, PrivacyLeakWarning
 from stream_release.grouping.generalize import group_layout, sensitive_pairs
-from stream_release.grouping.merge import GroupValidity, ValueIndex
+from stream_release.grouping.merge import GroupValidity
 from stream_release.grouping.partition import (
     Requirements,
     form_groups,
     group_size_cap,
     place_in_groups,
+    placer_for,
 )
 from stream_release.grouping.suppressed_set import SuppressedSet, protect_suppressed_set
 from stream_release.grouping.virtual import no_value_code, trim_virtual
@@ -258,12 +259,20 @@ def plan_release(
         )
 
     # built at the first placement (many releases need none), kept for the release
-    index = functools.cache(lambda: ValueIndex.of(table.sensitive, len(is_protected), requirements))
+    placer = functools.cache(
+        lambda: placer_for(
+            table,
+            is_protected,
+            requirements,
+            min_group_size=min_group_size,
+            max_group_factor=factor,
+        )
+    )
 
     def place_rows(group: NDArray[np.int64], rows: NDArray[np.int64]) -> NDArray[np.int64]:
         return place_in_groups(
             table, is_protected, requirements, group, rows, min_group_size=min_group_size,
-            max_group_factor=factor, insertion_window=window, index=index(),
+            max_group_factor=factor, insertion_window=window, placer=placer(),
         )  # fmt: skip
 
     validity = GroupValidity(table.sensitive, is_protected, requirements, min_group_size)

@@ -13,12 +13,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stream_release.grouping.kernels import group_rows
-from stream_release.grouping.merge import (
-    ValueIndex,
-    merge_leftovers,
-    nearest_groups,
-    place_rows,
-)
+from stream_release.grouping.merge import merge_leftovers
+from stream_release.grouping.placer import Placer, nearest_groups
 from stream_release.grouping.requirements import Requirements
 from stream_release.table import EncodedTable
 
@@ -88,6 +84,27 @@ REGROUP_GROUPS = (4, 16, 64)
 """How many of its nearest groups a row no group takes is regrouped with, one try each."""
 
 
+def placer_for(
+    table: EncodedTable,
+    protected: NDArray[np.bool_],
+    requirements: Requirements,
+    *,
+    min_group_size: int,
+    max_group_factor: float,
+) -> Placer:
+    """The :class:`~stream_release.grouping.placer.Placer` of a release's settings: one per
+    release serves every :func:`place_in_groups` call."""
+    return Placer(
+        np.ascontiguousarray(table.qid),
+        attribute_scale(table),
+        np.ascontiguousarray(table.sensitive),
+        np.ascontiguousarray(protected, dtype=np.bool_),
+        requirements,
+        cap=group_size_cap(requirements.base, min_group_size, max_group_factor),
+        min_group_size=min_group_size,
+    )
+
+
 def place_in_groups(
     table: EncodedTable,
     protected: NDArray[np.bool_],
@@ -98,29 +115,21 @@ def place_in_groups(
     min_group_size: int,
     max_group_factor: float,
     insertion_window: int,
-    index: ValueIndex | None = None,
+    placer: Placer | None = None,
 ) -> NDArray[np.int64]:
-    """Put ungrouped ``rows`` into the groups (``index``: the rows'
-    :class:`~stream_release.grouping.merge.ValueIndex`, for a caller that places rows many
-    times): into the nearest group that stays valid with one of them, or for a member another
-    group takes
-    (:func:`~stream_release.grouping.merge.place_rows`); failing that, the row and its
+    """Put ungrouped ``rows`` into the groups (``placer``: :func:`placer_for` these settings,
+    kept by a caller that places rows many times): into the nearest group that stays valid
+    with one of them, or for a member another group takes
+    (:meth:`~stream_release.grouping.placer.Placer.place`); failing that, the row and its
     :data:`REGROUP_GROUPS` nearest groups are grouped again (:func:`form_groups`), kept only
     when every one of their rows finds a group. New groups take new ids."""
-    qid = np.ascontiguousarray(table.qid)
-    norm = attribute_scale(table)
-    group = place_rows(
-        group,
-        rows,
-        qid,
-        norm,
-        np.ascontiguousarray(table.sensitive),
-        np.ascontiguousarray(protected, dtype=np.bool_),
-        requirements,
-        cap=group_size_cap(requirements.base, min_group_size, max_group_factor),
-        min_group_size=min_group_size,
-        index=index,
-    )
+    if placer is None:
+        placer = placer_for(
+            table, protected, requirements,
+            min_group_size=min_group_size, max_group_factor=max_group_factor,
+        )  # fmt: skip
+    group = placer.place(group, rows)
+    qid, norm = placer.qid, placer.norm
     for x in rows.tolist():
         for k in REGROUP_GROUPS:
             if group[x] >= 0:

@@ -1,0 +1,158 @@
+"""The placer keeps its state between calls and looks at nearby groups first: its answers must
+be those of an exhaustive search over every group, call after call."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+
+from stream_release.grouping import placer as placer_module
+from stream_release.grouping.kernels import first_rows
+from stream_release.grouping.merge import GroupValidity
+from stream_release.grouping.placer import Placer, place_rows
+from stream_release.grouping.requirements import Requirements
+
+
+class _Exhaustive:
+    """The reference: every group checked for every row, from the grouping as it is."""
+
+    def __init__(self, group, qid, norm, sensitive, protected, req, cap) -> None:  # type: ignore[no-untyped-def]
+        self.group, self.qid, self.norm = group, qid, norm
+        self.sensitive, self.protected, self.req, self.cap = sensitive, protected, req, cap
+
+    def groups(self) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        n_groups = int(self.group.max()) + 1
+        return first_rows(self.group, n_groups), np.bincount(
+            self.group[self.group >= 0], minlength=n_groups
+        )
+
+    def ordered(self, groups: NDArray[np.int64], x: int, limit: int) -> NDArray[np.int64]:
+        first, _ = self.groups()
+        gap = [self.gap(int(first[g]), x) for g in groups.tolist()]
+        order = sorted(range(groups.size), key=lambda i: (gap[i], groups[i]))
+        return groups[order[:limit]]
+
+    def gap(self, a: int, b: int) -> float:
+        """Summed in attribute order (one formula: ties are broken the same way)."""
+        total = 0.0
+        for j in range(self.qid.shape[1]):
+            total += abs(float(self.qid[a, j]) - float(self.qid[b, j])) * float(self.norm[j])
+        return total
+
+    def taking(self, x: int, limit: int) -> NDArray[np.int64]:
+        _, sizes = self.groups()
+        req, own = self.req, int(self.sensitive[x])
+        mine = dict(
+            zip(
+                req.value[req.ptr[x] : req.ptr[x + 1]].tolist(),
+                req.ratio[req.ptr[x] : req.ptr[x + 1]].tolist(),
+                strict=True,
+            )
+        )
+        values = set(mine) | ({own} if self.protected[own] else set())
+        ok = []
+        for g in np.flatnonzero(sizes > 0).tolist():
+            members = np.flatnonzero(self.group == g)
+            if members.size + 1 > self.cap:
+                continue
+            fits = True
+            for s in values:
+                count = int(np.count_nonzero(self.sensitive[members] == s)) + (s == own)
+                ratio = max(req.base, mine.get(s, req.base))
+                for r in members.tolist():
+                    entries = req.value[req.ptr[r] : req.ptr[r + 1]] == s
+                    ratio = max([ratio, *req.ratio[req.ptr[r] : req.ptr[r + 1]][entries]])
+                if count and members.size + 1 < count * ratio:
+                    fits = False
+            if fits:
+                ok.append(g)
+        return self.ordered(np.array(ok, dtype=np.int64), x, limit)
+
+    def place(self, rows: NDArray[np.int64], check: GroupValidity) -> NDArray[np.int64]:
+        group = self.group
+        for x in rows.tolist():
+            if group[x] >= 0:
+                continue
+            taking = self.taking(x, 1)
+            if taking.size:
+                group[x] = taking[0]
+                continue
+            _, sizes = self.groups()
+            for g in self.ordered(np.flatnonzero(sizes > 0), x, 64).tolist():
+                members = np.flatnonzero(group == g)
+                for y in members.tolist():
+                    if not check.valid(np.append(members[members != y], x)):
+                        continue
+                    group[x], group[y] = g, -1
+                    elsewhere = self.taking(y, 2)
+                    elsewhere = elsewhere[elsewhere != g]
+                    if elsewhere.size:
+                        group[y] = elsewhere[0]
+                        break
+                    group[y], group[x] = g, -1
+                if group[x] >= 0:
+                    break
+        return group
+
+
+def _release(seed: int, n: int = 1500, d: int = 4, values: int = 6) -> tuple:  # type: ignore[type-arg]
+    rng = np.random.default_rng(seed)
+    qid = rng.integers(0, 12, size=(n, d)).astype(np.int32)
+    norm = 1.0 / np.full(d, 11.0)
+    sensitive = rng.integers(0, values, n).astype(np.int32)
+    protected = np.ones(values, dtype=np.bool_)
+    protected[0] = False
+    lengths = np.where(rng.random(n) < 0.3, rng.integers(1, 3, n), 0)
+    ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    value = np.concatenate(
+        [rng.choice(np.arange(1, values), size=k, replace=False) for k in lengths]
+    ).astype(np.int32)
+    ratio = rng.choice([3.5, 4.0, 6.0, 9.0, np.inf], size=value.size)
+    req = Requirements(3.0, ptr, value, ratio)
+    group = np.repeat(np.arange(n // 5), 5)[rng.permutation(n)].astype(np.int64)
+    return rng, qid, norm, sensitive, protected, req, group
+
+
+@pytest.mark.parametrize(
+    ("seed", "stale", "slots"), [(0, 16384, 16), (1, 16384, 16), (2, 4, 16), (3, 16384, 1)]
+)
+def test_the_answers_of_an_exhaustive_search_call_after_call(
+    seed: int, stale: int, slots: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(placer_module, "STALE_GROUPS", stale)  # 4: the tree built again often
+    # 1 slot: values given up and filled again, and rows that need more values than slots
+    monkeypatch.setattr(placer_module, "VALUE_BYTES", 0)
+    monkeypatch.setattr(placer_module, "MIN_VALUES", slots)
+    rng, qid, norm, sensitive, protected, req, group = _release(seed)
+    cap = 5  # groups of 5: only a group that lost a row takes one, the rest is swaps
+    placer = Placer(qid, norm, sensitive, protected, req, cap=cap, min_group_size=2)
+    check = GroupValidity(sensitive, protected, req, 2)
+    placed_some = swapped = 0
+    for round_ in range(6):
+        rows = rng.choice(group.shape[0], size=40, replace=False).astype(np.int64)
+        cut = group.copy()
+        cut[rows] = -1
+        if round_ == 3:  # new group ids past the ones the placer has seen
+            extra = rng.choice(np.flatnonzero(cut >= 0), size=400, replace=False)
+            cut[extra] = int(cut.max()) + 1 + np.arange(400) // 4
+        before = cut.copy()
+        got = placer.place(cut, rows)
+        assert np.array_equal(cut, before)  # the caller's array is not changed
+        want = _Exhaustive(cut.copy(), qid, norm, sensitive, protected, req, cap).place(rows, check)
+        assert np.array_equal(got, want), f"round {round_}"
+        placed_some += int(np.count_nonzero(got[rows] >= 0))
+        swapped += int(np.count_nonzero((got != cut) & (cut >= 0)))
+        group = np.where(got >= 0, got, group)
+    assert placed_some > 0 and swapped > 0  # both paths ran
+
+
+def test_place_rows_once_is_the_placer_once() -> None:
+    _, qid, norm, sensitive, protected, req, group = _release(3)
+    cut = group.copy()
+    rows = np.arange(0, 60, dtype=np.int64)
+    cut[rows] = -1
+    once = place_rows(cut, rows, qid, norm, sensitive, protected, req, cap=8, min_group_size=2)
+    kept = Placer(qid, norm, sensitive, protected, req, cap=8, min_group_size=2).place(cut, rows)
+    assert np.array_equal(once, kept)
+    assert np.all(cut[rows] == -1)
