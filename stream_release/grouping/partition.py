@@ -14,7 +14,7 @@ from numpy.typing import NDArray
 
 from stream_release.grouping.kernels import group_rows
 from stream_release.grouping.merge import merge_leftovers
-from stream_release.grouping.placer import Placer, nearest_groups
+from stream_release.grouping.placer import Placer
 from stream_release.grouping.requirements import Requirements
 from stream_release.table import EncodedTable
 
@@ -129,13 +129,13 @@ def place_in_groups(
             min_group_size=min_group_size, max_group_factor=max_group_factor,
         )  # fmt: skip
     group = placer.place(group, rows)
-    qid, norm = placer.qid, placer.norm
     for x in rows.tolist():
         for k in REGROUP_GROUPS:
             if group[x] >= 0:
                 break
-            near = nearest_groups(group, qid, norm, x, k)
-            mask = np.isin(group, near)
+            _, near = placer.nearest(group, x, k)
+            mask = np.zeros(group.shape[0], dtype=np.bool_)
+            mask[near] = True
             mask[x] = True
             again = form_groups(
                 table, protected, requirements, min_group_size=min_group_size, eligible=mask,

@@ -27,7 +27,7 @@ from stream_release.grouping.kernels import first_rows
 from stream_release.grouping.merge import GroupValidity
 from stream_release.grouping.requirements import Requirements
 
-__all__ = ["Placer", "ValueIndex", "nearest_groups", "place_rows"]
+__all__ = ["Placer", "ValueIndex", "place_rows"]
 
 SWAP_GROUPS = 64
 """Nearest groups where a row no group takes as it is is tried in a swap."""
@@ -140,6 +140,16 @@ class Placer:
                     break
         return state.group.copy()
 
+    def nearest(
+        self, group: NDArray[np.int64], x: int, limit: int
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """The ``limit`` groups of ``group`` with rows nearest to row ``x``, nearest first
+        (ties in id order), and their rows."""
+        state = self._sync(group)
+        near = self._nearest(state, x, limit)
+        rows = [state.members.of(g) for g in near.tolist()]
+        return near, np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+
     def _sync(self, group: NDArray[np.int64]) -> _State:
         """The state brought to ``group``: row by row when few rows differ, else built anew."""
         n_groups = int(group.max()) + 1
@@ -232,37 +242,6 @@ def place_rows(
     return placer.place(group, rows)
 
 
-def nearest_groups(
-    group: NDArray[np.int64],
-    qid: NDArray[np.int32],
-    norm: NDArray[np.float64],
-    x: int,
-    limit: int | None = None,
-) -> NDArray[np.int64]:
-    """Every group id (the ``limit`` nearest), nearest to row ``x`` first: the distance of
-    the QID codes to the group's first row, each attribute scaled to ``[0, 1]`` (``norm``)."""
-    first = first_rows(group, int(group.max(initial=-1)) + 1)
-    return by_distance(np.flatnonzero(first < group.shape[0]), first, qid, norm, x, limit)
-
-
-def by_distance(
-    groups: NDArray[np.int64],
-    first: NDArray[np.int64],
-    qid: NDArray[np.int32],
-    norm: NDArray[np.float64],
-    x: int,
-    limit: int | None = None,
-) -> NDArray[np.int64]:
-    """``groups`` (in id order) nearest to row ``x`` first, ties in id order; the ``limit``
-    nearest only."""
-    gap = _gaps(groups, first, qid, norm, x)
-    if limit is not None and groups.size > limit:  # the same prefix, without a full sort
-        near = gap <= np.partition(gap, limit - 1)[limit - 1]
-        groups, gap = groups[near], gap[near]
-    order = np.argsort(gap, kind="stable")
-    return groups[order if limit is None else order[:limit]].astype(np.int64)
-
-
 @njit(cache=True)
 def _gap(qid, norm, a, b):  # pragma: no cover - jit
     """The distance of rows ``a`` and ``b``: one sum, in attribute order, for every caller."""
@@ -270,14 +249,6 @@ def _gap(qid, norm, a, b):  # pragma: no cover - jit
     for j in range(qid.shape[1]):
         total += abs(float(qid[a, j]) - float(qid[b, j])) * norm[j]
     return total
-
-
-@njit(cache=True)
-def _gaps(groups, first, qid, norm, x):  # pragma: no cover - jit
-    out = np.empty(groups.shape[0], np.float64)
-    for i in range(groups.shape[0]):
-        out[i] = _gap(qid, norm, first[groups[i]], x)
-    return out
 
 
 @njit(cache=True)

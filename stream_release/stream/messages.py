@@ -16,7 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from stream_release.config import SchemaSettings
 
@@ -54,9 +54,22 @@ class SnapshotRecord(_Message):
     """One row of a snapshot (topic ``sr.records``, key = the individual id)."""
 
     release: str = Field(min_length=1, description="the producer's release label")
-    id: str = Field(min_length=1, description="the individual's identifier")
+    id: str = Field(
+        min_length=1,
+        description="the individual's identifier (surrounding spaces and tabs are dropped, "
+        "as from a CSV snapshot's cells and a register's ids)",
+    )
     qid: dict[str, QidValue] = Field(description="every configured QID, by name")
     sensitive: str = Field(min_length=1, description="the sensitive value")
+
+    @field_validator("id")
+    @classmethod
+    def _trimmed(cls, value: str) -> str:
+        """One id, one pseudonym, whichever way it arrives."""
+        trimmed = value.strip(" \t")
+        if not trimmed:
+            raise ValueError("only spaces or tabs: give the individual's identifier")
+        return trimmed
 
 
 class Seal(_Message):

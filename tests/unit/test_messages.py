@@ -45,6 +45,7 @@ def test_a_valid_record_and_seal_decode() -> None:
         (json.dumps({k: v for k, v in GOOD.items() if k != "id"}).encode(), "field id is missing"),
         (_record(id=17), "id = 17"),
         (_record(id=""), "id"),
+        (_record(id=" \t "), "only spaces or tabs"),
         (_record(extra="x"), "field extra is not part of the message"),
         (_record(qid={"sex": "M"}), "qid.age is missing"),
         (_record(qid={"sex": "M", "age": 3, "zip": "1"}), "qid.zip is not a configured QID"),
@@ -56,6 +57,14 @@ def test_bad_records_are_rejected_with_a_reason(raw: bytes, expected: str) -> No
     result = decode_record(raw, SCHEMA, max_bytes=LIMIT)
     assert isinstance(result, Rejection)
     assert expected in result.error
+
+
+def test_an_id_is_the_same_id_with_surrounding_blanks() -> None:
+    # as a CSV snapshot's cell and a register's id: one individual, one pseudonym
+    record = decode_record(_record(id=" \tp-17 "), SCHEMA, max_bytes=LIMIT)
+    assert isinstance(record, SnapshotRecord) and record.id == "p-17"
+    inner = decode_record(_record(id="p 17"), SCHEMA, max_bytes=LIMIT)
+    assert isinstance(inner, SnapshotRecord) and inner.id == "p 17"
 
 
 @pytest.mark.parametrize(

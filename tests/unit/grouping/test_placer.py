@@ -141,6 +141,12 @@ def test_the_answers_of_an_exhaustive_search_call_after_call(
         assert np.array_equal(cut, before)  # the caller's array is not changed
         want = _Exhaustive(cut.copy(), qid, norm, sensitive, protected, req, cap).place(rows, check)
         assert np.array_equal(got, want), f"round {round_}"
+        reference = _Exhaustive(got.copy(), qid, norm, sensitive, protected, req, cap)
+        for x in rows[:5].tolist():  # the groups a row left over is regrouped with
+            near, members = placer.nearest(got, x, 16)
+            alive = np.unique(got[got >= 0])
+            assert np.array_equal(near, reference.ordered(alive, x, 16))
+            assert np.array_equal(np.sort(members), np.flatnonzero(np.isin(got, near)))
         placed_some += int(np.count_nonzero(got[rows] >= 0))
         swapped += int(np.count_nonzero((got != cut) & (cut >= 0)))
         group = np.where(got >= 0, got, group)
