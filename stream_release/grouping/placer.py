@@ -205,13 +205,13 @@ class Placer:
                 break
             candidates, radius = near
             found, gap = _nearest_taking(
-                candidates, state.first, state.sizes, self.qid, self.norm, x, cap,
+                candidates, state.anchor, state.sizes, self.qid[x], self.norm, cap,
                 slots, plus, mine, values.counts, values.ratios, limit,
             )  # fmt: skip
             if found.size == limit and gap[-1] <= radius:
                 return found
         found, _ = _nearest_taking(
-            state.every, state.first, state.sizes, self.qid, self.norm, x, cap,
+            state.every, state.anchor, state.sizes, self.qid[x], self.norm, cap,
             slots, plus, mine, values.counts, values.ratios, limit,
         )  # fmt: skip
         return found
@@ -243,22 +243,15 @@ def place_rows(
 
 
 @njit(cache=True)
-def _gap(qid, norm, a, b):  # pragma: no cover - jit
-    """The distance of rows ``a`` and ``b``: one sum, in attribute order, for every caller."""
-    total = 0.0
-    for j in range(qid.shape[1]):
-        total += abs(float(qid[a, j]) - float(qid[b, j])) * norm[j]
-    return total
-
-
-@njit(cache=True)
 def _nearest_taking(
-    groups, first, sizes, qid, norm, x, cap, slots, plus, mine, counts, ratios, limit
+    groups, anchor, sizes, point, norm, cap, slots, plus, mine, counts, ratios, limit
 ):  # pragma: no cover - jit
-    """The ``limit`` nearest of ``groups`` (in id order) that take row ``x``, nearest first
-    (ties in id order), and their distances: a group with rows, fewer than ``cap``, and for
-    each value ``j`` (``counts``/``ratios`` row ``slots[j]``: ``n(G, s)`` and ``R(G, s)``)
-    ``c = n(G, s) + plus[j]`` is 0 or ``|G| + 1 >= c max(R(G, s), mine[j])``."""
+    """The ``limit`` nearest of ``groups`` (in id order) that take the row at ``point`` (its
+    QID codes), nearest first (ties in id order), and their distances (to the group's
+    ``anchor``, its first row's codes; summed in attribute order). A group takes it with rows,
+    fewer than ``cap``, and for each value ``j`` (``counts``/``ratios`` row ``slots[j]``:
+    ``n(G, s)`` and ``R(G, s)``) ``c = n(G, s) + plus[j]`` is 0 or
+    ``|G| + 1 >= c max(R(G, s), mine[j])``."""
     best = np.full(limit, -1, np.int64)
     best_gap = np.full(limit, np.inf)
     found = 0
@@ -278,7 +271,9 @@ def _nearest_taking(
                 break
         if not ok:
             continue
-        gap = _gap(qid, norm, first[g], x)
+        gap = 0.0
+        for a in range(point.shape[0]):
+            gap += abs(float(anchor[g, a]) - float(point[a])) * norm[a]
         if found == limit and gap >= best_gap[limit - 1]:
             continue
         at = min(found, limit - 1)
@@ -302,6 +297,10 @@ class _State:
         self.n = group.shape[0]
         self.every = np.arange(capacity, dtype=np.int64)
         self.first = first_rows(group, capacity)
+        # the first row's codes of each group, in one block: a scan of every group reads them
+        # in order instead of from rows all over the table
+        self.anchor = placer.qid[np.minimum(self.first, self.n - 1)]
+        self.qid = placer.qid
         self.sizes = np.bincount(group[group >= 0], minlength=capacity)
         self.members = _Members(group, capacity)
         self.tree = _GroupTree(placer.qid, placer.norm, self.first, capacity)
@@ -320,12 +319,15 @@ class _State:
             self.sizes[g] += 1
             if x < self.first[g]:
                 self.first[g] = x
+                self.anchor[g] = self.qid[x]
                 self.tree.touch(g)
         if old >= 0:
             self.sizes[old] -= 1
             if self.first[old] == x:
                 rows = self.members.of(old)
                 self.first[old] = rows[0] if rows.size else self.n
+                if rows.size:
+                    self.anchor[old] = self.qid[rows[0]]
                 self.tree.touch(old)
         self.values.moved(x, old, g)
 
