@@ -13,7 +13,8 @@ on the common workload of :data:`REFERENCE_ROWS`, the one every size is compared
 its own child process).
 
     python benchmarks/scale.py [--sizes 30000,100000,300000,1000000,3000000] [--seeds 0]
-                               [--releases 5]
+                               [--releases 5] [--rows-out ROWS.json]
+    python benchmarks/scale.py --rows-in ROWS.json [ROWS.json ...]   # one table from runs
 
 Writes ``results/scale.md`` and ``results/scale.png`` (suppression, largest group, NCP and
 median query error on the common workload per release, one line per size; the first seed),
@@ -246,6 +247,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--releases", type=int, default=5)
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--out", type=Path, default=RESULTS / "scale.md")
+    parser.add_argument("--rows-out", type=Path, help="also write the measured rows (JSON)")
+    parser.add_argument(
+        "--rows-in", type=Path, nargs="+", help="measure nothing: the rows of earlier runs"
+    )
     parser.add_argument("--measure-only", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -254,7 +259,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(measure(args.measure_only, args.releases, data_dir, seeds[0])))
         return 0
     rows: list[dict[str, Any]] = []
-    for size in (int(s) for s in args.sizes.split(",")):
+    for path in args.rows_in or []:
+        rows.extend(json.loads(path.read_text()))
+    for size in [] if args.rows_in else (int(s) for s in args.sizes.split(",")):
         for seed in seeds:
             child = subprocess.run(
                 [sys.executable, __file__, "--measure-only", str(size), "--seeds", str(seed),
@@ -262,6 +269,10 @@ def main(argv: list[str] | None = None) -> int:
                 check=True, stdout=subprocess.PIPE, text=True,
             )  # fmt: skip
             rows.extend(json.loads(child.stdout))
+    if args.rows_out:
+        args.rows_out.write_text(json.dumps(rows))
+    seeds = sorted({r["seed"] for r in rows}) if args.rows_in else seeds
+    rows.sort(key=lambda r: (r["size"], r["seed"], r["release"]))
     png = args.out.with_suffix(".png")
     plot([r for r in rows if r["seed"] == seeds[0]], png)
     args.out.write_text(markdown(rows, argv) + f"\n![scale]({png.name})\n")
