@@ -669,7 +669,9 @@ def test_fuzzed_messages_are_rejected_or_released(
         path = private / f"assignments-{manifest['sequence']:04d}.csv"
         with path.open(encoding="utf-8", newline="") as fh:
             released = [row["id"] for row in csv.DictReader(fh)]
-        assert sorted(released) == sorted(pseudonymizer.pseudonym(i).hex() for i in ids)
+        # an id loses surrounding spaces and tabs (a fuzzed suffix may end with them)
+        expected_ids = (pseudonymizer.pseudonym(i.strip(" \t")).hex() for i in ids)
+        assert sorted(released) == sorted(expected_ids)
     assert audit_directory(hostile.archive).ok
 
     worker.check_alive()
