@@ -47,6 +47,7 @@ from stream_release.datasets import (
 )
 from stream_release.errors import StreamReleaseError
 from stream_release.local_services import (
+    TANSU_WORKER_SETTINGS,
     ManagedProcess,
     free_port,
     kafka_answers,
@@ -196,7 +197,7 @@ def run_streaming(
                 bootstrap=bootstrap,
                 redis_url=redis_url,
                 archive=archive,
-                extra={"SR_KAFKA_GROUP_ID": DEMO_GROUP_ID},
+                extra={"SR_KAFKA_GROUP_ID": DEMO_GROUP_ID, **TANSU_WORKER_SETTINGS},
             )
             worker = services.enter_context(
                 managed_process(

@@ -213,16 +213,18 @@ def kafka_answers(bootstrap: str) -> bool:
 
 
 LOCAL_WORKER_SETTINGS = {
-    # Tansu holds a consumer group's first join for about half the session timeout
+    # short, so that a group forms quickly (Tansu holds a first join for about half of it)
     "SR_SERVICE_SESSION_TIMEOUT_S": "2",
     "SR_SERVICE_HEARTBEAT_INTERVAL_S": "0.5",
     "SR_SERVICE_REBALANCE_TIMEOUT_S": "2",
     "SR_SERVICE_BATCH_WINDOW_S": "0.2",
     "SR_SERVICE_RETRY_INTERVAL_S": "1",
-    "SR_KAFKA_IDEMPOTENT": "false",  # Tansu has no idempotent producer
     "SR_SERVICE_METRICS_PORT": "0",  # no HTTP endpoint unless the caller sets a port
 }
-"""Worker settings for the local Tansu broker (short group timeouts, no idempotence)."""
+"""Worker settings for a local broker: short group timeouts (the tests' Apache Kafka allows
+them: ``group.min.session.timeout.ms``), quick batches and retries."""
+TANSU_WORKER_SETTINGS = {"SR_KAFKA_IDEMPOTENT": "false"}
+"""What a worker on the Tansu broker needs besides: Tansu has no idempotent producer."""
 
 
 def worker_env(

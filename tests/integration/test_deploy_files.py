@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from kafka_broker import kafka_version
 from pydantic import BaseModel
 
 from stream_release.cli import _parser
@@ -374,3 +375,8 @@ def test_the_build_context_leaves_out_secrets_and_caches() -> None:
     for entry in (".git", "deploy", "tests", "**/__pycache__"):
         assert entry in ignored, entry
     assert "README.md" not in ignored and "pyproject.toml" not in ignored  # the build needs them
+
+
+def test_compose_runs_the_kafka_the_tests_run(compose: dict[str, Any]) -> None:
+    # users run the broker of docker-compose.yml; the tests resolve tests/kafka/pom.xml
+    assert compose["services"]["kafka"]["image"] == f"apache/kafka:{kafka_version()}"

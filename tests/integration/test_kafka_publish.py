@@ -30,7 +30,6 @@ def kafka_env(
 ) -> TopicSettings:
     """Point ``load_settings`` at the test broker and this test's topics (env beats file)."""
     monkeypatch.setenv("SR_KAFKA_BOOTSTRAP", kafka_bootstrap)
-    monkeypatch.setenv("SR_KAFKA_IDEMPOTENT", "false")  # Tansu has no idempotent producer
     monkeypatch.setenv("SR_KAFKA_TOPICS", kafka_topics.model_dump_json())
     return kafka_topics
 
@@ -163,7 +162,7 @@ def test_unreachable_bootstrap_exits_2_quickly(
 def test_ensure_topics_creates_only_missing_topics(
     kafka_bootstrap: str, kafka_topics: TopicSettings
 ) -> None:
-    settings = KafkaSettings(bootstrap=kafka_bootstrap, idempotent=False, topics=kafka_topics)
+    settings = KafkaSettings(bootstrap=kafka_bootstrap, topics=kafka_topics)
     names = [kafka_topics.records, kafka_topics.control]
     assert asyncio.run(ensure_topics(settings, names)) == names
     assert asyncio.run(ensure_topics(settings, [*names, kafka_topics.rejected])) == [

@@ -46,10 +46,9 @@ def set_publish_environment(
     monkeypatch: pytest.MonkeyPatch, bootstrap: str, topics: TopicSettings
 ) -> None:
     """Point ``stream-release publish``, run in this process, at the local broker and this
-    test's topics (Tansu has no idempotent producer)."""
+    test's topics."""
     for name, value in {
         "SR_KAFKA_BOOTSTRAP": bootstrap,
-        "SR_KAFKA_IDEMPOTENT": "false",
         "SR_KAFKA_TOPICS": topics.model_dump_json(),
     }.items():
         monkeypatch.setenv(name, value)
