@@ -212,7 +212,7 @@ def main() -> int:
             client = redis.Redis.from_url(redis_url)
             baseline = int(client.info("memory")["used_memory"])
             config = write_demo_config(work)
-            kafka = KafkaSettings(bootstrap=bootstrap, idempotent=False)
+            kafka = KafkaSettings(bootstrap=bootstrap, idempotent=False, transactions=False)
             topics = kafka.topics
             asyncio.run(ensure_topics(kafka, topics.every))
             env = worker_env(

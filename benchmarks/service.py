@@ -166,7 +166,7 @@ def main() -> int:
         work = Path(tmp)
         with local_broker_and_redis(work) as (bootstrap, redis_url):
             config = write_demo_config(work)
-            kafka = KafkaSettings(bootstrap=bootstrap, idempotent=False)
+            kafka = KafkaSettings(bootstrap=bootstrap, idempotent=False, transactions=False)
             topics = kafka.topics
             asyncio.run(ensure_topics(kafka, topics.every))
             labels = [f"ingest-{k}" for k in range(args.rounds)]

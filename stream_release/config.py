@@ -248,7 +248,18 @@ class KafkaSettings(_Section):
     ssl_keyfile: Path | None = None
     idempotent: bool = True
     """Idempotent producer (exactly-once writes per partition). Some Kafka-protocol brokers
-    (e.g. the Tansu broker of the local tests and the demo) do not support it: set false."""
+    (e.g. the Tansu broker of the demo) do not support it: set false."""
+    transactions: bool = True
+    """The worker sends each release (its group lines and its manifest) in one Kafka
+    transaction: a consumer with ``isolation.level = read_committed`` sees a release whole or
+    not at all. Needs ``idempotent``; set false for a broker without transactions (the demo's
+    Tansu). Consumers reading uncommitted messages still see each release once by its
+    ``sequence``."""
+    transactional_id: str | None = None
+    """The worker's transactional id; default ``group_id + "-releases"``. It must be stable
+    across restarts of one worker (a restarted worker fences its predecessor's open
+    transaction) and differ between workers. Grant the worker's Kafka user WRITE and
+    DESCRIBE on it."""
     max_message_bytes: int = Field(default=1_048_576, ge=1024)
     """Larger messages are rejected (sr.rejected) without being parsed; also the producer's
     largest request."""
@@ -259,6 +270,24 @@ class KafkaSettings(_Section):
     """Replication factor of the topics this package creates when they are missing (single-
     broker default; a production cluster wants 3). Existing topics are left as they are."""
     topics: TopicSettings = Field(default_factory=TopicSettings)
+
+    @property
+    def release_transactional_id(self) -> str | None:
+        """The transactional id of the worker's release producer; ``None`` without
+        transactions."""
+        if not self.transactions:
+            return None
+        return self.transactional_id or f"{self.group_id}-releases"
+
+    @model_validator(mode="after")
+    def _check_transactions(self) -> KafkaSettings:
+        if self.transactions and not self.idempotent:
+            raise ValueError(
+                "kafka.transactions = true needs kafka.idempotent = true (a transactional "
+                "producer is idempotent); set both true, or transactions = false for a broker "
+                "without them (SR_KAFKA_TRANSACTIONS=false)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _check_security(self) -> KafkaSettings:

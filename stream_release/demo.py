@@ -184,7 +184,7 @@ def run_streaming(
             )
             _warm_up(progress)
             series = make_series(bundled_adult(), ADULT_SENSITIVE, releases, seed=0)
-            kafka = KafkaSettings(bootstrap=bootstrap, idempotent=False)
+            kafka = KafkaSettings(bootstrap=bootstrap, idempotent=False, transactions=False)
             broker.wait_until(lambda: kafka_answers(kafka.bootstrap))
             redis_server.wait_until(lambda: redis_answers(redis_url))
             progress(

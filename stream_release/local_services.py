@@ -223,8 +223,9 @@ LOCAL_WORKER_SETTINGS = {
 }
 """Worker settings for a local broker: short group timeouts (the tests' Apache Kafka allows
 them: ``group.min.session.timeout.ms``), quick batches and retries."""
-TANSU_WORKER_SETTINGS = {"SR_KAFKA_IDEMPOTENT": "false"}
-"""What a worker on the Tansu broker needs besides: Tansu has no idempotent producer."""
+TANSU_WORKER_SETTINGS = {"SR_KAFKA_IDEMPOTENT": "false", "SR_KAFKA_TRANSACTIONS": "false"}
+"""What a worker on the Tansu broker needs besides: Tansu has no idempotent producer and no
+transactions."""
 
 
 def worker_env(

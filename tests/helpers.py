@@ -129,17 +129,25 @@ def fresh_topics() -> TopicSettings:
     )
 
 
-def read_topic(bootstrap: str, topic: str, timeout: float = 10.0) -> list[ConsumerRecord]:
+def read_topic(
+    bootstrap: str, topic: str, timeout: float = 10.0, *, committed: bool = True
+) -> list[ConsumerRecord]:
     """Every message in ``topic`` (all partitions, from the start); ``[]`` if it does not exist.
 
-    Reads up to the high watermarks of the first fetch, so it never waits for more messages.
-    The watermarks come from Fetch responses (the high watermark: committed messages only).
+    ``committed``: as a consumer with ``isolation.level = read_committed`` sees it (the
+    messages of committed transactions and those sent outside any), up to the last stable
+    offsets; else every message written, aborted ones included, up to the high watermarks.
+    The ends are those of the first fetch, so it never waits for more messages.
     """
-    return asyncio.run(_read_topic(bootstrap, topic, timeout))
+    return asyncio.run(_read_topic(bootstrap, topic, timeout, committed))
 
 
-async def _read_topic(bootstrap: str, topic: str, timeout: float) -> list[ConsumerRecord]:
+async def _read_topic(
+    bootstrap: str, topic: str, timeout: float, committed: bool
+) -> list[ConsumerRecord]:
+    isolation = "read_committed" if committed else "read_uncommitted"
     consumer = AIOKafkaConsumer(
+        isolation_level=isolation,
         bootstrap_servers=bootstrap,
         group_id=None,
         enable_auto_commit=False,
@@ -165,8 +173,9 @@ async def _read_topic(bootstrap: str, topic: str, timeout: float) -> list[Consum
         deadline = time.monotonic() + timeout
         while True:
             for tp in partitions:
-                if tp not in end and consumer.highwater(tp) is not None:
-                    end[tp] = consumer.highwater(tp)
+                last = consumer.last_stable_offset(tp) if committed else consumer.highwater(tp)
+                if tp not in end and last is not None:
+                    end[tp] = last
             if len(end) == len(partitions) and all(
                 [await consumer.position(tp) >= end[tp] for tp in partitions]
             ):

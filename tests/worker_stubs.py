@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 from stream_release.stream.service import Outgoing
@@ -35,6 +36,17 @@ class StubReleases:
 
     def __init__(self, producer: StubProducer) -> None:
         self.producer = producer
+        self.committed = self.aborted = 0
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        """Counts the transactions committed and aborted (the sends go out as they come)."""
+        try:
+            yield
+        except BaseException:
+            self.aborted += 1
+            raise
+        self.committed += 1
 
     async def send(self, messages: Sequence[Outgoing]) -> None:
         for m in messages:

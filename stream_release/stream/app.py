@@ -66,7 +66,7 @@ from stream_release.stream.messages import Rejected
 from stream_release.stream.observability import HttpEndpoint, Metrics, health_payload
 from stream_release.stream.records_consumer import RecordConsumer
 from stream_release.stream.redaction import SentRejected
-from stream_release.stream.release_producer import ReleaseProducer
+from stream_release.stream.release_producer import ReleaseProducer, Releases
 from stream_release.stream.seal_watch import SealWatch
 from stream_release.stream.service import Incoming, Outgoing, PreparedBatch, ReleaseService
 
@@ -97,7 +97,7 @@ class ServiceRunner:
         """Whether the last publication attempt succeeded (``/health``)."""
         self.records: RecordConsumer | None = None
         """The consumer of ``topics.records`` (set by :func:`create_app`)."""
-        self.releases: ReleaseProducer | None = None
+        self.releases: Releases | None = None
         """The producer of group lines and manifests (set by :func:`create_app`)."""
 
     async def prepare_records(self, messages: list[Incoming]) -> PreparedBatch:
@@ -256,16 +256,20 @@ class ServiceRunner:
         )
 
     async def _send_release(self, outgoing: Sequence[Outgoing]) -> None:
-        """Send a release: its group messages (in two halves), then, once the broker has
-        acknowledged every group, its manifest (the last of ``outgoing``), so a consumer that
-        sees a manifest has every group of its release before it."""
+        """Send a release in one transaction (``kafka.transactions``): its group messages (in
+        two halves), then, once the broker has acknowledged every group, its manifest (the
+        last of ``outgoing``), so a consumer that sees a manifest has every group of its
+        release before it; a ``read_committed`` consumer sees all of it or none."""
+        if self.releases is None:
+            raise RuntimeError("the release producer is not set (create_app sets it)")
         groups, manifest = outgoing[:-1], outgoing[-1:]
         half = len(groups) // 2
-        await self._send(groups[:half])
-        kill_point("groups_partial")
-        await self._send(groups[half:])
-        kill_point("groups_sent")
-        await self._send(manifest)
+        async with self.releases.transaction():
+            await self._send(groups[:half])
+            kill_point("groups_partial")
+            await self._send(groups[half:])
+            kill_point("groups_sent")
+            await self._send(manifest)
         kill_point("manifest_sent")
 
     async def _send(self, messages: Sequence[Outgoing]) -> None:

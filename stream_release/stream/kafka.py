@@ -44,8 +44,9 @@ _AUTH_FIX = (
     "(SR_KAFKA_SASL_*)"
 )
 _IDEMPOTENT_FIX = (
-    "if the broker does not support idempotent producers (the local Tansu broker does not), "
-    "set kafka.idempotent = false (SR_KAFKA_IDEMPOTENT=false)"
+    "if the broker does not support idempotent producers or transactions (the demo's Tansu "
+    "broker does not), set kafka.idempotent = false and kafka.transactions = false "
+    "(SR_KAFKA_IDEMPOTENT=false, SR_KAFKA_TRANSACTIONS=false)"
 )
 
 

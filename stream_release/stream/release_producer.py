@@ -1,4 +1,5 @@
-"""The worker's producer of releases: group lines and manifests, in record batches.
+"""The worker's producer of releases: group lines and manifests, in record batches, each
+release in one Kafka transaction.
 
 A million-row release is about 200,000 group messages. Faust's producer sends them one
 ``send`` at a time (tens of microseconds each); this :class:`mode.Service`, started and stopped
@@ -6,13 +7,23 @@ with the Faust app, owns an ``AIOKafkaProducer`` (:func:`~stream_release.stream.
 producer_options`: ``acks="all"``, idempotence as ``kafka.idempotent``) and sends them with
 :func:`~stream_release.stream.kafka.send_batched`. The producer is started on first use, so a
 broker that is down when the worker starts delays publication (retried) instead of the start.
+
+With ``kafka.transactions`` the producer has the worker's transactional id
+(:attr:`~stream_release.config.KafkaSettings.release_transactional_id`) and
+:meth:`ReleaseProducer.transaction` wraps a release: committed as a whole, or aborted when
+anything in it fails (the worker then sends the release again, in a new transaction). Starting
+the producer (``init_transactions``) aborts a transaction its predecessor under the same id
+left open, and fences that predecessor. After a failure the producer is dropped and started
+again: a fenced or failed transactional producer cannot go on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from itertools import groupby
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import mode
 from aiokafka import AIOKafkaProducer
@@ -24,6 +35,15 @@ if TYPE_CHECKING:
     from stream_release.stream.service import Outgoing
 
 
+class Releases(Protocol):
+    """What the worker needs of its release producer (:class:`ReleaseProducer`; the unit
+    tests' stand-in shares it)."""
+
+    def transaction(self) -> AbstractAsyncContextManager[None]: ...
+
+    async def send(self, messages: Sequence[Outgoing]) -> None: ...
+
+
 class ReleaseProducer(mode.Service):
     """Sends :class:`~stream_release.stream.service.Outgoing` messages in record batches."""
 
@@ -31,10 +51,46 @@ class ReleaseProducer(mode.Service):
         super().__init__(**kwargs)
         self.kafka = kafka
         self.producer: AIOKafkaProducer | None = None
+        self._one_at_a_time = asyncio.Lock()
+        self._owner: asyncio.Task[Any] | None = None
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        """The block's sends as one transaction (committed when it exits, aborted when it
+        raises); without ``kafka.transactions``, the block as it is."""
+        if self.kafka.release_transactional_id is None:
+            yield
+            return
+        async with self._one_at_a_time:  # other tasks' sends wait: never in this transaction
+            producer = await self._connected()
+            self._owner = asyncio.current_task()
+            try:
+                await producer.begin_transaction()
+                try:
+                    yield
+                except BaseException:
+                    await producer.abort_transaction()
+                    raise
+                await producer.commit_transaction()
+            except BaseException:
+                await self._drop()
+                raise
+            finally:
+                self._owner = None
 
     async def send(self, messages: Sequence[Outgoing]) -> None:
         """Send ``messages`` (runs of one topic in order) and wait until the broker
-        acknowledged every one; raises the client's error otherwise."""
+        acknowledged every one; raises the client's error otherwise. Outside a
+        :meth:`transaction` of this task, with transactions on, in a transaction of their own
+        (the worker's rejections)."""
+        transactional = self.kafka.release_transactional_id is not None
+        if transactional and self._owner is not asyncio.current_task():
+            async with self.transaction():
+                await self._send_runs(messages)
+            return
+        await self._send_runs(messages)
+
+    async def _send_runs(self, messages: Sequence[Outgoing]) -> None:
         producer = await self._connected()
         for topic, run in groupby(messages, key=lambda m: m.topic):
             await send_batched(
@@ -46,7 +102,10 @@ class ReleaseProducer(mode.Service):
 
     async def _connected(self) -> AIOKafkaProducer:
         if self.producer is None:
-            producer = AIOKafkaProducer(**producer_options(self.kafka))
+            producer = AIOKafkaProducer(
+                **producer_options(self.kafka),
+                transactional_id=self.kafka.release_transactional_id,
+            )
             try:
                 await producer.start()
             except BaseException:
@@ -55,7 +114,12 @@ class ReleaseProducer(mode.Service):
             self.producer = producer
         return self.producer
 
+    async def _drop(self) -> None:
+        producer, self.producer = self.producer, None
+        if producer is not None:
+            # a failed producer may fail to stop too; it is gone either way
+            with suppress(Exception):
+                await producer.stop()
+
     async def on_stop(self) -> None:
-        if self.producer is not None:
-            await self.producer.stop()
-            self.producer = None
+        await self._drop()

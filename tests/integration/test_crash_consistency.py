@@ -17,6 +17,12 @@ Then, against one uninterrupted run of the same series with the same key:
 * what Redis holds equals the uninterrupted run's: the history of every individual, the value
   dictionary, the release records, labels, sequence and published marker, no staging left;
 * the archive equals the uninterrupted run's and passes the audit.
+
+The worker sends each release in one Kafka transaction. Killed inside it (``groups_partial``,
+``groups_sent``), the release's group lines are on the broker but invisible to a
+``read_committed`` consumer; the restarted worker aborts that transaction and sends the
+release again, so a ``read_committed`` consumer sees each of its groups exactly once.
+Everything above is read as such a consumer reads.
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ from stream_release.stream.publish import publish_snapshot
 pytestmark = pytest.mark.integration
 
 RELEASES = 3
+IN_TRANSACTION = {"groups_partial", "groups_sent"}
+"""Kill points between the start of a release's transaction and its commit."""
 RUN_TIMEOUT_S = 90.0
 """Longest wait for the worker to die at its kill point, or to publish the whole series."""
 PER_RELEASE = {
@@ -72,6 +80,11 @@ class Outcome:
     groups: dict[tuple[int, int], bytes]
     redis: dict[str, Any]
     archive: dict[str, Any]
+    copies: int = 0
+    """Group messages read beyond one per (sequence, group)."""
+    at_kill: tuple[set[int], set[int]] = (set(), set())
+    """The sequences of the group messages on the broker when the worker died: as a
+    ``read_committed`` consumer sees them, and every one written."""
 
 
 @pytest.fixture(scope="module")
@@ -121,6 +134,10 @@ def test_a_worker_killed_at_each_step_publishes_the_same_series(
     assert outcome.groups == uninterrupted.groups
     assert outcome.redis == uninterrupted.redis
     assert outcome.archive == uninterrupted.archive
+    if point in IN_TRANSACTION:  # killed while release 2 was being sent
+        committed, written = outcome.at_kill
+        assert 2 in written and 2 not in committed  # the open transaction is invisible
+        assert outcome.copies == 0  # and it was aborted: no group of it seen twice
 
 
 # -- one run ---------------------------------------------------------------------------------
@@ -146,6 +163,10 @@ def _run(
         killed = Worker(config, {**env, ENV: kill_at}, directory / "killed.log")
         killed.start()
         _wait_for_sigkill(killed, kill_at)
+        at_kill = (
+            _sequences(read_topic(bootstrap, topics.releases)),
+            _sequences(read_topic(bootstrap, topics.releases, committed=False)),
+        )
     worker = Worker(config, env, directory / "worker.log")
     worker.start()
     try:
@@ -155,11 +176,15 @@ def _run(
         worker.kill()
     report = audit_directory(archive)
     assert report.ok, report
+    lines = read_topic(bootstrap, topics.releases)
+    groups = _groups(lines)
     return Outcome(
         manifests=manifests,
-        groups=_groups(read_topic(bootstrap, topics.releases)),
+        groups=groups,
         redis=_redis_contents(redis_url, prefix),
         archive=_archive_contents(archive),
+        copies=len(lines) - len(groups),
+        at_kill=at_kill if kill_at is not None else (set(), set()),
     )
 
 
@@ -208,6 +233,10 @@ def _groups(messages: list[Any]) -> dict[tuple[int, int], bytes]:
         first = out.setdefault((line["sequence"], line["group"]), message.value)
         assert first == message.value, f"group {line['group']} of {line['sequence']} differs"
     return out
+
+
+def _sequences(messages: list[Any]) -> set[int]:
+    return {int(json.loads(message.value)["sequence"]) for message in messages}
 
 
 def _timeless(manifest: dict[str, Any]) -> dict[str, Any]:

@@ -45,7 +45,7 @@ def test_producer_options_follow_idempotent_and_max_message_bytes() -> None:
     assert on["enable_idempotence"] is True
     assert on["acks"] == "all"
     assert on["max_request_size"] == 2_000_000
-    off = producer_options(_settings(idempotent=False))
+    off = producer_options(_settings(idempotent=False, transactions=False))
     assert off["enable_idempotence"] is False
     assert off["acks"] == "all"
 
@@ -143,7 +143,17 @@ def test_kafka_error_names_the_address_and_the_fix() -> None:
     assert "\n" not in text
     idempotent = str(kafka_error(settings, "connect", aiokafka_errors.UnknownError()))
     assert "idempotent = false" in idempotent
-    plain = str(kafka_error(_settings(idempotent=False), "connect", aiokafka_errors.UnknownError()))
+    plain_settings = _settings(idempotent=False, transactions=False)
+    plain = str(kafka_error(plain_settings, "connect", aiokafka_errors.UnknownError()))
     assert "idempotent" not in plain
     auth = str(kafka_error(settings, "connect", aiokafka_errors.SaslAuthenticationFailed()))
     assert "sasl_password" in auth
+
+
+def test_transactions_need_idempotence_and_take_a_stable_id() -> None:
+    assert _settings().release_transactional_id == "stream-release-releases"
+    assert _settings(group_id="ward-7").release_transactional_id == "ward-7-releases"
+    assert _settings(transactional_id="w-1").release_transactional_id == "w-1"
+    assert _settings(idempotent=False, transactions=False).release_transactional_id is None
+    with pytest.raises(ConfigError, match=r"kafka\.transactions = true needs kafka\.idempotent"):
+        _settings(idempotent=False)

@@ -135,9 +135,11 @@ def test_a_release_is_marked_published_only_once_acknowledged(runner) -> None:  
     asyncio.run(runner.publish())
     assert service.published == 0  # the manifest of release 1 failed: nothing marked, no more
     assert [v for _, _, v in producer.sent] == [b"g1", b"g2", b"m"]
+    assert (runner.releases.committed, runner.releases.aborted) == (0, 1)  # its transaction
     producer.failing = set()
     asyncio.run(runner.publish())  # the retry sends release 1 again, then release 2
     assert service.published == 2
+    assert (runner.releases.committed, runner.releases.aborted) == (2, 1)  # one per release
     assert [(k, v) for _, k, v in producer.sent[3:]] == [
         (b"r1", b"g1"),
         (b"r1", b"g2"),
