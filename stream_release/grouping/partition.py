@@ -115,19 +115,14 @@ def place_in_groups(
     min_group_size: int,
     max_group_factor: float,
     insertion_window: int,
-    placer: Placer | None = None,
+    placer: Placer,
 ) -> NDArray[np.int64]:
     """Put ungrouped ``rows`` into the groups (``placer``: :func:`placer_for` these settings,
-    kept by a caller that places rows many times): into the nearest group that stays valid
-    with one of them, or for a member another group takes
-    (:meth:`~stream_release.grouping.placer.Placer.place`); failing that, the row and its
-    :data:`REGROUP_GROUPS` nearest groups are grouped again (:func:`form_groups`), kept only
-    when every one of their rows finds a group. New groups take new ids."""
-    if placer is None:
-        placer = placer_for(
-            table, protected, requirements,
-            min_group_size=min_group_size, max_group_factor=max_group_factor,
-        )  # fmt: skip
+    kept for the release): into the nearest group that stays valid with one of them, or for a
+    member another group takes (:meth:`~stream_release.grouping.placer.Placer.place`); failing
+    that, the row and its :data:`REGROUP_GROUPS` nearest groups are grouped again
+    (:func:`form_groups`), kept only when every one of their rows finds a group. New groups
+    take new ids."""
     group = placer.place(group, rows)
     for x in rows.tolist():
         for k in REGROUP_GROUPS:

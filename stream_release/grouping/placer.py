@@ -27,7 +27,7 @@ from stream_release.grouping.kernels import first_rows
 from stream_release.grouping.merge import GroupValidity
 from stream_release.grouping.requirements import Requirements
 
-__all__ = ["Placer", "ValueIndex", "place_rows"]
+__all__ = ["Placer", "ValueIndex"]
 
 SWAP_GROUPS = 64
 """Nearest groups where a row no group takes as it is is tried in a swap."""
@@ -215,31 +215,6 @@ class Placer:
             slots, plus, mine, values.counts, values.ratios, limit,
         )  # fmt: skip
         return found
-
-
-def place_rows(
-    group: NDArray[np.int64],
-    rows: NDArray[np.int64],
-    qid: NDArray[np.int32],
-    norm: NDArray[np.float64],
-    sensitive: NDArray[np.int32],
-    protected: NDArray[np.bool_],
-    requirements: Requirements,
-    *,
-    cap: int,
-    min_group_size: int,
-) -> NDArray[np.int64]:
-    """:meth:`Placer.place` once (a caller that places rows many times keeps a
-    :class:`Placer`).
-
-    Returns
-    -------
-    (n,) group per row with the same ids; a row no group can take stays ``-1``.
-    """
-    placer = Placer(
-        qid, norm, sensitive, protected, requirements, cap=cap, min_group_size=min_group_size
-    )
-    return placer.place(group, rows)
 
 
 @njit(cache=True)

@@ -10,7 +10,7 @@ from numpy.typing import NDArray
 from stream_release.grouping import placer as placer_module
 from stream_release.grouping.kernels import first_rows
 from stream_release.grouping.merge import GroupValidity
-from stream_release.grouping.placer import Placer, place_rows
+from stream_release.grouping.placer import Placer
 from stream_release.grouping.requirements import Requirements
 
 
@@ -151,14 +151,3 @@ def test_the_answers_of_an_exhaustive_search_call_after_call(
         swapped += int(np.count_nonzero((got != cut) & (cut >= 0)))
         group = np.where(got >= 0, got, group)
     assert placed_some > 0 and swapped > 0  # both paths ran
-
-
-def test_place_rows_once_is_the_placer_once() -> None:
-    _, qid, norm, sensitive, protected, req, group = _release(3)
-    cut = group.copy()
-    rows = np.arange(0, 60, dtype=np.int64)
-    cut[rows] = -1
-    once = place_rows(cut, rows, qid, norm, sensitive, protected, req, cap=8, min_group_size=2)
-    kept = Placer(qid, norm, sensitive, protected, req, cap=8, min_group_size=2).place(cut, rows)
-    assert np.array_equal(once, kept)
-    assert np.all(cut[rows] == -1)
