@@ -320,17 +320,14 @@ def _audit(args: argparse.Namespace) -> int:
 
 def _publish(args: argparse.Namespace) -> int:
     import asyncio
-    import logging
     import time
 
     from stream_release.config import load_settings
     from stream_release.io.snapshot import read_snapshot
+    from stream_release.stream.kafka import quiet_client_logs
     from stream_release.stream.publish import check_snapshot_rows, publish_snapshot
 
-    # aiokafka logs each failed attempt; the error that ends the run is our one line.
-    kafka_log = logging.getLogger("aiokafka")
-    if not any(isinstance(h, logging.NullHandler) for h in kafka_log.handlers):
-        kafka_log.addHandler(logging.NullHandler())
+    quiet_client_logs()  # the error that ends the run is our one line
     settings = load_settings(args.config)
     # a snapshot the worker would refuse is refused before it is read into memory
     check_snapshot_rows(args.snapshot, settings.service.max_release_rows)
@@ -359,8 +356,9 @@ def _worker(args: argparse.Namespace) -> int:
     import redis
 
     from stream_release.release import warm_up
+    from stream_release.stream.access import check_access
     from stream_release.stream.app import create_app, limit_malloc_arenas, tune_gc
-    from stream_release.stream.kafka import ensure_topics
+    from stream_release.stream.kafka import ensure_topics, quiet_client_logs
     from stream_release.stream.logs import logging_config
     from stream_release.stream.service import ReleaseService
 
@@ -368,8 +366,11 @@ def _worker(args: argparse.Namespace) -> int:
     topics = settings.kafka.topics
     service = ReleaseService(settings, redis.Redis.from_url(settings.redis.url))
     warm_up()
-    # one partition each, before the app subscribes (a broker may auto-create them otherwise)
+    # one partition each, before the app subscribes (a broker may auto-create them otherwise);
+    # a refused login or an unreachable broker ends the start with our one line
+    quiet_client_logs()
     asyncio.run(ensure_topics(settings.kafka, topics.every))
+    asyncio.run(check_access(settings.kafka))  # a missing ACL: one line now, not a hang later
     app = create_app(settings, service)
     tune_gc()
     # the worker stops cleanly on SIGINT and SIGTERM, then exits (SystemExit)

@@ -6,6 +6,12 @@ runs) into :data:`JARS` once per machine; ``.ci/run`` does it before the tests. 
 formatted (``kafka.tools.StorageTool``) and run (``kafka.Kafka``) with this machine's Java.
 Its log directory survives a restart of the process, so a test can stop the broker and start
 it again on the same data (:meth:`KafkaNode.running` entered again).
+
+A node given ``scram_users`` also listens for SASL_PLAINTEXT clients logging in with
+SCRAM-SHA-512 (:attr:`KafkaNode.sasl_bootstrap`), with those users created at format time, and
+authorizes every request with the KRaft ``StandardAuthorizer``: a user may do only what an ACL
+allows (:meth:`KafkaNode.allow`). Its PLAINTEXT listener stays open to the tests' own admin
+connections, whose anonymous principal is a super user.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import shutil
 import subprocess
 import uuid
 import xml.etree.ElementTree as ElementTree
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -94,10 +100,13 @@ class KafkaNode:
     """One KRaft node in ``directory``: ``server.properties``, ``log4j.properties``, the
     data under ``data/``, its output in ``kafka.log``."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, scram_users: Mapping[str, str] | None = None) -> None:
         self.directory = directory
         self.port, self.controller_port = free_port(), free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
+        self.scram_users = dict(scram_users or {})
+        self.sasl_port = free_port() if self.scram_users else None
+        self.sasl_bootstrap = f"127.0.0.1:{self.sasl_port}" if self.sasl_port else None
         self.jars = kafka_jars()
         self.runs = 0
         directory.mkdir(parents=True, exist_ok=True)
@@ -130,6 +139,22 @@ class KafkaNode:
             # the tests' workers use session timeouts of a few seconds (LOCAL_WORKER_SETTINGS)
             "group.min.session.timeout.ms": "500",
         }
+        if self.sasl_port is not None:
+            settings["listeners"] += f",SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}"
+            settings["advertised.listeners"] += f",SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}"
+            settings["listener.security.protocol.map"] += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
+            settings |= {
+                "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+                "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": (
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+                ),
+                "authorizer.class.name": (
+                    "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+                ),
+                # the controller link and the tests' admin connections (PLAINTEXT, anonymous)
+                "super.users": "User:ANONYMOUS",
+                "allow.everyone.if.no.acl.found": "false",
+            }
         return "".join(f"{k}={v}\n" for k, v in settings.items())
 
     def _java_argv(self, main: str, *args: str) -> list[str]:
@@ -144,11 +169,32 @@ class KafkaNode:
         argv = self._java_argv(
             "kafka.tools.StorageTool", "format", "--cluster-id", cluster,
             "--config", str(self.config), "--ignore-formatted",
+            *(
+                option
+                for name, password in self.scram_users.items()
+                for option in ("--add-scram", f"SCRAM-SHA-512=[name={name},password={password}]")
+            ),
         )  # fmt: skip
         done = subprocess.run(argv, capture_output=True, timeout=120, check=False)
         if done.returncode != 0:
             output = (done.stdout + done.stderr).decode(errors="replace")[-3000:]
             raise StreamReleaseError(f"kafka-storage format failed:\n{output}")
+
+    def allow(self, user: str, operations: Sequence[str], resource: Sequence[str]) -> None:
+        """Add ACLs allowing ``user`` the ``operations`` (``Read``, ``Write``, ``Describe``,
+        ``Create``...) on ``resource``, given as ``kafka-acls`` options (``["--topic", "t"]``,
+        ``["--group", "g"]``, ``["--transactional-id", "x"]``, and
+        ``["--resource-pattern-type", "prefixed"]`` for prefixes). The node must be running."""
+        argv = self._java_argv(
+            "kafka.admin.AclCommand", "--bootstrap-server", self.bootstrap, "--add",
+            "--allow-principal", f"User:{user}",
+            *(option for operation in operations for option in ("--operation", operation)),
+            *resource,
+        )  # fmt: skip
+        done = subprocess.run(argv, capture_output=True, timeout=120, check=False)
+        if done.returncode != 0:
+            output = (done.stdout + done.stderr).decode(errors="replace")[-3000:]
+            raise StreamReleaseError(f"kafka-acls failed:\n{output}")
 
     @contextmanager
     def running(self) -> Iterator[ManagedProcess]:

