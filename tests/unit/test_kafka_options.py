@@ -148,6 +148,13 @@ def test_kafka_error_names_the_address_and_the_fix() -> None:
     assert "idempotent" not in plain
     auth = str(kafka_error(settings, "connect", aiokafka_errors.SaslAuthenticationFailed()))
     assert "sasl_password" in auth
+    # a SCRAM exchange the broker ends without its signature (aiokafka: KeyError 'v')
+    scram = str(kafka_error(settings, "connect", KeyError("v")))
+    assert "unknown user?" in scram and "sasl_password" in scram
+    group = str(kafka_error(settings, "join", aiokafka_errors.GroupAuthorizationFailedError()))
+    assert "'stream-release' and 'stream-release-records'" in group
+    txn = str(kafka_error(settings, "init", aiokafka_errors.TransactionalIdAuthorizationFailed()))
+    assert "'stream-release-releases'" in txn and "Write and Describe" in txn
 
 
 def test_transactions_need_idempotence_and_take_a_stable_id() -> None:
