@@ -148,10 +148,29 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("--json", action="store_true", help="machine-readable output")
     audit.set_defaults(run=_audit)
 
-    publish = sub.add_parser("publish", help="send a snapshot to Kafka as records plus a seal")
+    publish = sub.add_parser(
+        "publish",
+        help="send a snapshot to Kafka as records plus a seal",
+        description="Sends each row of the snapshot to kafka.topics.records, then the seal to "
+        "kafka.topics.control. With --wait, waits for the worker's answer: exit 0 with the "
+        "release's sequence once its manifest is published, exit 1 with the reason if the "
+        "release is refused, blocked by rejected records, or not answered within --timeout.",
+    )
     publish.add_argument("--config", type=Path, required=True)
     publish.add_argument("--release", required=True, help="the release label, e.g. 2026-10")
     publish.add_argument("snapshot", type=Path, help="the snapshot CSV")
+    publish.add_argument(
+        "--wait",
+        action="store_true",
+        help="wait for the release's manifest or its refusal (read from kafka.topics.manifests "
+        "and kafka.topics.status)",
+    )
+    publish.add_argument(
+        "--timeout",
+        type=float,
+        default=600.0,
+        help="with --wait: seconds to wait before giving up with exit 1 (default: 600)",
+    )
     publish.set_defaults(run=_publish)
 
     worker = sub.add_parser("worker", help="run the streaming service (CONTRACT §5)")
@@ -323,9 +342,14 @@ def _publish(args: argparse.Namespace) -> int:
     import time
 
     from stream_release.config import load_settings
+    from stream_release.errors import InvalidParameter
     from stream_release.io.snapshot import read_snapshot
     from stream_release.stream.kafka import quiet_client_logs
-    from stream_release.stream.publish import check_snapshot_rows, publish_snapshot
+    from stream_release.stream.publish import (
+        check_snapshot_rows,
+        publish_and_wait,
+        publish_snapshot,
+    )
 
     quiet_client_logs()  # the error that ends the run is our one line
     settings = load_settings(args.config)
@@ -333,13 +357,29 @@ def _publish(args: argparse.Namespace) -> int:
     check_snapshot_rows(args.snapshot, settings.service.max_release_rows)
     raw = read_snapshot(args.snapshot, settings.schema)  # a bad snapshot sends nothing
     start = time.perf_counter()
-    sent = asyncio.run(publish_snapshot(settings.kafka, args.release, raw))
     topics = settings.kafka.topics
+    if not args.wait:
+        sent = asyncio.run(publish_snapshot(settings.kafka, args.release, raw))
+        print(
+            f"release {args.release}: {sent} records sent to {topics.records}, "
+            f"seal to {topics.control}, in {time.perf_counter() - start:.2f} s"
+        )
+        return 0
+    if not args.timeout > 0:
+        raise InvalidParameter(f"--timeout {args.timeout:g}: give seconds > 0")
+    sent, outcome = asyncio.run(publish_and_wait(settings.kafka, args.release, raw, args.timeout))
+    elapsed = time.perf_counter() - start
+    if outcome.status == "published":
+        print(
+            f"release {args.release}: {sent} records sent, published as sequence "
+            f"{outcome.sequence} in {elapsed:.2f} s"
+        )
+        return 0
     print(
-        f"release {args.release}: {sent} records sent to {topics.records}, "
-        f"seal to {topics.control}, in {time.perf_counter() - start:.2f} s"
+        f"stream-release publish: release {args.release} {outcome.status}: {outcome.reason}",
+        file=sys.stderr,
     )
-    return 0
+    return 1
 
 
 def _worker(args: argparse.Namespace) -> int:

@@ -222,11 +222,21 @@ class TopicSettings(_Section):
     releases: str = "sr.releases"
     manifests: str = "sr.manifests"
     rejected: str = "sr.rejected"
+    status: str = "sr.status"
+    """Why a sealed release was not published (refused, blocked by rejected records), keyed
+    by its label: for the producer, like ``rejected``."""
 
     @property
     def every(self) -> list[str]:
-        """Every topic name: records, control, releases, manifests, rejected."""
-        return [self.records, self.control, self.releases, self.manifests, self.rejected]
+        """Every topic name: records, control, releases, manifests, rejected, status."""
+        return [
+            self.records,
+            self.control,
+            self.releases,
+            self.manifests,
+            self.rejected,
+            self.status,
+        ]
 
 
 class KafkaSettings(_Section):

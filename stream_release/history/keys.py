@@ -25,6 +25,13 @@ a safe key part)::
                                              the QID values then the sensitive value)
     {prefix}:stage:<hex label>:seal  STRING  the sealed number of distinct ids
     {prefix}:stage:open              SET     labels (UTF-8) with staged rows or a seal
+    {prefix}:stage:<hex label>:rejected
+                                     SET     ``topic:partition:offset`` of each record of the
+                                             release that was rejected (a value outside its
+                                             hierarchy, the release full): a seal these leave
+                                             short can never complete
+    {prefix}:status:outbox           LIST    status messages (JSON) still to send to
+                                             ``topics.status``: a release refused at its cut
 
 A release mechanism other than the global guarantee (``[mechanism] kind``,
 :mod:`stream_release.mechanisms`) keeps its state across releases in::
@@ -72,7 +79,8 @@ class RedisKeys:
     * :attr:`key_check` -- ``{prefix}:keycheck``
     * :meth:`individual` / :meth:`individuals` -- ``{prefix}:{ind:<hex>}:h``
     * :attr:`labels`, :attr:`published`, :attr:`open_labels`, :meth:`stage_rows`,
-      :meth:`stage_seal` -- the streaming service's staging and publication state
+      :meth:`stage_seal`, :meth:`stage_rejected`, :attr:`status_outbox` -- the streaming
+      service's staging and publication state
     * :meth:`mechanism_state` / :meth:`mechanism_states` -- ``{prefix}:mech:<hex key>``
     * :attr:`match` -- a ``SCAN MATCH`` pattern for every key of the namespace
 
@@ -178,6 +186,15 @@ class RedisKeys:
     def stage_seal(self, label: str) -> str:
         """``{prefix}:stage:<hex label>:seal``: the sealed record count of one release."""
         return f"{self.prefix}:stage:{label.encode().hex()}:seal"
+
+    def stage_rejected(self, label: str) -> str:
+        """The coordinates of release ``label``'s rejected records (SET)."""
+        return f"{self.prefix}:stage:{label.encode().hex()}:rejected"
+
+    @property
+    def status_outbox(self) -> str:
+        """Status messages still to send (LIST of JSON)."""
+        return f"{self.prefix}:status:outbox"
 
     def mechanism_state(self, key: bytes) -> str:
         """``{prefix}:mech:<hex key>``: one committed state entry of the series' mechanism

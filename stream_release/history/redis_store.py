@@ -333,7 +333,11 @@ class RedisHistoryStore:
             pipe.set(seq_key, sequence)
             if label is not None:
                 pipe.hset(self._keys.labels, label, sequence)
-                pipe.unlink(self._keys.stage_rows(label), self._keys.stage_seal(label))
+                pipe.unlink(
+                    self._keys.stage_rows(label),
+                    self._keys.stage_seal(label),
+                    self._keys.stage_rejected(label),
+                )
                 pipe.srem(self._keys.open_labels, label)
             kill_point("commit_queued")
             pipe.execute()

@@ -61,14 +61,21 @@ from faust.types import EventT
 
 from stream_release.config import KafkaSettings, Settings
 from stream_release.faults import kill_point
-from stream_release.stream.kafka import client_options
+from stream_release.stream.kafka import client_options, connection_problem, kafka_error
 from stream_release.stream.messages import Rejected
 from stream_release.stream.observability import HttpEndpoint, Metrics, health_payload
 from stream_release.stream.records_consumer import RecordConsumer
 from stream_release.stream.redaction import SentRejected
 from stream_release.stream.release_producer import ReleaseProducer, Releases
 from stream_release.stream.seal_watch import SealWatch
-from stream_release.stream.service import Incoming, Outgoing, PreparedBatch, ReleaseService
+from stream_release.stream.service import (
+    Incoming,
+    Outgoing,
+    PreparedBatch,
+    ReleaseService,
+    blocked_notice,
+)
+from stream_release.stream.staging import ReleaseStatus
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -95,6 +102,10 @@ class ServiceRunner:
         self.lock = asyncio.Lock()
         self.publication_ok = True
         """Whether the last publication attempt succeeded (``/health``)."""
+        self.publication_error: str | None = None
+        """Why it failed (exception type and message: addresses and codes, no ids)."""
+        self.notified: set[str] = set()
+        """Blocked release labels whose status message this process has sent."""
         self.records: RecordConsumer | None = None
         """The consumer of ``topics.records`` (set by :func:`create_app`)."""
         self.releases: Releases | None = None
@@ -189,14 +200,51 @@ class ServiceRunner:
                             "send_s": round(send_s, 3),
                         },
                     )
-                self.publication_ok = True
+                await self._send_statuses()
+                self.publication_ok, self.publication_error = True, None
             except Exception as exc:
-                self.publication_ok = False
+                self.publication_ok, self.publication_error = False, _describe(exc)
                 log.error(
                     "publication failed, will retry: %s",
                     _describe(exc),
                     extra={"event": "publication_failed", "error": type(exc).__name__},
                 )
+
+    async def _send_statuses(self) -> None:
+        """Send the status messages committed with refusals (the outbox, then trim it), and
+        one for each release newly blocked by its rejected records (each label once per
+        process: again after a restart, which a consumer keyed by label does not mind)."""
+        outbox = await asyncio.to_thread(self.service.status_outbox)
+        if outbox:
+            await self._send(self.service.status_messages(outbox))
+            await asyncio.to_thread(self.service.status_sent, len(outbox))
+        blocked = await asyncio.to_thread(self.service.blocked)
+        fresh = [status for status in blocked if status.label not in self.notified]
+        if not fresh:
+            return
+        notices = [blocked_notice(status) for status in fresh]
+        values = [notice.model_dump_json().encode("utf-8") for notice in notices]
+        await self._send(self.service.status_messages(values))
+        for notice in notices:
+            self.notified.add(notice.release)
+            log.error(
+                "release %r blocked: %s; %s",
+                notice.release,
+                notice.reason,
+                notice.fix,
+                extra={
+                    "event": "release_blocked",
+                    "release": notice.release,
+                    "sealed": notice.sealed,
+                    "staged": notice.staged,
+                    "rejected": notice.rejected,
+                },
+            )
+
+    async def restore_metrics(self) -> None:
+        """The release gauges as the committed state has them (at start)."""
+        manifest, published = await asyncio.to_thread(self.service.last_state)
+        self.metrics.observe_restored(manifest, published)
 
     async def refresh_metrics(self) -> None:
         """The scrape-time metrics: consumer lag (seals: Faust's monitor; records: the records
@@ -216,23 +264,41 @@ class ServiceRunner:
         sequence, a release the configuration cannot make (:func:`~stream_release.stream.
         observability.health_payload`)."""
 
-        def probe() -> tuple[bool, int | None]:
+        def probe() -> tuple[bool, int | None, list[ReleaseStatus]]:
             if not self.service.redis_answers():
-                return False, None
-            return True, self.service.published()
+                return False, None, []
+            return True, self.service.published(), self.service.blocked()
 
         try:
-            redis_ok, published = await asyncio.wait_for(asyncio.to_thread(probe), PROBE_TIMEOUT_S)
+            redis_ok, published, blocked = await asyncio.wait_for(
+                asyncio.to_thread(probe), PROBE_TIMEOUT_S
+            )
         except Exception:
-            redis_ok, published = False, None
+            redis_ok, published, blocked = False, None, []
+        kafka_problem = await self.kafka_problem()
         problem, store = self.service.config_problem, self.service.store_problem
+        refusal = self.service.last_refusal
         return health_payload(
             redis_ok=redis_ok,
             published=published,
             publication_ok=self.publication_ok,
+            publication_error=self.publication_error,
             config_error=None if problem is None else problem._asdict(),
             store_error=None if store is None else store._asdict(),
+            kafka_error=kafka_problem,
+            refused=None if refusal is None else refusal.model_dump(),
+            blocked=[blocked_notice(status).model_dump() for status in blocked],
         )
+
+    async def kafka_problem(self) -> str | None:
+        """``None`` when a broker of ``kafka.bootstrap`` accepts a connection and this
+        worker's login within :data:`PROBE_TIMEOUT_S`, else why not."""
+        kafka = self.settings.kafka
+        try:
+            cause = await asyncio.wait_for(connection_problem(kafka), PROBE_TIMEOUT_S)
+        except TimeoutError:
+            return f"no answer from {kafka.bootstrap} within {PROBE_TIMEOUT_S:g} s"
+        return None if cause is None else str(kafka_error(kafka, "connect", cause))
 
     async def _reject(
         self, messages: Sequence[Incoming], rejected: Sequence[Rejected | None]
@@ -342,6 +408,10 @@ def create_app(
 
     @app.task
     async def publish_at_start() -> None:
+        try:
+            await runner.restore_metrics()
+        except Exception as exc:  # Redis down: the gauges wait for the next release
+            log.warning("cannot restore the release gauges: %s", _describe(exc))
         await runner.publish()
 
     @app.timer(interval=conf.retry_interval_s)

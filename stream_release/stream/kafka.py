@@ -209,13 +209,13 @@ async def ensure_topics(
                 raise aiokafka_errors.for_code(code)(f"topic {topic!r} {detail}".strip())
         return missing
     except CLIENT_ERRORS as exc:
-        cause = await bootstrap_cause(settings) if _is_bootstrap_failure(exc) else None
+        cause = await connection_problem(settings) if _is_bootstrap_failure(exc) else None
         raise kafka_error(settings, f"create the topics {wanted}", cause or exc) from exc
     finally:
         await admin.close()
 
 
-async def bootstrap_cause(settings: KafkaSettings) -> BaseException | None:
+async def connection_problem(settings: KafkaSettings) -> BaseException | None:
     """Why no client could bootstrap from ``settings.bootstrap``, or ``None`` if a connection
     now succeeds.
 

@@ -14,7 +14,7 @@ import json
 from enum import StrEnum
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
@@ -172,6 +172,27 @@ class Rejected(_Message):
         return self._reason
 
 
+class ReleaseNotice(_Message):
+    """Why a sealed release was not published (topic ``sr.status``, key = the release label):
+    what ``stream-release publish --wait`` waits for besides the manifest.
+
+    ``refused``: its cut found the release cannot be made (the guarantee is unsatisfiable on
+    it, or a value is outside a configured domain); it is closed, its label burnt.
+    ``blocked``: sealed, but at least as many of its records were rejected as it still misses
+    (``sr.rejected`` says which and why): it waits for records sent again under its label,
+    or for the snapshot published again under a new one.
+    """
+
+    release: str = Field(min_length=1)
+    status: Literal["refused", "blocked"]
+    error: str = Field(description="the exception's type, or records_rejected")
+    reason: str = Field(description="what made it impossible: counts and settings, no values")
+    fix: str
+    sealed: int | None = Field(default=None, ge=0, description="blocked: the sealed ids")
+    staged: int | None = Field(default=None, ge=0, description="blocked: the ids staged")
+    rejected: int | None = Field(default=None, ge=0, description="blocked: records rejected")
+
+
 class Rejection(_Message):
     """Why a message was refused; becomes a :class:`Rejected` with its coordinates."""
 
@@ -185,6 +206,7 @@ MODELS: dict[str, type[BaseModel]] = {
     "group": GroupLine,
     "manifest": Manifest,
     "rejected": Rejected,
+    "status": ReleaseNotice,
 }
 
 

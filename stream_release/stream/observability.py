@@ -169,17 +169,28 @@ class Metrics:
         for manifest, planned in zip(manifests, planning, strict=True):
             self.group_seconds.observe(planned)
             self.commit_seconds.observe(rest)
-            # a mechanism kind's manifest has no breach block, a DP kind's no suppression
-            # count: those gauges keep their last value rather than show a false 0
-            breach = manifest.get("breach") or {}
-            utility = manifest.get("utility", {})
-            if "max" in breach and "bound" in breach:
-                self.breach_max.set(float(breach["max"]))
-                self.breach_bound.set(float(breach["bound"]))
-            if "suppressed" in manifest:
-                self.suppressed_rows.set(float(manifest["suppressed"]))
-            self.avg_group_size.set(float(utility.get("avg_group_size", 0.0)))
-            self.max_group_size.set(float(utility.get("max_group_size", 0)))
+            self._release_gauges(manifest)
+
+    def observe_restored(self, manifest: Mapping[str, Any] | None, published: int) -> None:
+        """At start: the release gauges from the last committed release's ``manifest`` and
+        the sequence gauge from the last ``published`` one, as before the restart (not 0, not
+        missing: a dashboard keeps its line)."""
+        if manifest is not None:
+            self._release_gauges(manifest)
+        self.release_sequence.set(published)
+
+    def _release_gauges(self, manifest: Mapping[str, Any]) -> None:
+        # a mechanism kind's manifest has no breach block, a DP kind's no suppression
+        # count: those gauges keep their last value rather than show a false 0
+        breach = manifest.get("breach") or {}
+        utility = manifest.get("utility", {})
+        if "max" in breach and "bound" in breach:
+            self.breach_max.set(float(breach["max"]))
+            self.breach_bound.set(float(breach["bound"]))
+        if "suppressed" in manifest:
+            self.suppressed_rows.set(float(manifest["suppressed"]))
+        self.avg_group_size.set(float(utility.get("avg_group_size", 0.0)))
+        self.max_group_size.set(float(utility.get("max_group_size", 0)))
 
     def observe_refusals(
         self, refused: int, config_error: bool, store_regressed: bool = False
@@ -229,25 +240,50 @@ def health_payload(
     publication_ok: bool,
     config_error: Mapping[str, str] | None = None,
     store_error: Mapping[str, str] | None = None,
+    kafka_error: str | None = None,
+    refused: Mapping[str, Any] | None = None,
+    blocked: Sequence[Mapping[str, Any]] = (),
+    publication_error: str | None = None,
 ) -> tuple[int, dict[str, Any]]:
     """The HTTP status and JSON body of ``/health``.
 
-    ``ok`` (200) when Redis answers PING, the last publication attempt succeeded and no
-    release is held up by the configuration, else ``degraded`` (503). ``published_sequence``:
-    the last sequence marked published (``None`` when Redis cannot tell). ``config_error``:
-    ``None``, or the release the configuration cannot make (``release``, ``error``: the
-    configuration key, value and fix; :class:`~stream_release.stream.service.ConfigProblem`).
-    ``store_error``: ``None``, or the release held because the history store is behind the
-    archive (``release``, ``error``; :class:`~stream_release.stream.service.StoreProblem`).
+    ``ok`` (200) when Redis answers PING, the broker answers a login, the last publication
+    attempt succeeded, no release is held up by the configuration or the store, no release
+    was refused since the last one committed, and no sealed release is blocked by its
+    rejected records; else ``degraded`` (503) with ``reasons``: one line per problem.
+    ``published_sequence``: the last sequence marked published (``None`` when Redis cannot
+    tell). ``config_error`` / ``store_error``: ``None``, or the held release (``release``,
+    ``error``; :class:`~stream_release.stream.service.ConfigProblem`, ``StoreProblem``).
+    ``kafka``: whether the broker answered; ``refused``: the last refused release's status
+    message; ``blocked``: those of the blocked releases
+    (:class:`~stream_release.stream.messages.ReleaseNotice`).
     """
-    ok = redis_ok and publication_ok and config_error is None and store_error is None
+    reasons = []
+    if not redis_ok:
+        reasons.append("Redis does not answer PING")
+    if kafka_error is not None:
+        reasons.append(f"Kafka: {kafka_error}")
+    if not publication_ok:
+        reasons.append(f"the last publication failed: {publication_error or 'see the log'}")
+    if config_error is not None:
+        reasons.append(f"release {config_error['release']!r} held: {config_error['error']}")
+    if store_error is not None:
+        reasons.append(f"release {store_error['release']!r} held: {store_error['error']}")
+    if refused is not None:
+        reasons.append(f"release {refused['release']!r} refused: {refused['reason']}")
+    reasons.extend(f"release {b['release']!r} blocked: {b['reason']}" for b in blocked)
+    ok = not reasons
     body = {
         "status": "ok" if ok else "degraded",
+        "reasons": reasons,
         "redis": redis_ok,
+        "kafka": kafka_error is None,
         "publication_ok": publication_ok,
         "published_sequence": published,
         "config_error": None if config_error is None else dict(config_error),
         "store_error": None if store_error is None else dict(store_error),
+        "refused": None if refused is None else dict(refused),
+        "blocked": [dict(b) for b in blocked],
     }
     return (200 if ok else 503), body
 

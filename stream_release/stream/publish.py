@@ -19,16 +19,19 @@ than ``service.max_release_rows``, which the worker would refuse.
 from __future__ import annotations
 
 import csv
+import time
 from pathlib import Path
+from typing import Literal, NamedTuple
 
 import orjson
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from stream_release.config import KafkaSettings
 from stream_release.errors import InvalidParameter, SchemaError
 from stream_release.io.snapshot import RawSnapshot
 from stream_release.stream.kafka import (
     CLIENT_ERRORS,
+    client_options,
     ensure_topics,
     kafka_error,
     producer_options,
@@ -80,6 +83,16 @@ def seal_value(label: str, records: int) -> bytes:
     return orjson.dumps({"release": label, "records": records})
 
 
+class Outcome(NamedTuple):
+    """What became of a release :func:`publish_snapshot` waited for."""
+
+    status: Literal["published", "refused", "blocked", "timeout"]
+    sequence: int | None = None
+    """``published``: the release's sequence."""
+    reason: str = ""
+    """Otherwise: why, and the fix (the worker's status message), or how long it waited."""
+
+
 async def publish_snapshot(
     settings: KafkaSettings, label: str, raw: RawSnapshot, *, seal: bool = True
 ) -> int:
@@ -104,6 +117,36 @@ async def publish_snapshot(
         )
     topics = settings.topics
     await ensure_topics(settings, [topics.records, topics.control])
+    return await _send(settings, label, raw, seal=seal)
+
+
+async def publish_and_wait(
+    settings: KafkaSettings, label: str, raw: RawSnapshot, wait_s: float
+) -> tuple[int, Outcome]:
+    """:func:`publish_snapshot`, then wait up to ``wait_s`` seconds for what the worker says
+    of release ``label``: its manifest on ``topics.manifests`` (published, with its
+    sequence) or a status message on ``topics.status`` (refused or blocked, with the reason
+    and the fix), read as ``read_committed`` from where both topics ended before the records
+    were sent. Creates both topics when missing.
+
+    Raises
+    ------
+    InvalidParameter, KafkaError
+        As :func:`publish_snapshot`; also when the two topics cannot be read.
+    """
+    topics = settings.topics
+    watched = [topics.manifests, topics.status]
+    await ensure_topics(settings, watched)
+    watch = await _Watch.start(settings, watched)
+    try:
+        sent = await publish_snapshot(settings, label, raw)
+        return sent, await watch.outcome(label, wait_s)
+    finally:
+        await watch.stop()
+
+
+async def _send(settings: KafkaSettings, label: str, raw: RawSnapshot, *, seal: bool) -> int:
+    topics = settings.topics
     producer = AIOKafkaProducer(**producer_options(settings))
     action = "connect"
     try:
@@ -140,3 +183,68 @@ async def publish_snapshot(
     finally:
         await producer.stop()
     return raw.n_rows
+
+
+class _Watch:
+    """A read_committed consumer of ``topics.manifests`` and ``topics.status`` positioned at
+    their ends before anything is sent: it sees only what the worker says afterwards."""
+
+    def __init__(self, settings: KafkaSettings, consumer: AIOKafkaConsumer) -> None:
+        self.settings, self.consumer = settings, consumer
+
+    @classmethod
+    async def start(cls, settings: KafkaSettings, topics: list[str]) -> _Watch:
+        consumer = AIOKafkaConsumer(
+            **client_options(settings),
+            group_id=None,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+        )
+        try:
+            await consumer.start()
+            partitions = [
+                TopicPartition(topic, partition)
+                for topic in topics
+                for partition in sorted(consumer.partitions_for_topic(topic) or {0})
+            ]
+            consumer.assign(partitions)
+            await consumer.seek_to_end(*partitions)
+            for tp in partitions:  # resolve the end now, before the records are sent
+                await consumer.position(tp)
+        except CLIENT_ERRORS as exc:
+            await consumer.stop()
+            raise kafka_error(settings, f"read the topics {topics}", exc) from exc
+        return cls(settings, consumer)
+
+    async def outcome(self, label: str, wait_s: float) -> Outcome:
+        """The first manifest or status message of ``label``, or a timeout after
+        ``wait_s``."""
+        topics = self.settings.topics
+        key = label.encode("utf-8")
+        deadline = time.monotonic() + wait_s
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                batch = await self.consumer.getmany(timeout_ms=int(min(left, 1.0) * 1000))
+            except CLIENT_ERRORS as exc:
+                raise kafka_error(self.settings, f"wait for release {label!r}", exc) from exc
+            for tp, messages in batch.items():
+                for message in messages:
+                    if message.key != key or message.value is None:
+                        continue
+                    body = orjson.loads(message.value)
+                    if tp.topic == topics.manifests:
+                        return Outcome("published", sequence=int(body["sequence"]))
+                    if tp.topic == topics.status and body.get("status") in ("refused", "blocked"):
+                        reason = f"{body.get('reason', '')}; {body.get('fix', '')}"
+                        return Outcome(body["status"], reason=reason)
+        return Outcome(
+            "timeout",
+            reason=(
+                f"no manifest or status for release {label!r} within {wait_s:g} s: is the "
+                f"worker running (consuming {topics.records!r})? Its log and /health say why; "
+                "raise --timeout for a large release"
+            ),
+        )
+
+    async def stop(self) -> None:
+        await self.consumer.stop()

@@ -66,6 +66,7 @@ from stream_release.stream.messages import (
     Rejected,
     Rejection,
     RejectReason,
+    ReleaseNotice,
     SnapshotRecord,
     decode_seal,
 )
@@ -156,6 +157,8 @@ class PreparedBatch(NamedTuple):
     """Refused by decoding or validation, in batch order."""
     releases: dict[str, ReleaseRows]
     """The valid rows by release label."""
+    rejected_by_label: dict[str, list[str]]
+    """``topic:partition:offset`` of the refused records whose release label is known."""
 
 
 class Accepted(NamedTuple):
@@ -253,6 +256,9 @@ class ReleaseService:
     published (``None`` once a cut gets past it): ``/health`` reports it."""
     refused: list[str]
     """The labels the last cut refused (``sr_releases_refused_total``)."""
+    last_refusal: ReleaseNotice | None = None
+    """The last release refused by this process, until a release after it is committed
+    (``/health``)."""
 
     def __init__(
         self,
@@ -300,14 +306,19 @@ class ReleaseService:
         rejected: list[Rejected] = []
         by_label: dict[str, list[tuple[Incoming, str, bytes]]] = defaultdict(list)
         limit = self.settings.kafka.max_message_bytes
+        by_label_rejected: dict[str, list[str]] = defaultdict(list)
         for message in messages:
             record = decode_snapshot_record(message.value, self.settings.schema, max_bytes=limit)
             if isinstance(record, Rejection):
                 rejected.append(self._rejected(message, record))
+                label = _label_of(message.value, limit)
+                if label is not None:
+                    by_label_rejected[label].append(_coordinates(message))
                 continue
             row = self.validator.staged_row(record)
             if isinstance(row, Rejection):
                 rejected.append(self._rejected(message, row))
+                by_label_rejected[record.release].append(_coordinates(message))
                 continue
             by_label[record.release].append((message, record.id, row))
         releases = {
@@ -318,12 +329,13 @@ class ReleaseService:
             )
             for label, items in by_label.items()
         }
-        return PreparedBatch(messages, rejected, releases)
+        return PreparedBatch(messages, rejected, releases, dict(by_label_rejected))
 
     def stage_prepared(self, batch: PreparedBatch) -> Accepted:
         """Stage a prepared batch; returns its rejected messages (refused when prepared or by
         staging: duplicate id, late, over the seal) and whether a release became complete."""
         rejected = list(batch.rejected)
+        blocking = defaultdict(list, {k: list(v) for k, v in batch.rejected_by_label.items()})
         complete = False
         for index, (label, release) in enumerate(batch.releases.items()):
             if index:
@@ -336,6 +348,10 @@ class ReleaseService:
                     limit = self.settings.service.max_release_rows
                     refusal = Rejection(error=error.format(label=label, limit=limit), reason=reason)
                     rejected.append(self._rejected(message, refusal))
+                    if outcome is StageOutcome.TOO_LARGE:  # its id can never be staged
+                        blocking[label].append(_coordinates(message))
+        for label, coordinates in blocking.items():
+            self.staging.note_rejected(label, coordinates)
         return Accepted(rejected, complete)
 
     def accept_seal(self, message: Incoming) -> Rejected | None:
@@ -394,19 +410,22 @@ class ReleaseService:
                     table, label=status.label, pseudonyms=pseudonyms, cut_label=True
                 )
             except (GuaranteeUnsatisfiable, SchemaError) as exc:
-                self.staging.refuse(status.label)
+                notice = refusal_notice(status.label, exc)
+                self.staging.refuse(status.label, notice.model_dump_json().encode("utf-8"))
                 self.refused.append(status.label)
+                self.last_refusal = notice
                 log.error(
-                    "release %r refused, nothing published: %s (run `stream-release "
-                    "anonymize` on its snapshot for the reason); it must be sent again under "
-                    "another label",
+                    "release %r refused, nothing published: %s; %s",
                     status.label,
-                    type(exc).__name__,
+                    notice.reason,
+                    notice.fix,
                     extra={
                         "event": "release_refused",
                         "release": status.label,
                         "rows": rows,
-                        "error": type(exc).__name__,
+                        "error": notice.error,
+                        "detail": notice.reason,
+                        "fix": notice.fix,
                     },
                 )
                 continue
@@ -446,6 +465,7 @@ class ReleaseService:
                 )
                 break
             manifests.append(manifest)
+            self.last_refusal = None  # a later release made it
         return manifests
 
     # -- 3. publication ------------------------------------------------------------------------
@@ -475,6 +495,32 @@ class ReleaseService:
         """The last sequence marked published (0 if none)."""
         return self.staging.published()
 
+    def last_state(self) -> tuple[dict[str, Any] | None, int]:
+        """The manifest of the last committed release (``None`` before the first) and the
+        last published sequence: what the release gauges showed before a restart."""
+        last = self.store.last_sequence()
+        record = self.store.record(last) if last else None
+        manifest = None if record is None else decode_record(record)[0]
+        return manifest, self.staging.published()
+
+    def status_outbox(self) -> list[bytes]:
+        """Status messages (:class:`ReleaseNotice` JSON) committed but not yet sent."""
+        return self.staging.status_outbox()
+
+    def status_sent(self, count: int) -> None:
+        """Drop the ``count`` oldest status messages: the broker acknowledged them."""
+        self.staging.status_sent(count)
+
+    def status_messages(self, values: list[bytes]) -> list[Outgoing]:
+        """``values`` (status JSON) as messages to ``topics.status``, keyed by label."""
+        topic = self.settings.kafka.topics.status
+        return [Outgoing(topic, orjson.loads(v)["release"].encode("utf-8"), v) for v in values]
+
+    def blocked(self) -> list[ReleaseStatus]:
+        """The sealed releases the records received cannot complete
+        (:attr:`~stream_release.stream.staging.ReleaseStatus.blocked`)."""
+        return [status for status in self.waiting() if status.blocked]
+
     def waiting(self) -> list[ReleaseStatus]:
         """The sealed releases still missing records (not ready, not cut), by label."""
         return [
@@ -489,6 +535,69 @@ class ReleaseService:
             return bool(self.client.ping())
         except redis.RedisError:
             return False
+
+
+REFUSAL_FIX = (
+    "its label is closed: publish the snapshot again under a new label once the data or the "
+    "settings allow it (`stream-release anonymize` on the snapshot shows the same reason)"
+)
+SCHEMA_REASON = (
+    "a staged record does not encode under the configuration (a value outside a hierarchy "
+    "or a mechanism's configured domain, or a QID kind that contradicts schema.numeric)"
+)
+BLOCKED_FIX = (
+    "send the rejected records again, corrected, under the same label, or publish the "
+    "corrected snapshot under a new label (sr.rejected names each record's error)"
+)
+
+
+def refusal_notice(label: str, exc: GuaranteeUnsatisfiable | SchemaError) -> ReleaseNotice:
+    """The status message of release ``label`` refused by ``exc``.
+
+    An unsatisfiable guarantee is explained by its own message: counts of the release, the
+    settings and the largest feasible setting, never an id or a QID value. A schema error's
+    message may quote the offending value (a quasi-identifier), so it is replaced by what kind
+    of error it is; ``stream-release anonymize`` on the snapshot gives the row.
+    """
+    reason = str(exc) if isinstance(exc, GuaranteeUnsatisfiable) else SCHEMA_REASON
+    return ReleaseNotice(
+        release=label, status="refused", error=type(exc).__name__, reason=reason, fix=REFUSAL_FIX
+    )
+
+
+def blocked_notice(status: ReleaseStatus) -> ReleaseNotice:
+    """The status message of a sealed release its rejected records keep short."""
+    return ReleaseNotice(
+        release=status.label,
+        status="blocked",
+        error="records_rejected",
+        reason=(
+            f"sealed with {status.sealed} ids, {status.staged} staged and {status.rejected} "
+            f"of its records rejected: the {status.missing} missing ids cannot arrive from "
+            "the records received"
+        ),
+        fix=BLOCKED_FIX,
+        sealed=status.sealed,
+        staged=status.staged,
+        rejected=status.rejected,
+    )
+
+
+def _coordinates(message: Incoming) -> str:
+    return f"{message.topic}:{message.partition}:{message.offset}"
+
+
+def _label_of(value: bytes, max_bytes: int) -> str | None:
+    """The ``release`` of a refused record when it names one (a JSON object with a non-empty
+    string ``release``), else ``None``."""
+    if len(value) > max_bytes:
+        return None
+    try:
+        decoded = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return None
+    label = decoded.get("release") if isinstance(decoded, dict) else None
+    return label if isinstance(label, str) and label.strip() else None
 
 
 def _rejected(message: Incoming, refusal: Rejection) -> Rejected:

@@ -103,11 +103,24 @@ class ReleaseStatus:
     staged: int
     sealed: int | None
     committed: int | None
+    rejected: int = 0
+    """Records of this release rejected so far (their values, or the release full)."""
 
     @property
     def ready(self) -> bool:
         """Sealed, every sealed id staged, not yet cut."""
         return self.committed is None and self.sealed is not None and self.staged == self.sealed
+
+    @property
+    def missing(self) -> int:
+        """Sealed ids not yet staged (0 when not sealed)."""
+        return max((self.sealed or 0) - self.staged, 0)
+
+    @property
+    def blocked(self) -> bool:
+        """Sealed, short, and at least as many of its records rejected as it misses: the
+        records received cannot complete it (only records sent again can)."""
+        return self.committed is None and 0 < self.missing <= self.rejected
 
 
 def staged_row(values: list[str], sensitive: str) -> bytes:
@@ -253,13 +266,32 @@ class RedisStaging:
             pipe.hlen(self._keys.stage_rows(label))
             pipe.get(self._keys.stage_seal(label))
             pipe.hget(self._keys.labels, label)
-            staged, sealed, committed = self._call("read a release status", pipe.execute)
+            pipe.scard(self._keys.stage_rejected(label))
+            staged, sealed, committed, rejected = self._call("read a release status", pipe.execute)
         return ReleaseStatus(
             label,
             int(staged),
             None if sealed is None else int(sealed),
             None if committed is None else int(committed),
+            int(rejected),
         )
+
+    def note_rejected(self, label: str, coordinates: list[str]) -> None:
+        """Count records of release ``label`` as rejected, by their ``topic:partition:offset``
+        (a record consumed again after a restart is counted once)."""
+        if coordinates:
+            key = self._keys.stage_rejected(label)
+            self._call("count rejected records", lambda: self._client.sadd(key, *coordinates))
+
+    def status_outbox(self) -> list[bytes]:
+        """The status messages not yet sent, oldest first."""
+        key = self._keys.status_outbox
+        return list(self._call("read the status outbox", lambda: self._client.lrange(key, 0, -1)))
+
+    def status_sent(self, count: int) -> None:
+        """Drop the ``count`` oldest status messages (sent)."""
+        key = self._keys.status_outbox
+        self._call("trim the status outbox", lambda: self._client.ltrim(key, count, -1))
 
     def open_labels(self) -> list[str]:
         """Labels with staged rows or a seal and not yet cut, sorted."""
@@ -333,15 +365,21 @@ class RedisStaging:
         )
         return 0 if raw is None else int(raw)
 
-    def refuse(self, label: str) -> None:
+    def refuse(self, label: str, status: bytes) -> None:
         """Close release ``label`` without publishing it (its guarantee cannot be met): its
-        label maps to :data:`REFUSED`, so its records and seal are late from now on, and its
-        staged rows and seal are deleted, in one transaction."""
+        label maps to :data:`REFUSED`, so its records and seal are late from now on, its
+        staged rows, seal and rejected records are deleted, and ``status`` (the message that
+        tells the producer why) joins the status outbox, in one transaction."""
         self._copy.drop(label)
         with self._client.pipeline(transaction=True) as pipe:
             pipe.hset(self._keys.labels, label, REFUSED)
-            pipe.unlink(self._keys.stage_rows(label), self._keys.stage_seal(label))
+            pipe.unlink(
+                self._keys.stage_rows(label),
+                self._keys.stage_seal(label),
+                self._keys.stage_rejected(label),
+            )
             pipe.srem(self._keys.open_labels, label)
+            pipe.rpush(self._keys.status_outbox, status)
             self._call("refuse a release", pipe.execute)
 
     def mark_published(self, sequence: int) -> int:

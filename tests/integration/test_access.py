@@ -71,7 +71,8 @@ ADMIN_PASSWORD = secrets.token_urlsafe(18)
 SERVICE_COMMANDS = (
     *("+get", "+set", "+mget", "+mset", "+del", "+unlink", "+rpush", "+lrange"),
     *("+hget", "+hset", "+hsetnx", "+hlen", "+hexists", "+hgetall"),
-    *("+sadd", "+srem", "+smembers", "+watch", "+unwatch", "+multi", "+exec", "+discard"),
+    *("+sadd", "+srem", "+smembers", "+scard", "+ltrim"),
+    *("+watch", "+unwatch", "+multi", "+exec", "+discard"),
     *("+evalsha", "+script|load", "+ping"),
 )
 """Every command the service sends (found with ``MONITOR`` over the service core and the

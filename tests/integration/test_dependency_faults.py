@@ -27,7 +27,9 @@ from pathlib import Path
 import pytest
 from helpers import adult_series, fresh_topics, read_topic, write_config
 from kafka_broker import KafkaNode
+from test_release_outcomes import _health_until
 from test_worker import Worker, _offline, _stop, _wait_for, worker_environment
+from test_worker_metrics import _get
 
 from stream_release.audit import audit_directory
 from stream_release.config import KafkaSettings, load_settings
@@ -169,8 +171,17 @@ def test_a_restarted_broker_is_reconnected_to(
     bootstrap = node.bootstrap
     topics = fresh_topics()
     kafka = KafkaSettings(bootstrap=bootstrap, topics=topics)
-    env = worker_environment(bootstrap, redis_url, tmp_path / "archive", topics, redis_prefix)
+    port = free_port()
+    env = worker_environment(
+        bootstrap,
+        redis_url,
+        tmp_path / "archive",
+        topics,
+        redis_prefix,
+        extra={"SR_SERVICE_METRICS_HOST": "127.0.0.1", "SR_SERVICE_METRICS_PORT": str(port)},
+    )
     worker = Worker(config, env, tmp_path / "worker.log")
+    health = f"http://127.0.0.1:{port}/health"
     try:
         with node.running() as first:
             _send(kafka, config, snaps[0])
@@ -178,12 +189,17 @@ def test_a_restarted_broker_is_reconnected_to(
             _wait_for_sequence(worker, bootstrap, topics.manifests, 1)
             first.proc.send_signal(signal.SIGKILL)
             first.proc.wait(timeout=10)
+        # /health says so while the broker is away (it said ok for 20 s and more before)
+        away = _health_until(worker, health, "Kafka: ")
+        assert f"Kafka at {bootstrap}: cannot connect" in " ".join(away["reasons"])  # type: ignore[arg-type]
         time.sleep(OUTAGE_S)
         worker.check_alive()
         with node.running():  # the same data: the log and the consumers' offsets are kept
             _send(kafka, config, snaps[1])
             _wait_for_sequence(worker, bootstrap, topics.manifests, 2)
             assert _groups_of(bootstrap, topics.releases, 2) == offline[1]
+            status, body = _get(health)
+            assert status == 200, body
             assert _stop(worker) == 0
     finally:
         worker.kill()

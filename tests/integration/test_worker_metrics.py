@@ -11,6 +11,7 @@ import json
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,26 @@ def _samples(text: str) -> dict[str, float]:
             labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
             out[f"{s.name}{{{labels}}}" if labels else s.name] = s.value
     return out
+
+
+def _scrape_until(
+    worker: Worker, base: str, done: Callable[[dict[str, float]], bool]
+) -> dict[str, float]:
+    """The samples of ``base/metrics`` once ``done`` holds for them (fails after
+    :data:`HTTP_TIMEOUT_S`)."""
+    deadline = time.monotonic() + HTTP_TIMEOUT_S
+    while True:
+        worker.check_alive()
+        try:
+            status, body = _get(f"{base}/metrics")
+        except OSError:
+            status, body = 0, b""
+        samples = _samples(body.decode()) if status == 200 else {}
+        if samples and done(samples):
+            return samples
+        if time.monotonic() > deadline:
+            pytest.fail(f"/metrics never got there:\n{body.decode()}\n{worker.tail()}")
+        time.sleep(0.2)
 
 
 def test_worker_serves_metrics_and_health(
@@ -117,12 +138,25 @@ def test_worker_serves_metrics_and_health(
         assert status == 200
         assert json.loads(body) == {
             "status": "ok",
+            "reasons": [],
             "redis": True,
+            "kafka": True,
             "publication_ok": True,
             "published_sequence": 1,
             "config_error": None,
             "store_error": None,
+            "refused": None,
+            "blocked": [],
         }
+        assert _stop(worker) == 0
+
+        # restarted, the release gauges show the committed state, not 0 or nothing
+        worker.start()
+        restored = _scrape_until(worker, base, lambda s: s.get("sr_release_sequence") == 1)
+        for name in ("sr_release_breach_max", "sr_release_breach_bound"):
+            assert restored[name] == samples[name]
+        assert restored["sr_release_suppressed_rows"] == manifest["suppressed"]
+        assert restored["sr_release_avg_group_size"] == samples["sr_release_avg_group_size"]
         assert _stop(worker) == 0
     finally:
         worker.kill()

@@ -288,11 +288,15 @@ def test_health_payload() -> None:
         200,
         {
             "status": "ok",
+            "reasons": [],
             "redis": True,
+            "kafka": True,
             "publication_ok": True,
             "published_sequence": 4,
             "config_error": None,
             "store_error": None,
+            "refused": None,
+            "blocked": [],
         },
     )
     status, body = health_payload(
@@ -311,6 +315,25 @@ def test_health_payload() -> None:
         redis_ok=True, published=2, publication_ok=True, config_error=problem
     )
     assert (status, body["status"], body["config_error"]) == (503, "degraded", problem)
+    # each problem is one line of reasons
+    refusal = {"release": "r7", "reason": "infeasible: ..."}
+    blocked = {"release": "r8", "reason": "sealed with 5 ids, 3 staged and 2 ..."}
+    status, body = health_payload(
+        redis_ok=True,
+        published=2,
+        publication_ok=False,
+        publication_error="KafkaConnectionError: ...",
+        kafka_error="Kafka at h:9092: cannot connect: ...",
+        refused=refusal,
+        blocked=[blocked],
+    )
+    assert status == 503 and body["kafka"] is False
+    assert body["reasons"] == [
+        "Kafka: Kafka at h:9092: cannot connect: ...",
+        "the last publication failed: KafkaConnectionError: ...",
+        "release 'r7' refused: infeasible: ...",
+        "release 'r8' blocked: sealed with 5 ids, 3 staged and 2 ...",
+    ]
 
 
 class StubService:
@@ -319,6 +342,7 @@ class StubService:
     config_problem = None
     store_problem = None
     refused: tuple[str, ...] = ()
+    last_refusal = None
 
     def __init__(self) -> None:
         self.up = True
@@ -350,6 +374,12 @@ class StubService:
         self.published_ = sequence
         return sequence
 
+    def status_outbox(self) -> list[bytes]:
+        return []
+
+    def blocked(self) -> list[ReleaseStatus]:
+        return [s for s in self.waiting() if s.blocked]
+
 
 def test_the_endpoint_serves_metrics_and_health() -> None:
     service = StubService()
@@ -358,6 +388,12 @@ def test_the_endpoint_serves_metrics_and_health() -> None:
     app = SimpleNamespace(producer=producer, monitor=monitor)
     runner = ServiceRunner(app, service, SETTINGS)  # type: ignore[arg-type]
     runner.releases = StubReleases(producer)  # type: ignore[assignment]
+    broker: list[str | None] = [None]
+
+    async def kafka_problem() -> str | None:  # the broker, as the real probe reports it
+        return broker[0]
+
+    runner.kafka_problem = kafka_problem  # type: ignore[method-assign]
 
     async def scenario() -> None:
         await runner.publish()  # release 1..3 committed and sent
@@ -374,13 +410,23 @@ def test_the_endpoint_serves_metrics_and_health() -> None:
                 200,
                 {
                     "status": "ok",
+                    "reasons": [],
                     "redis": True,
+                    "kafka": True,
                     "publication_ok": True,
                     "published_sequence": 3,
                     "config_error": None,
                     "store_error": None,
+                    "refused": None,
+                    "blocked": [],
                 },
             )
+            broker[0] = "Kafka at 127.0.0.1:9092: cannot connect: ..."
+            response = await client.get("/health")
+            body = await response.json()
+            assert (response.status, body["kafka"]) == (503, False)
+            assert body["reasons"] == [f"Kafka: {broker[0]}"]
+            broker[0] = None
             service.up = False
             response = await client.get("/health")
             body = await response.json()

@@ -31,6 +31,7 @@ class StubService:
     config_problem = None
     store_problem = None
     refused: tuple[str, ...] = ()
+    last_refusal = None
 
     def __init__(self) -> None:
         self.failures = 1
@@ -40,7 +41,7 @@ class StubService:
 
     def prepare_records(self, messages: list[Incoming]) -> PreparedBatch:
         rejected = [_rejected(m, "not JSON") for m in messages if m.value == b"bad"]
-        return PreparedBatch(messages, rejected, {})
+        return PreparedBatch(messages, rejected, {}, {})
 
     def stage_prepared(self, batch: PreparedBatch) -> Accepted:
         if self.failures:
@@ -69,6 +70,12 @@ class StubService:
     def mark_published(self, sequence: int) -> int:
         self.published = sequence
         return sequence
+
+    def status_outbox(self) -> list[bytes]:
+        return []
+
+    def blocked(self) -> list[Any]:
+        return []
 
 
 def _rejected(message: Incoming, error: str) -> Rejected:
