@@ -65,9 +65,7 @@ async def _check_groups(settings: KafkaSettings) -> None:
         for group in groups:
             response = await _retrying(partial(_describe_group, admin, group))
             for entry in response.groups:
-                code, operations = entry[0], entry[-1]
-                if code:
-                    raise aiokafka_errors.for_code(code)(f"group {group!r}")
+                operations = entry[-1]
                 # an int from v3 on; INT32_MIN when the broker did not compute it
                 if isinstance(operations, int) and operations >= 0 and not operations & (1 << READ):
                     raise aiokafka_errors.GroupAuthorizationFailedError(
@@ -88,6 +86,9 @@ async def _describe_group(admin: AIOKafkaAdminClient, group: str) -> Any:
         )
     except aiokafka_errors.IncompatibleBrokerVersion:  # before Kafka 2.3: no such field
         [response] = await admin.describe_consumer_groups([group])
+    for entry in response.groups:
+        if entry[0]:  # e.g. NotCoordinatorForGroup while the coordinator moves: retriable
+            raise aiokafka_errors.for_code(entry[0])(f"group {group!r}")
     return response
 
 
