@@ -55,11 +55,15 @@ def _stage(service: ReleaseService, snapshot: Path, label: str, offset: int) -> 
     assert service.accept_seal(Incoming("sr.control", 0, offset, None, seal)) is None
 
 
-def _runner(service: ReleaseService) -> tuple[ServiceRunner, StubProducer]:
+def _runner(service: ReleaseService, bootstrap: str) -> tuple[ServiceRunner, StubProducer]:
+    """A runner of ``service`` with a stand-in producer; ``/health`` probes the broker at
+    ``bootstrap`` (the session's)."""
     producer = StubProducer()
     monitor = SimpleNamespace(tp_committed_offsets={}, tp_end_offsets={})
     app = SimpleNamespace(producer=producer, monitor=monitor)
-    runner = ServiceRunner(app, service, service.settings)  # type: ignore[arg-type]
+    kafka = service.settings.kafka.model_copy(update={"bootstrap": bootstrap})
+    settings = service.settings.model_copy(update={"kafka": kafka})
+    runner = ServiceRunner(app, service, settings)  # type: ignore[arg-type]
     runner.releases = StubReleases(producer)  # type: ignore[assignment]
     return runner, producer
 
@@ -69,6 +73,7 @@ def _events(caplog: pytest.LogCaptureFixture, event: str) -> list[logging.LogRec
 
 
 def test_a_configuration_the_series_cannot_continue_holds_the_release_and_is_reported(
+    kafka_bootstrap: str,
     shared_data: Path,
     tmp_path: Path,
     redis_url: str,
@@ -89,7 +94,7 @@ def test_a_configuration_the_series_cannot_continue_holds_the_release_and_is_rep
     changed = ReleaseService(_settings(tmp_path / "changed", shared_data, redis_prefix, 0.6),
                              client, archive)  # fmt: skip
     _stage(changed, snapshot, "t02", 10_000)
-    runner, producer = _runner(changed)
+    runner, producer = _runner(changed, kafka_bootstrap)
     caplog.clear()
     for _ in range(3):  # the first publication, then two periodic retries
         asyncio.run(runner.publish())
@@ -120,7 +125,7 @@ def test_a_configuration_the_series_cannot_continue_holds_the_release_and_is_rep
     # the series' configuration again: t02 is cut as release 2, the problem is gone
     fixed = ReleaseService(_settings(tmp_path / "fixed", shared_data, redis_prefix), client,
                            archive)  # fmt: skip
-    runner, _ = _runner(fixed)
+    runner, _ = _runner(fixed, kafka_bootstrap)
     caplog.clear()
     asyncio.run(runner.publish())
     assert [r.sequence for r in _events(caplog, "committed")] == [2]
@@ -134,6 +139,7 @@ def test_a_configuration_the_series_cannot_continue_holds_the_release_and_is_rep
 
 
 def test_a_value_outside_the_domain_refuses_the_release_and_the_series_goes_on(
+    kafka_bootstrap: str,
     shared_data: Path,
     tmp_path: Path,
     redis_url: str,
@@ -152,7 +158,7 @@ def test_a_value_outside_the_domain_refuses_the_release_and_the_series_goes_on(
     assert service.accept_records(messages).rejected == []
     seal = json.dumps({"release": "t01", "records": ROWS}).encode()
     assert service.accept_seal(Incoming("sr.control", 0, 1, None, seal)) is None
-    runner, _ = _runner(service)
+    runner, _ = _runner(service, kafka_bootstrap)
     asyncio.run(runner.publish())
     assert service.refused == ["t01"] and service.store.last_sequence() == 0
     assert _sample(runner, "sr_releases_refused_total") == 1

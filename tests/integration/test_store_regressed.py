@@ -44,6 +44,7 @@ def _digests(directory: Path) -> dict[str, str]:
 def test_an_emptied_store_stops_the_cut_and_nothing_published_is_replaced(
     shared_data: Path,
     tmp_path: Path,
+    kafka_bootstrap: str,
     redis_url: str,
     redis_prefix: str,
     caplog: pytest.LogCaptureFixture,
@@ -57,7 +58,7 @@ def test_an_emptied_store_stops_the_cut_and_nothing_published_is_replaced(
     archive = tmp_path / "archive"
     client = redis.Redis.from_url(redis_url)
     service = ReleaseService(settings, client, archive)
-    runner, _ = _runner(service)
+    runner, _ = _runner(service, kafka_bootstrap)
     for k, label in enumerate(("t01", "t02")):
         _stage(service, snapshot, label, k * 10_000)
         asyncio.run(runner.publish())
