@@ -22,6 +22,7 @@ __all__ = [
     "GLOBAL_GUARANTEE",
     "KINDS",
     "MECHANISMS",
+    "CompanionKind",
     "MechanismKind",
     "Registration",
     "describe_release",
@@ -75,9 +76,9 @@ class Registration:
         return mechanism
 
 
-MechanismKind = Literal[
-    "global-guarantee", "sampled-k-anonymity", "reconstruction-private-rr", "dp-sanitised"
-]
+CompanionKind = Literal["sampled-k-anonymity", "reconstruction-private-rr", "dp-sanitised"]
+"""The kinds of the companion papers: a manifest's ``mechanism.kind``."""
+MechanismKind = Literal["global-guarantee", CompanionKind]
 """Every value of ``[mechanism] kind`` (CONTRACT §2)."""
 
 KINDS: Final[tuple[str, ...]] = get_args(MechanismKind)

@@ -16,9 +16,18 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    RootModel,
+    ValidationError,
+    field_validator,
+)
 
 from stream_release.config import SchemaSettings
+from stream_release.mechanisms.registry import CompanionKind
 
 QidValue = str | int | float
 
@@ -97,6 +106,22 @@ class GroupLine(_Message):
         description="a series with a population register: the group's virtual members "
         "(counted in size, holding no value)",
     )
+    trials: int | None = Field(
+        default=None,
+        ge=1,
+        description="reconstruction-private-rr: the independent randomization trials in this "
+        "release's counts",
+    )
+    trials_total: int | None = Field(
+        default=None,
+        ge=1,
+        description="reconstruction-private-rr: the trials ever published for this group",
+    )
+    weight: float | None = Field(
+        default=None,
+        gt=0,
+        description="reconstruction-private-rr: size / trials, the scaling of the counts",
+    )
 
 
 class BreachSummary(_Message):
@@ -129,8 +154,17 @@ class VirtualSummary(_Message):
     assumption: str = Field(min_length=1, description="who the guarantee holds against")
 
 
-class Manifest(BaseModel):
-    """A release's manifest (topic ``sr.manifests``, after all its groups)."""
+class SnapshotSchema(_Message):
+    """The snapshot's column names."""
+
+    id: str
+    qid: list[str]
+    sensitive: str
+
+
+class GuaranteeManifest(BaseModel):
+    """The manifest of a release under the global guarantee (``[mechanism] kind =
+    "global-guarantee"``, the default): its breach bound and figures."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
@@ -145,8 +179,43 @@ class Manifest(BaseModel):
     breach: BreachSummary
     utility: dict[str, Any]
     elapsed_s: float = Field(ge=0)
+    format: Literal["generalized", "anatomy"] = "generalized"
+    schema_: SnapshotSchema | None = Field(default=None, alias="schema")
     suppressed_set: SuppressedSetSummary | None = None
     virtual: VirtualSummary | None = None
+
+
+class MechanismBlock(BaseModel):
+    """What a companion mechanism states about its release: its kind, its parameters and
+    what it guarantees (each kind its own fields; the audit recomputes them)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    kind: CompanionKind
+
+
+class MechanismManifest(BaseModel):
+    """The manifest of a release made by another ``[mechanism] kind``: no breach bound (the
+    mechanism states its own guarantee under ``mechanism``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    release: str
+    sequence: int = Field(ge=1)
+    published: int = Field(ge=0)
+    groups: int = Field(ge=0)
+    utility: dict[str, Any]
+    format: Literal["generalized", "anatomy"] = "generalized"
+    schema_: SnapshotSchema | None = Field(default=None, alias="schema")
+    mechanism: MechanismBlock
+
+
+class Manifest(RootModel[GuaranteeManifest | MechanismManifest]):
+    """A release's manifest (topic ``sr.manifests``, after all its groups; file
+    ``manifest-NNNN.json``), of any kind: :class:`MechanismManifest` when it has a
+    ``mechanism`` block, else :class:`GuaranteeManifest`."""
+
+    model_config = ConfigDict(frozen=True)
 
 
 class Rejected(_Message):
@@ -199,6 +268,11 @@ class Rejection(_Message):
     error: str
     reason: RejectReason
 
+
+SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+"""The JSON Schema dialect pydantic writes, declared in every exported schema."""
+SCHEMA_BASE = "https://stream-release.invalid/schemas/"
+"""Base of each exported schema's ``$id`` (a name, not a place to fetch it from)."""
 
 MODELS: dict[str, type[BaseModel]] = {
     "record": SnapshotRecord,
@@ -290,8 +364,16 @@ def _explain(exc: ValidationError, what: str) -> str:
 
 
 def json_schemas() -> dict[str, dict[str, Any]]:
-    """The JSON Schema of every wire model, by file stem."""
-    return {name: model.model_json_schema() for name, model in MODELS.items()}
+    """The JSON Schema (draft 2020-12, declared in ``$schema``) of every wire model, by file
+    stem."""
+    return {
+        name: {
+            "$schema": SCHEMA_DIALECT,
+            "$id": f"{SCHEMA_BASE}{name}.schema.json",
+            **model.model_json_schema(by_alias=True),
+        }
+        for name, model in MODELS.items()
+    }
 
 
 def export_schemas(directory: Path) -> list[Path]:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers import adult_series, read_topic, write_config
+from helpers import adult_series, read_topic, schema_errors, write_config
 from test_worker import (
     Worker,
     _offline,
@@ -100,6 +100,10 @@ def test_each_kind_publishes_offline_and_passes_the_audit(
         manifest = json.loads((out / f"manifest-{sequence:04d}.json").read_text())
         assert manifest["mechanism"]["kind"] == kind
         assert "breach" not in manifest
+        # every output of every kind is valid under the one schema set of deploy/schemas
+        assert schema_errors("manifest", [manifest]) == []
+        lines = (out / f"release-{sequence:04d}.jsonl").read_bytes().splitlines()
+        assert lines and schema_errors("group", lines) == []
     report = audit_directory(out)
     assert report.ok, report.table()
     assert {r.kind for r in report.releases} == {kind}
@@ -155,6 +159,8 @@ def test_each_kind_runs_in_the_worker_as_offline(
     assert [json.loads(m.value)["mechanism"]["kind"] for m in manifests] == [kind, kind]
     groups = read_topic(kafka_bootstrap, kafka_topics.releases)
     assert [[g.value for g in groups if g.key == s.stem.encode()] for s in snapshots] == offline
+    assert schema_errors("manifest", [m.value for m in manifests]) == []
+    assert schema_errors("group", [g.value for g in groups]) == []
     report = audit_directory(tmp_path / "archive")
     assert report.ok, report.table()
     assert _stop(worker) == 0

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import adult_snapshot, read_topic, write_config
+from helpers import adult_snapshot, read_topic, schema_errors, write_config
 from test_worker import Worker, set_publish_environment, worker_environment
 from test_worker_metrics import _get
 
@@ -129,9 +129,9 @@ def test_publish_wait_reports_published_refused_and_blocked_releases(
     finally:
         worker.kill()
 
-    notices = [ReleaseNotice.model_validate_json(m.value) for m in read_topic(
-        kafka_bootstrap, kafka_topics.status
-    )]  # fmt: skip
+    status_messages = read_topic(kafka_bootstrap, kafka_topics.status)
+    assert schema_errors("status", [m.value for m in status_messages]) == []
+    notices = [ReleaseNotice.model_validate_json(m.value) for m in status_messages]
     assert [(n.release, n.status) for n in notices] == [("r2", "refused"), ("r3", "blocked")]
     assert "not-an-age" not in json.dumps([n.model_dump() for n in notices])
     log = [json.loads(line) for line in worker.log.read_text().splitlines() if line.startswith("{")]

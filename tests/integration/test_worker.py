@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaProducer, ConsumerRecord
-from helpers import adult_series, read_topic, write_config
+from helpers import adult_series, read_topic, schema_errors, write_config
 
 from stream_release.audit import audit_directory
 from stream_release.cli import main
@@ -233,6 +233,8 @@ def test_worker_publishes_the_offline_releases_and_rejects_bad_records(
     assert [m.key for m in rejected] == [
         f"pseudonym:{pseudonym(key).hex()}".encode() for key in (b"bad-key", b"p-1")
     ]
+    assert schema_errors("rejected", [m.value for m in rejected]) == []
+    assert schema_errors("manifest", [m.value for m in manifests]) == []
     values = [json.loads(m.value) for m in rejected]
     assert "not JSON" in values[0]["error"]
     assert json.loads(values[0]["raw"]) == {

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import SCHEMAS, schema_errors
 
 from stream_release.cli import main
 from stream_release.config import SchemaSettings
@@ -113,6 +114,38 @@ def test_published_releases_match_the_wire_models(tmp_path: Path) -> None:
         )
         == 0
     )
-    Manifest.model_validate_json((tmp_path / "o" / "manifest-0001.json").read_text())
-    for line in (tmp_path / "o" / "release-0001.jsonl").read_text().splitlines():
+    manifest = (tmp_path / "o" / "manifest-0001.json").read_text()
+    Manifest.model_validate_json(manifest)
+    lines = (tmp_path / "o" / "release-0001.jsonl").read_text().splitlines()
+    for line in lines:
         GroupLine.model_validate_json(line)
+    assert schema_errors("manifest", [manifest]) == []
+    assert schema_errors("group", lines) == []
+
+
+def test_the_schema_set_declares_its_dialect_and_refuses_what_no_kind_writes(
+    tmp_path: Path,
+) -> None:
+    for path in sorted(SCHEMAS.glob("*.schema.json")):
+        schema = json.loads(path.read_text())
+        assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema", path.name
+    guarantee = {
+        "release": "r", "sequence": 1, "records_in": 4, "published": 4, "suppressed": 0,
+        "groups": 2, "l": 2.0, "strategy": {"name": "constant-ratio"},
+        "breach": {"bound": 0.5, "max": 0.25, "p50": 0.25, "p99": 0.25},
+        "utility": {}, "elapsed_s": 0.1,
+    }  # fmt: skip
+    assert schema_errors("manifest", [guarantee]) == []
+    without_breach = {k: v for k, v in guarantee.items() if k != "breach"}
+    assert schema_errors("manifest", [without_breach])
+    mechanism = {
+        "release": "r", "sequence": 1, "published": 4, "groups": 2, "utility": {},
+        "mechanism": {"kind": "dp-sanitised", "epsilon": 1.0},
+    }  # fmt: skip
+    assert schema_errors("manifest", [mechanism]) == []
+    for kind in ("global-guarantee", "no-such-kind"):
+        assert schema_errors("manifest", [{**mechanism, "mechanism": {"kind": kind}}])
+    group = {"release": "r", "sequence": 1, "group": 0, "size": 2, "sensitive": {"a": 2}}
+    assert schema_errors("group", [group]) == []
+    assert schema_errors("group", [{**group, "member_ids": ["p-1"]}])
+    assert schema_errors("group", [{**group, "trials": 0}])
