@@ -3,7 +3,7 @@
 Starts the local Tansu broker, a Redis and one worker (subprocesses), then sends ``--releases``
 snapshots of ``--rows`` rows each with ``stream-release publish``'s code path (records, then
 the seal), after a 600-row warm-up release. The population is Adult rows (QIDs and
-occupation) drawn with replacement: release 1 holds ``--rows`` individuals; as in paper 003
+occupation) drawn with replacement: release 1 holds ``--rows`` individuals; as in Wong et al. 2010
 §8, each later release keeps 20 % of the previous one's (20 % of them with a value drawn
 again) and adds 80 % new ones, so the history grows by 0.8 x ``--rows`` individuals per release
 (8.2 million after ten releases of a million).

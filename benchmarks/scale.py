@@ -1,7 +1,7 @@
 """Scale benchmark: one series of releases per snapshot size, through ``Publisher`` (issue 11).
 
 The load benchmark's population (:class:`stream_release.datasets.ChurnPopulation`: Adult rows
-drawn with replacement, paper 003 §8's churn: each release keeps 20 % of the previous one's
+drawn with replacement, Wong et al. 2010, §8's churn: each release keeps 20 % of the previous one's
 individuals, 20 % of those with a value drawn again, and adds new ones) at each size, published
 as one series under constant-ratio k' = 3, l = 2 (the demo's setting, every occupation
 protected, ``min_group_size`` 2) with a file-store history. Per release it prints

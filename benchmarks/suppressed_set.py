@@ -12,11 +12,11 @@ private assignments and the snapshot's own values):
 * the share of protected values among the suppressed rows and among the published ones, and
   the largest share one protected value holds among the suppressed rows: the adversary's
   probability that a suppressed person holds it (it must stay below 1/l);
-* the relative error of 5,000 random count queries (paper 003 §8): mean, median and 10 %
+* the relative error of 5,000 random count queries (Wong et al. 2010, §8): mean, median and 10 %
   trimmed mean (the mean is dominated by queries with tiny true counts).
 
-Series: paper 003 §8's churn on real data (``make_series``: 20 partitions, 20 % of a snapshot
-carried over, 20 % of the values redrawn, seed 0), the first ``--rounds`` releases:
+Series: the churn of Wong et al. 2010, §8 on real data (``make_series``: 20 partitions, 20 %
+of a snapshot carried over, 20 % of the values redrawn, seed 0), the first ``--rounds`` releases:
 
 * Adult (occupation; 14 values) with the five rarest occupations protected, constant-ratio
   k' = 4 and geometric alpha = 2 (l = 2), and with every occupation protected, constant-ratio

@@ -1,4 +1,5 @@
-"""``stream-release calc NAME ...``: parameter calculators of the companion papers (CONTRACT §3).
+"""``stream-release calc NAME ...``: the companion papers' parameter calculators (docs/contract.md
+§3).
 
 Thin, like :mod:`stream_release.cli`: each calculator parses its flags, calls one ``calc_*``
 function of :mod:`stream_release.privacy` (where the math, the validation and the paper
@@ -129,7 +130,9 @@ def add_calc_parser(sub: Any) -> None:
         help="parameter calculators of the companion papers",
         description="Parameter calculators of the companion papers; each takes --json.",
     )
-    names = calc.add_subparsers(dest="calculator", required=True, metavar="NAME")
+    names = calc.add_subparsers(
+        dest="calculator", required=True, metavar="NAME", help="the calculator to run"
+    )
     for calculator in CALCULATORS:
         parser = names.add_parser(
             calculator.name, help=calculator.help, description=calculator.header

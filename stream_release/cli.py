@@ -1,4 +1,4 @@
-"""The ``stream-release`` command line (CONTRACT.md §3). Thin: parse, load settings, call.
+"""The ``stream-release`` command line (docs/contract.md §3). Thin: parse, load settings, call.
 
 Errors print one line naming the problem and exit 2; a failed audit exits 1.
 """
@@ -41,10 +41,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    bounds = sub.add_parser("bounds", help="ratio a strategy requires (paper 003 §6)")
+    bounds = sub.add_parser("bounds", help="ratio a strategy requires (Wong et al. 2010, §6)")
     bounds.add_argument("--l", type=float, required=True, help="breach bound 1/l, l > 1")
     bounds.add_argument(
-        "--strategy", choices=["constant-ratio", "geometric"], default="constant-ratio"
+        "--strategy",
+        choices=["constant-ratio", "geometric"],
+        default="constant-ratio",
+        help="the strategy whose required ratio to print (default: constant-ratio)",
     )
     bounds.add_argument(
         "--k-prime", type=int, default=None, help="constant-ratio: linkages allowed"
@@ -156,7 +159,12 @@ def _parser() -> argparse.ArgumentParser:
         "release's sequence once its manifest is published, exit 1 with the reason if the "
         "release is refused, blocked by rejected records, or not answered within --timeout.",
     )
-    publish.add_argument("--config", type=Path, required=True)
+    publish.add_argument(
+        "--config",
+        type=Path,
+        required=True,
+        help="the TOML configuration: its [schema] and [kafka] (SR_KAFKA_* override)",
+    )
     publish.add_argument("--release", required=True, help="the release label, e.g. 2026-10")
     publish.add_argument("snapshot", type=Path, help="the snapshot CSV")
     publish.add_argument(
@@ -173,9 +181,31 @@ def _parser() -> argparse.ArgumentParser:
     )
     publish.set_defaults(run=_publish)
 
-    worker = sub.add_parser("worker", help="run the streaming service (CONTRACT §5)")
-    worker.add_argument("--config", type=Path, required=True)
-    worker.add_argument("--loglevel", default="info", choices=["debug", "info", "warning", "error"])
+    worker = sub.add_parser(
+        "worker",
+        help="run the streaming service: consume snapshots from Kafka, publish releases",
+        description="Consumes records (kafka.topics.records) and seals (kafka.topics.control), "
+        "stages them in Redis (redis.url), cuts each sealed release under the configured "
+        "guarantee and publishes its groups and manifest (kafka.topics.releases, "
+        "kafka.topics.manifests), archiving the files in service.archive. Every key of the "
+        "configuration can be set from the environment: SR_<SECTION>_<KEY> (SR_KAFKA_BOOTSTRAP, "
+        "SR_REDIS_URL, SR_SERVICE_ARCHIVE, SR_PRIVACY_L), a nested table's key after a double "
+        "underscore (SR_KAFKA_TOPICS__CONTROL). The pseudonymisation key is required: "
+        "history.key_file (SR_HISTORY_KEY_FILE) or history.key (SR_HISTORY_KEY). Stops on "
+        "SIGTERM or Ctrl-C.",
+    )
+    worker.add_argument(
+        "--config",
+        type=Path,
+        required=True,
+        help="the TOML configuration; SR_* variables override its keys",
+    )
+    worker.add_argument(
+        "--loglevel",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="the least severe log lines written (default: info)",
+    )
     worker.set_defaults(run=_worker)
 
     demo = sub.add_parser(
@@ -185,7 +215,9 @@ def _parser() -> argparse.ArgumentParser:
         "free local ports, publishes the bundled Adult data as a series of releases, prints "
         "each release's breach bound and utility, audits the files and stops everything.",
     )
-    demo.add_argument("--releases", type=int, default=5)
+    demo.add_argument(
+        "--releases", type=int, default=5, help="how many releases to publish (default: 5)"
+    )
     demo.add_argument("--out", type=Path, default=None, help="keep the release files here")
     demo.add_argument(
         "--offline",
@@ -274,7 +306,7 @@ def _plan(args: argparse.Namespace) -> int:
     if troubled and not any("register" in p.name for p in report.proposals):
         print(
             f"a population register ([virtual] registry: ids and QIDs of people who may be "
-            f"absent from a snapshot, paper 003 section 8) would let every value be protected "
+            f"absent from a snapshot, Wong et al. 2010, §8) would let every value be protected "
             f"at k'={report.horizon}: groups diluted by absent people; it assumes an adversary "
             "who cannot tell who is in a snapshot"
         )

@@ -1,18 +1,26 @@
 """Settings: one frozen pydantic-settings object, loaded from TOML and ``SR_<SECTION>_<KEY>``.
 
 Every tunable of the package lives here (STYLE.md rule 4). Environment variables override the
-file (``SR_PRIVACY_L=3``, ``SR_PRIVACY_K_PRIME=5``, ``SR_REDIS_URL=...``); lists and tables are
-given as JSON (``SR_PRIVACY_PROTECTED='["flu"]'``). Relative paths are relative to the file.
+file: ``SR_`` + the section + ``_`` + the key, upper case (``SR_PRIVACY_L=3``,
+``SR_PRIVACY_K_PRIME=5``, ``SR_REDIS_URL=...``). A key of a table inside a section follows a
+double underscore, as deep as the tables go (``SR_KAFKA_TOPICS__CONTROL=ward7.control`` for
+``[kafka.topics] control``, ``SR_MECHANISM_DP_SANITISED__EPSILON=2`` for
+``[mechanism.dp_sanitised] epsilon``); lists and tables are given as JSON
+(``SR_PRIVACY_PROTECTED='["flu"]'``, ``SR_KAFKA_TOPICS='{"control": "c"}'``). Relative paths are
+relative to the file.
 """
 
 from __future__ import annotations
 
+import json
 import tomllib
+from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import (
+    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
@@ -22,7 +30,13 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from stream_release.errors import ConfigError, InvalidParameter
 from stream_release.privacy.strategy import Strategy, make_strategy
@@ -82,7 +96,7 @@ class PrivacySettings(_Section):
 class OutputSettings(_Section):
     format: Literal["generalized", "anatomy"] = "generalized"
     queries: int = Field(default=5000, ge=0)
-    """Random count queries behind ``utility.query_error`` (paper 003 §8)."""
+    """Random count queries behind ``utility.query_error`` (Wong et al. 2010, §8)."""
     query_seed: int = 0
 
 
@@ -90,7 +104,7 @@ class GroupingSettings(_Section):
     max_group_factor: float = Field(default=2.0, ge=1.0)
     """A group is never grown beyond this multiple of ``max(base ratio, min_group_size)``
     (the cap); a row whose own value would need more is *forced* into the suppressed set
-    (paper 003 §6.3), where its pairs whose Theorem 1 ratio exceeds the cap, for values a
+    (Wong et al. 2010, §6.3), where its pairs whose Theorem 1 ratio exceeds the cap, for values a
     forced row holds, are not held to the bound (README, "What is promised"). A larger cap
     forces fewer rows but makes groups larger (``benchmarks/suppressed_set.py`` measures the
     suppression and refusals of a setting)."""
@@ -102,7 +116,7 @@ class GroupingSettings(_Section):
 
 
 class VirtualSettings(_Section):
-    """``[virtual]``: virtual individuals (paper 003 §8).
+    """``[virtual]``: virtual individuals (Wong et al. 2010, §8).
 
     ``registry``: a CSV of a population register (the id column and the QID columns of
     ``[schema]``, no sensitive value). People of the register who are absent from a snapshot
@@ -122,7 +136,7 @@ MechanismKind = Literal[
 _CONFIG_DIR: ContextVar[Path | None] = ContextVar("_CONFIG_DIR", default=None)
 """The directory of the configuration file being loaded (:func:`load_settings`): passed to a
 mechanism section model as the validation context ``{"base_dir": ...}``, so that a relative
-path in a section is relative to the file (CONTRACT §2)."""
+path in a section is relative to the file (docs/contract.md §2)."""
 
 
 class MechanismSettings(_Section):
@@ -215,7 +229,7 @@ class HistorySettings(_Section):
 
 
 class TopicSettings(_Section):
-    """Kafka topic names (CONTRACT §5)."""
+    """Kafka topic names (docs/contract.md §5)."""
 
     records: str = "sr.records"
     control: str = "sr.control"
@@ -331,7 +345,7 @@ class RedisSettings(_Section):
 
 
 class ServiceSettings(_Section):
-    """The streaming worker (``stream-release worker``, CONTRACT §5)."""
+    """The streaming worker (``stream-release worker``, docs/contract.md §5)."""
 
     archive: Path = Path("archive")
     """Where the worker writes the public files of every release (group lines, manifests):
@@ -350,7 +364,8 @@ class ServiceSettings(_Section):
     rejected_raw: Literal["redact", "full"] = "redact"
     """What a message on ``topics.rejected`` shows of the refused message: ``redact`` (its
     ids and Kafka key replaced by their keyed pseudonyms, undeclared fields hidden) or
-    ``full`` (as received, CONTRACT §5 to the letter); :mod:`stream_release.stream.redaction`."""
+    ``full`` (as received, docs/contract.md §5 to the letter);
+    :mod:`stream_release.stream.redaction`."""
     batch_records: int = Field(default=5000, ge=1)
     """Records staged in Redis per batch: the worker takes up to this many ``sr.records``
     messages (or seals) at once, stages them in one round of Redis calls, then lets their
@@ -397,8 +412,73 @@ class ServiceSettings(_Section):
         return self
 
 
+NESTED = "__"
+"""Separates the keys of nested tables in an environment variable's name (:data:`__doc__`)."""
+
+
+class _EnvSource(EnvSettingsSource):
+    """pydantic-settings' environment source, with ``__`` reaching into nested tables.
+
+    ``SR_<SECTION>_<KEY>`` splits once on ``_`` (section names hold no ``_``, keys do); what
+    follows the key is split on :data:`NESTED`, so ``SR_KAFKA_TOPICS__CONTROL`` becomes
+    ``{"kafka": {"topics": {"control": ...}}}``. A value that looks like a JSON list or
+    table is parsed, as at the top level.
+    """
+
+    def explode_env_vars(
+        self, field_name: str, field: FieldInfo, env_vars: Mapping[str, str | None]
+    ) -> dict[str, Any]:
+        return _nest(super().explode_env_vars(field_name, field, env_vars))
+
+    def _extract_field_info(
+        self, field: FieldInfo, field_name: str, *rest: Any
+    ) -> list[tuple[str, str, bool]]:
+        # only names under the prefix: the alias "schema" alone would read a variable SCHEMA
+        names = super()._extract_field_info(field, field_name, *rest)
+        prefix = self.env_prefix.lower()
+        prefixed = [entry for entry in names if entry[1].lower().startswith(prefix)]
+        return prefixed or names
+
+
+def _nest(values: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            value = _nest(value)
+        *heads, last = key.split(NESTED)
+        target = out
+        for head in heads:
+            inner = target.get(head)
+            if isinstance(inner, str):  # the table also given whole, as JSON
+                inner = _json_or(inner)
+            target = target.setdefault(head, {}) if inner is None else inner
+            if not isinstance(target, dict):
+                break
+        else:
+            if isinstance(value, str) and heads:
+                value = _json_or(value)
+            existing = target.get(last)
+            if isinstance(existing, dict) and isinstance(value, dict):
+                existing.update(value)
+            else:
+                target[last] = value
+            continue
+        out[key] = value  # a scalar in the way: left for validation to name
+    return out
+
+
+def _json_or(text: str) -> Any:
+    """``text`` parsed when it is a JSON list or object, else ``text``."""
+    if text.lstrip()[:1] in ("[", "{"):
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+    return text
+
+
 class Settings(BaseSettings):
-    """The whole configuration (CONTRACT.md §2)."""
+    """The whole configuration (docs/contract.md §2)."""
 
     model_config = SettingsConfigDict(
         env_prefix="SR_",
@@ -408,7 +488,12 @@ class Settings(BaseSettings):
         extra="forbid",
     )
 
-    schema_: SchemaSettings = Field(default_factory=SchemaSettings, alias="schema")
+    schema_: SchemaSettings = Field(
+        default_factory=SchemaSettings,
+        alias="schema",
+        # an alias is taken as the whole variable name: this one keeps the prefix (SR_SCHEMA_*)
+        validation_alias=AliasChoices("schema", "sr_schema"),
+    )
     privacy: PrivacySettings = Field(default_factory=PrivacySettings)
     output: OutputSettings = Field(default_factory=OutputSettings)
     grouping: GroupingSettings = Field(default_factory=GroupingSettings)
@@ -450,7 +535,7 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # The environment overrides the file, which arrives as init arguments.
-        return (env_settings, init_settings)
+        return (_EnvSource(settings_cls), init_settings)
 
     @property
     def schema(self) -> SchemaSettings:  # type: ignore[override]
@@ -487,6 +572,9 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
 
 def _describe(exc: ValidationError) -> str:
     first = exc.errors()[0]
+    hint = _nested_hint(first["loc"]) if first["type"] == "extra_forbidden" else None
+    if hint is not None:
+        return hint
     where = ".".join(str(part) for part in first["loc"]).replace("schema_", "schema")
     given = first.get("input")
     message = first["msg"].removeprefix("Value error, ")
@@ -494,6 +582,29 @@ def _describe(exc: ValidationError) -> str:
         return f"config {message}"
     shown = f" = {given!r}" if where and not isinstance(given, dict) else ""
     return f"config {where}{shown}: {message}" if where else f"config: {message}"
+
+
+def _nested_hint(loc: tuple[int | str, ...]) -> str | None:
+    """For an unknown key like ``kafka.topics_control`` (``SR_KAFKA_TOPICS_CONTROL``) that
+    means a key of a nested table: the message naming the variable that sets it."""
+    if len(loc) != 2 or not all(isinstance(part, str) for part in loc):
+        return None
+    section, key = str(loc[0]), str(loc[1])
+    field = Settings.model_fields.get(section)
+    model = field.annotation if field is not None else None
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return None
+    for name, inner in model.model_fields.items():
+        table = inner.annotation
+        if key.startswith(f"{name}_") and isinstance(table, type) and issubclass(table, BaseModel):
+            rest = key[len(name) + 1 :]
+            variable = f"SR_{section}_{name}{NESTED}{rest}".upper()
+            return (
+                f"config {section}.{key}: [{section}] has no key {key!r}; for {rest!r} of "
+                f"[{section}.{name}] set {variable} (a double underscore before a nested "
+                "table's key)"
+            )
+    return None
 
 
 def _resolve_paths(settings: Settings, base: Path) -> Settings:

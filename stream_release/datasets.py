@@ -1,6 +1,6 @@
 """Data for the demo and the experiments: the bundled Adult and the paper's serial series.
 
-``make_series`` rebuilds the series of paper 003 §8: the table is split into ``n`` random
+``make_series`` rebuilds the series of Wong et al. 2010, §8: the table is split into ``n`` random
 partitions P_1..P_n; T_1 = P_1 and T_i = P_i plus a random ``keep`` fraction of T_{i-1}'s rows
 (the same individuals, so they carry their history); then a random ``change`` fraction of
 *all* of T_i's rows get a sensitive value re-drawn from the table's global distribution (the
@@ -108,7 +108,7 @@ def make_series(
     change: float = 0.2,
     seed: int = 0,
 ) -> list[Table]:
-    """The serial snapshots T_1..T_n of paper 003 §8 (see the module docstring)."""
+    """The serial snapshots T_1..T_n of Wong et al. 2010, §8 (see the module docstring)."""
     rng = np.random.default_rng(seed)
     global_values = table.columns[sensitive]
     parts = np.array_split(rng.permutation(table.n_rows), n)
@@ -136,7 +136,8 @@ def make_series(
 
 
 class ChurnPopulation:
-    """Individuals drawn from ``table``'s rows, release after release (paper 003 §8's churn).
+    """Individuals drawn from ``table``'s rows, release after release (the churn of Wong et al.
+    2010, §8).
 
     Release 1 holds ``rows`` individuals, each a row of ``table`` drawn with replacement
     (its QIDs and value); each later release keeps ``keep`` of the previous one's individuals

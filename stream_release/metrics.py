@@ -7,7 +7,7 @@ workload takes an explicit ``rng`` (STYLE.md rule 1).
 
 Query workload (:func:`relative_errors`)
 ----------------------------------------
-The methodology of Xiao and Tao [XT07], used by paper 003 §8 [WFLWX10]: random count queries
+The methodology of Xiao and Tao [XT07], used by Wong et al. 2010, §8 [WFLWX10]: random count queries
 
 .. code-block:: sql
 
@@ -412,7 +412,7 @@ def query_error(
     queries: int = 5000,
     rng: np.random.Generator,
 ) -> float:
-    """Average relative error of ``queries`` random count queries (paper 003 §8, [XT07]).
+    """Average relative error of ``queries`` random count queries (Wong et al. 2010, §8, [XT07]).
 
     The mean of :func:`relative_errors` (see the module docstring for the exact workload);
     ``nan`` when no query was kept (``queries == 0``).
@@ -430,7 +430,7 @@ def utility_report(
     rng: np.random.Generator,
     real: NDArray[np.bool_] | None = None,
 ) -> dict[str, int | float | None]:
-    """The utility block of a release manifest (CONTRACT.md §4, ``utility``).
+    """The utility block of a release manifest (docs/contract.md §4, ``utility``).
 
     ``real`` (n,) bool: the snapshot's rows when ``table`` also holds virtual candidates
     (:mod:`~stream_release.grouping.virtual`): ``published``, ``suppressed``,

@@ -100,7 +100,7 @@ class Diagnosis:
                 f"grouping (up to {100 * worst:.1f} % of a release's rows here"
                 + (
                     "; values held by the same people year after year are not the transient "
-                    "values paper 003 assumes)"
+                    "values Wong et al. 2010 assumes)"
                     if named
                     else ")"
                 )

@@ -39,7 +39,7 @@ def render_release(
     elapsed_s: float,
 ) -> tuple[bytes, dict[str, Any]]:
     """The bytes of ``release-NNNN.jsonl`` (:func:`encode_lines`) and the manifest of one
-    release (CONTRACT §4).
+    release (docs/contract.md §4).
 
     The manifest is public: it names no file and holds no digest of any input (a hash of the
     snapshot would let whoever knows all rows but one confirm that row's value); the source
@@ -152,7 +152,7 @@ state without ``input_statistics``: functions of the published group sizes alone
 LINE_FIELDS = frozenset(
     {"release", "sequence", "group", "size", "qid", "sensitive", "members", "virtual"}
 )
-"""Keys of a group line (CONTRACT §4) that a mechanism's extra fields may not use."""
+"""Keys of a group line (docs/contract.md §4) that a mechanism's extra fields may not use."""
 
 
 def render_mechanism_release(
@@ -166,7 +166,7 @@ def render_mechanism_release(
 ) -> tuple[bytes, dict[str, Any]]:
     """The bytes of ``release-NNNN.jsonl`` and the manifest of a mechanism's release.
 
-    Group lines (CONTRACT §4): ``release``, ``sequence``, ``group``, ``size``, ``qid``,
+    Group lines (docs/contract.md §4): ``release``, ``sequence``, ``group``, ``size``, ``qid``,
     ``sensitive``, then the mechanism's extra fields. The manifest: ``release``,
     ``sequence``, ``published`` (rows with a group), ``groups``, ``format``, ``schema``,
     ``mechanism`` (the mechanism's guarantee block) and ``utility`` (``avg_group_size``,

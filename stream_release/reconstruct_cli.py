@@ -1,7 +1,7 @@
 """``stream-release reconstruct DIR --value S [--where attr=value ...] [--release N] [--json]``.
 
 The analyst's side of ``reconstruction-private-rr``: reads the published files of a series
-(CONTRACT §4: ``manifest-NNNN.json`` and ``release-NNNN.jsonl``, never the private
+(docs/contract.md §4: ``manifest-NNNN.json`` and ``release-NNNN.jsonl``, never the private
 assignments) and answers ``COUNT(*) WHERE <QID predicate> AND <sensitive> = S`` per release
 with :func:`stream_release.mechanisms.reconstruction_rr_estimate.reconstruct` (Lemma 1 of
 [WHF12], unbiased by Theorem 5.18), its variance, standard error and a 95 % interval.
@@ -79,7 +79,7 @@ def add_reconstruct_parser(sub: Any) -> None:
         help="estimate a count from a reconstruction-private-rr series, with its variance",
         description="Estimated COUNT(*) of the rows with sensitive value S among the published "
         "groups matching the --where filters, per release of a reconstruction-private-rr "
-        "series, with its variance, standard error and 95 %% interval (Lemma 1 of Wang-Han-Fu, "
+        "series, with its variance, standard error and 95 % interval (Lemma 1 of Wang-Han-Fu, "
         "arXiv:1202.3179). Reads only the published files of DIR.",
     )
     parser.add_argument("directory", type=Path, help="the series' release files")

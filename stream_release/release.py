@@ -205,7 +205,7 @@ def plan_release(
     table : the encoded snapshot (n rows)
     history : history of the n rows, row i for ``table.ids[i]``, global value ids
     history_values : the store's value dictionary (global id -> value)
-    strategy : the ratio strategy (paper 003 §6)
+    strategy : the ratio strategy (Wong et al. 2010, §6)
     protected : protected sensitive values; empty = all
     min_group_size : k-anonymity floor on every group
     virtual : (n,) bool, the rows that are virtual candidates (people of the register absent

@@ -62,7 +62,7 @@ def adult_series(
 
 def adult_register(data: Path, path: Path) -> Path:
     """Write Adult's ids and QIDs (no sensitive value) to ``path``: the population register
-    of virtual individuals for :func:`adult_series` (paper 003 §8)."""
+    of virtual individuals for :func:`adult_series` (Wong et al. 2010, §8)."""
     table = adult_table(data)
     Table({c: table.columns[c] for c in ("id", *ADULT_QID)}).write_csv(path)
     return path

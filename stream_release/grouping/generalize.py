@@ -2,7 +2,7 @@
 
 A release assigns each row of an :class:`~stream_release.table.EncodedTable` a group id
 ``group[i]`` in ``0..G-1``, or ``-1`` when the row is suppressed. This module turns that
-assignment into the content of the release lines of CONTRACT.md §4:
+assignment into the content of the release lines of docs/contract.md §4:
 
 * :func:`generalize_groups`: each group's ``qid`` object. A numeric attribute becomes its value
   when every member has it, else ``[lo, hi]`` (inclusive; integral numbers as ints); a hierarchy
@@ -224,7 +224,7 @@ def python_values(attribute: Attribute) -> list[int | float | str]:
 
 
 def generalize_groups(table: EncodedTable, group: NDArray[np.integer]) -> list[dict[str, QidValue]]:
-    """The generalized QIDs of every group (CONTRACT.md §4, ``qid``), in group id order.
+    """The generalized QIDs of every group (docs/contract.md §4, ``qid``), in group id order.
 
     Parameters
     ----------
@@ -272,7 +272,7 @@ def generalize_groups(table: EncodedTable, group: NDArray[np.integer]) -> list[d
 
 
 def sensitive_counts(table: EncodedTable, group: NDArray[np.integer]) -> list[dict[str, int]]:
-    """Each group's sensitive values with their counts (CONTRACT.md §4, ``sensitive``).
+    """Each group's sensitive values with their counts (docs/contract.md §4, ``sensitive``).
 
     Parameters
     ----------
@@ -304,7 +304,7 @@ def multisets(
 def anatomy_members(
     table: EncodedTable, group: NDArray[np.integer]
 ) -> list[list[dict[str, int | float | str]]]:
-    """The exact QIDs of every group's members (CONTRACT.md §4, ``anatomy`` format).
+    """The exact QIDs of every group's members (docs/contract.md §4, ``anatomy`` format).
 
     Parameters
     ----------

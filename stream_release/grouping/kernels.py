@@ -11,7 +11,7 @@ A group G is *valid* iff ``|G| >= min_size`` and, for every protected value t pr
 ``|G| >= n(G,t) * R(G,t)`` with ``R(G,t) = max(base, max_{o in G} req(o,t))`` (the ratios
 carry the margin on the safe side where they are Theorem 1's own bound:
 :mod:`stream_release.privacy.strategy`)
-(paper 003, Theorem 1 and §6, in the engineering form of the research digest §4).
+(Wong et al. 2010, Theorem 1 and §6, in the engineering form of the research digest §4).
 
 Algorithm (three passes, each QID-local):
 

@@ -5,7 +5,7 @@ or more; the groups bucketization forms are as small as their members allow, so 
 fits none of them and would be suppressed (and, suppressed, make the suppressed set need
 ``r`` rows for every holder of its value: :mod:`stream_release.grouping.suppressed_set`).
 Here it takes the groups nearest to it in k-d order, one after another, until they and it
-form a valid group (paper 003, Theorem 1, in the form of :mod:`stream_release.grouping.
+form a valid group (Wong et al. 2010, Theorem 1, in the form of :mod:`stream_release.grouping.
 kernels`), within the group-size cap; the union of valid groups plus the row is checked as
 a whole, every member's requirements included.
 

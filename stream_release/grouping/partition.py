@@ -1,6 +1,6 @@
 """Form the groups of one release: the public entry point of the grouping.
 
-The group-size constraint (paper 003, Theorem 1 and §6) arrives as a base ratio plus the
+The group-size constraint (Wong et al. 2010, Theorem 1 and §6) arrives as a base ratio plus the
 per-individual requirements that exceed it (:class:`Requirements`); the compiled passes are
 in :mod:`stream_release.grouping.kernels`.
 """

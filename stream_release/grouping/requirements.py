@@ -1,4 +1,4 @@
-"""The ratios a release requires of its (row, value) pairs (paper 003, Theorem 1 and §6)."""
+"""The ratios a release requires of its (row, value) pairs (Wong et al. 2010, Theorem 1 and §6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Per-individual, per-value history of linkages (paper 003 §7, the "statistics file").
+"""Per-individual, per-value history of linkages (Wong et al. 2010, §7, the "statistics file").
 
 :func:`make_history_store` picks the backend from a location: a ``redis://``, ``rediss://`` or
 ``unix://`` URL gives a :class:`RedisHistoryStore` (the service), anything else is a directory

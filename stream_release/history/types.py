@@ -2,7 +2,7 @@
 
 For individual o and sensitive value s the history is ``(log_p, links)``: the log of the
 running product ``P(o,s) = prod_j (1 - n_{j,s}/n_j)`` over the releases whose group containing
-o held s (Lemma 4 of paper 003), and the number of such releases. That is enough to evaluate
+o held s (Lemma 4 of Wong et al. 2010), and the number of such releases. That is enough to evaluate
 every strategy (Theorem 1, §6.1, §6.2). Values are stored by a *global value id*: the index
 into the store's append-only value dictionary. Individuals are known only by pseudonym (a
 keyed hash of the id, :mod:`stream_release.history.pseudonym`).

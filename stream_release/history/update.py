@@ -1,4 +1,4 @@
-"""The history update of one release (paper 003, Lemma 4 and §7), as a compiled linear merge.
+"""The history update of one release (Wong et al. 2010, Lemma 4 and §7), as a compiled linear merge.
 
 Every published individual is linked to every value of its group (whatever its own value): its
 entry for value s gains the factor ``log1p(-n(G,s)/|G|)`` and one more linked release. Old and

@@ -1,4 +1,4 @@
-"""The files of one release (CONTRACT.md §4, §6): public groups and manifest, private rest.
+"""The files of one release (docs/contract.md §4, §6): public groups and manifest, private rest.
 
 Two directories, never mixed:
 

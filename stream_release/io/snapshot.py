@@ -1,7 +1,7 @@
 """Read one snapshot (CSV file or in-memory columns) and validate it against the schema.
 
 A snapshot is a table with one row per individual: the identifier, the quasi-identifiers and
-the sensitive value (CONTRACT.md §1, §3). Reading checks everything that does not need the
+the sensitive value (docs/contract.md §1, §3). Reading checks everything that does not need the
 hierarchies: the columns exist, every row has the header's number of fields, no id and no
 sensitive value is empty, and no id appears twice. Encoding against the hierarchies is
 :func:`stream_release.grouping.encoding.encode`.
@@ -134,8 +134,9 @@ def read_snapshot(path: Path | str, schema: SchemaSettings) -> RawSnapshot:
     ------
     SchemaError
         One line naming the file, the column or line, the value and the fix: unreadable or
-        empty file, missing column, a row with the wrong number of fields, text that is not
-        UTF-8, an empty id or sensitive value, an id that appears more than once.
+        empty file, a header without rows, missing column, a row with the wrong number of
+        fields, text that is not UTF-8, an empty id or sensitive value, an id that appears more
+        than once.
     """
     file = Path(path)
     source = str(file)
@@ -179,6 +180,11 @@ def read_snapshot(path: Path | str, schema: SchemaSettings) -> RawSnapshot:
         columns, lines = _parse_plain(source, data, body, delimiter, len(names), positions)
     else:
         columns, lines = _parse_quoted(source, data, body, delimiter, len(names), positions)
+    if len(lines) == 0:
+        raise SchemaError(
+            f"snapshot {source!r} has a header but no rows: a release of nobody says nothing "
+            "and would still count as one; give it the snapshot's rows, or skip this period"
+        )
     return _assemble(
         source,
         digest,

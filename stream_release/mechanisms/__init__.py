@@ -1,6 +1,6 @@
 """Release mechanisms of the companion papers (``[mechanism] kind``): see :mod:`.base`.
 
-``kind = "global-guarantee"`` (the default) is the grouping of paper 003 in
+``kind = "global-guarantee"`` (the default) is the grouping of Wong et al. 2010 in
 :mod:`stream_release.release`; every other kind is a module registered in
 :data:`MECHANISMS`, one :class:`~stream_release.mechanisms.base.Registration` line each::
 

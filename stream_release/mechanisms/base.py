@@ -1,4 +1,4 @@
-"""What every release mechanism gives the publisher (``[mechanism] kind``, CONTRACT §2).
+"""What every release mechanism gives the publisher (``[mechanism] kind``, docs/contract.md §2).
 
 The publisher (offline ``anonymize`` and the worker alike, :class:`~stream_release.series.
 Publisher`) hands a mechanism one encoded snapshot, its rows sorted by pseudonym, and gets back
@@ -75,7 +75,7 @@ class ReleaseRandomness:
 
     def generator(self, purpose: str) -> np.random.Generator:
         """A generator for the draws of this release made for ``purpose`` (fresh per
-        release: paper 000's fresh sample per release)."""
+        release: Li, Qardaji and Su's fresh sample per release)."""
         seed = hashlib.blake2b(
             f"{purpose}\x1f{self.sequence}".encode(), key=self.secret, digest_size=32
         ).digest()

@@ -1,4 +1,5 @@
-r"""Mechanism ``dp-sanitised``: every record sanitised once, per-person budget (paper 004).
+r"""Mechanism ``dp-sanitised``: every record sanitised once, per-person budget (Holohan, Leith
+and Mason 2014).
 
 Product sanitisation of [HLM14] (Eq. 7, Theorem 5): each record is sanitised independently by
 a 1-row mechanism that is (epsilon, delta)-DP between *any* two values of the domain, so the

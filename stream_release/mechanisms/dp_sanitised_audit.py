@@ -1,4 +1,5 @@
-r"""Audit of mode ``dp-sanitised`` from its published files alone (paper 004, [HLM14]).
+r"""Audit of mode ``dp-sanitised`` from its published files alone (Holohan, Leith and Mason
+2014, [HLM14]).
 
 :func:`verify_release` ``(manifest, lines)`` is the verifier named by the mode's registration
 in :data:`stream_release.mechanisms.MECHANISMS`; the mechanism itself is

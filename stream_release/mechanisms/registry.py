@@ -79,12 +79,12 @@ class Registration:
 CompanionKind = Literal["sampled-k-anonymity", "reconstruction-private-rr", "dp-sanitised"]
 """The kinds of the companion papers: a manifest's ``mechanism.kind``."""
 MechanismKind = Literal["global-guarantee", CompanionKind]
-"""Every value of ``[mechanism] kind`` (CONTRACT §2)."""
+"""Every value of ``[mechanism] kind`` (docs/contract.md §2)."""
 
 KINDS: Final[tuple[str, ...]] = get_args(MechanismKind)
 
 GLOBAL_GUARANTEE: Final = "global-guarantee"
-"""The default kind: paper 003's global guarantee, planned by :mod:`stream_release.release`."""
+"""The default kind: Wong et al.'s global guarantee, planned by :mod:`stream_release.release`."""
 
 MECHANISMS: Final[dict[str, Registration]] = {
     "sampled-k-anonymity": Registration(

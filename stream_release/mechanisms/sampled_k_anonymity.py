@@ -63,7 +63,7 @@ file's hash, the time taken and any utility measured against the input
 (:attr:`~stream_release.mechanisms.base.MechanismRelease.input_statistics` is false), since
 these are statistics of ``D`` outside the mechanism ([LQS12]_ §2.6; digest §9.1).
 
-Scope: guarantees are per record; an individual has at most one row per snapshot (CONTRACT
+Scope: guarantees are per record; an individual has at most one row per snapshot (docs/contract.md
 §1), so per person per release. The sample is used for nothing else.
 
 References

@@ -1,4 +1,4 @@
-"""The streaming side of stream_release (CONTRACT.md §5).
+"""The streaming side of stream_release (docs/contract.md §5).
 
 * :mod:`stream_release.stream.kafka`: aiokafka client options built from
   :class:`~stream_release.config.KafkaSettings` (security included) and topic creation; every

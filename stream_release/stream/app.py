@@ -1,4 +1,4 @@
-"""The Faust application of the streaming service (CONTRACT §5): the only app.
+"""The Faust application of the streaming service (docs/contract.md §5): the only app.
 
 :func:`create_app` builds it from :class:`~stream_release.config.Settings` around a
 :class:`~stream_release.stream.service.ReleaseService`, which does all the work; the app only

@@ -1,11 +1,11 @@
-"""Wire models of the streaming service (CONTRACT §5), validated at the edge.
+"""Wire models of the streaming service (docs/contract.md §5), validated at the edge.
 
 Every message on a topic is one of these pydantic models; their JSON Schemas are exported to
 ``deploy/schemas/`` (:func:`export_schemas`, checked by the tests). Decoding never raises on
 bad input: :func:`decode_record` and :func:`decode_seal` return a :class:`Rejection` naming
 the field, the value and the fix, which the worker publishes to ``sr.rejected``, and a stable
 :class:`RejectReason` code, which the worker counts (``sr_records_rejected_total{reason}``) but
-does not send: the wire message of CONTRACT §5 is unchanged.
+does not send: the wire message of docs/contract.md §5 is unchanged.
 """
 
 from __future__ import annotations

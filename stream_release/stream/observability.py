@@ -1,4 +1,4 @@
-"""Prometheus metrics and the health endpoint of the streaming worker (CONTRACT §5).
+"""Prometheus metrics and the health endpoint of the streaming worker (docs/contract.md §5).
 
 :class:`Metrics` holds every metric on its own ``CollectorRegistry`` (not the process-global
 one, so several apps or tests never collide). :class:`~stream_release.stream.app.ServiceRunner`

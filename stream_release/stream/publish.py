@@ -1,4 +1,4 @@
-"""Send one snapshot to Kafka as its records and then its seal (CONTRACT.md §3, §5).
+"""Send one snapshot to Kafka as its records and then its seal (docs/contract.md §3, §5).
 
 Each row becomes one message on ``topics.records``: key = the individual's id (UTF-8), value =
 ``{"release": label, "id": ..., "qid": {name: value, ...}, "sensitive": ...}`` with every value

@@ -1,8 +1,9 @@
 """What a rejected message shows on ``sr.rejected``: no raw identifier by default.
 
-CONTRACT §5 gives every rejection a ``raw`` field, "the message as received", and keys it "as
-received"; a record's key and its ``id`` field are the individual's identifier, and a bad
-message can hold one anywhere. ``service.rejected_raw`` (``SR_SERVICE_REJECTED_RAW``) chooses:
+docs/contract.md §5 gives every rejection a ``raw`` field, "the message as received", and
+keys it "as received"; a record's key and its ``id`` field are the individual's identifier,
+and a bad message can hold one anywhere. ``service.rejected_raw``
+(``SR_SERVICE_REJECTED_RAW``) chooses:
 
 ``"redact"`` (default)
     The rejection keeps its fields (``error``, ``topic``, ``partition``, ``offset``, ``raw``)
@@ -35,8 +36,8 @@ message can hold one anywhere. ``service.rejected_raw`` (``SR_SERVICE_REJECTED_R
 
 ``"full"``
     ``raw`` is the value as received (UTF-8, invalid bytes replaced) and the key is the one
-    received: CONTRACT §5 to the letter, for a deployment whose ``sr.rejected`` is as closed as
-    ``sr.records``.
+    received: docs/contract.md §5 to the letter, for a deployment whose ``sr.rejected`` is as
+    closed as ``sr.records``.
 
 Either way ``sr.rejected`` is an operator topic, not a publication: a redacted record still
 shows one individual's QIDs and sensitive value. The names of undeclared fields stay (in

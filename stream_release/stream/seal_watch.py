@@ -1,4 +1,4 @@
-"""Sealed releases that stay incomplete: a warning log line while they wait (CONTRACT §5).
+"""Sealed releases that stay incomplete: a warning log line while they wait (docs/contract.md §5).
 
 A release is cut only once its seal has arrived and every sealed id is staged. A seal whose
 count never completes (the producer lost records, or some were rejected: a duplicate id, a

@@ -1,4 +1,4 @@
-"""The release service's core, independent of the Kafka client (CONTRACT §5).
+"""The release service's core, independent of the Kafka client (docs/contract.md §5).
 
 The worker feeds it the messages it consumes and sends what it returns:
 
@@ -8,7 +8,7 @@ The worker feeds it the messages it consumes and sends what it returns:
    staging is durable in Redis.
 2. :meth:`cut_ready`: every ready release is planned and its history, release record, label
    and sequence are committed in one Redis transaction; the archive gets the public files of
-   CONTRACT §4 and the private archive the private ones (the assignments hold pseudonyms in
+   docs/contract.md §4 and the private archive the private ones (the assignments hold pseudonyms in
    hex, never raw ids).
 3. :meth:`pending` / :meth:`outgoing` / :meth:`mark_published`: the groups and the manifest of
    each committed but unsent release, read back from its committed record, so a release sent

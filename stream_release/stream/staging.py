@@ -1,4 +1,4 @@
-"""Staging of snapshot rows in Redis until their release can be cut (CONTRACT §5).
+"""Staging of snapshot rows in Redis until their release can be cut (docs/contract.md §5).
 
 Rows arrive one by one (``sr.records``) and seals separately (``sr.control``). Both are
 staged by Lua scripts (``history/lua/stage_rows.lua``, ``stage_seal.lua``), idempotently: a

@@ -1,4 +1,4 @@
-"""``stream-release anonymize`` and ``audit`` end to end on real data (CONTRACT §3, §4)."""
+"""``stream-release anonymize`` and ``audit`` end to end on real data (docs/contract.md §3, §4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Bad input: one clear line naming the problem, exit 2, nothing half-written (CONTRACT §3)."""
+"""Bad input: one clear line naming the problem, exit 2, nothing half-written (docs/contract.md
+§3)."""
 
 from __future__ import annotations
 

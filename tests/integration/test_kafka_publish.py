@@ -1,4 +1,4 @@
-"""``stream-release publish`` against a real Kafka-protocol broker (CONTRACT §3, §5)."""
+"""``stream-release publish`` against a real Kafka-protocol broker (docs/contract.md §3, §5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The paper's motivating example (paper 003, Figures 1, 2 and 4) through the whole pipeline.
+"""The paper's motivating example (Wong et al. 2010, Figures 1, 2 and 4) through the whole pipeline.
 
 T1 and T2 of Figure 1 published with per-release 2-diversity (the localized baseline) link o2
 to chlamydia with probability 3/4 > 1/2 (Example 2), and the audit says so; the global

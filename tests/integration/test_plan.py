@@ -76,7 +76,7 @@ def test_plan_names_values_kept_year_after_year_and_proposes_what_works(
     assert "diagnosis: 58 % of the rows whose individual is in the next snapshot still hold" in out
     assert "value '5': 21.4 % of the rows, kept by 67 % of its holders" in out
     assert "allows an individual 2 linkages to a value" in out
-    assert "not the transient values paper 003 assumes" in out
+    assert "not the transient values Wong et al. 2010 assumes" in out
     proposal = "proposal: constant-ratio l=2 k'=8, protecting only '3', '8': feasible"
     assert proposal in out
     after = out[out.index(proposal) :]

@@ -1,5 +1,5 @@
 """Public and private output apart, nothing written by a failed run, and the key that
-belongs to its history (CONTRACT §6; issue 10, items 2-4)."""
+belongs to its history (docs/contract.md §6; issue 10, items 2-4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Virtual individuals (paper 003 §8): a register makes settings feasible that Adult's value
+"""Virtual individuals (Wong et al. 2010, §8): a register makes settings feasible that Adult's value
 frequencies refuse, the files state them, and the audit recomputes every claim."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""``stream-release worker`` end to end: a subprocess on the test broker and Redis (CONTRACT §5).
+"""``stream-release worker`` end to end: a subprocess on the test broker and Redis
+(docs/contract.md §5).
 
 Snapshots sent with ``stream-release publish`` come out of the worker as releases equal, byte for
 byte, to offline ``anonymize`` on the same snapshots with the same key; the archive passes the

@@ -1,4 +1,4 @@
-"""The worker's ``/metrics`` and ``/health`` over HTTP, end to end (CONTRACT §5).
+"""The worker's ``/metrics`` and ``/health`` over HTTP, end to end (docs/contract.md §5).
 
 A worker subprocess (as in ``test_worker.py``) with ``SR_SERVICE_METRICS_PORT`` on a free port
 publishes one small snapshot; its metrics then count the staged records and the release, carry

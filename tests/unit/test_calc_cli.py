@@ -1,4 +1,5 @@
-"""``stream-release calc NAME ...`` (CONTRACT §3): each calculator prints its paper's numbers."""
+"""``stream-release calc NAME ...`` (docs/contract.md §3): each calculator prints its paper's
+numbers."""
 
 from __future__ import annotations
 

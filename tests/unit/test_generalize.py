@@ -1,4 +1,4 @@
-"""Publishing groups: generalized QIDs, sensitive counts, anatomy members (CONTRACT.md §4)."""
+"""Publishing groups: generalized QIDs, sensitive counts, anatomy members (docs/contract.md §4)."""
 
 from __future__ import annotations
 

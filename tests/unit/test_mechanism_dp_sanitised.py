@@ -1,4 +1,5 @@
-"""Mechanism ``dp-sanitised`` (paper 004, [HLM14]) on hand-built tables and on Adult.
+"""Mechanism ``dp-sanitised`` (Holohan, Leith and Mason 2014, [HLM14]) on hand-built tables and
+on Adult.
 
 Stochastic checks are seeded (the secrets come from ``numpy.random.default_rng(seed)``): the
 empirical e^epsilon check of ``dp_selftest.empirical_dp_check`` fails a correct mechanism with

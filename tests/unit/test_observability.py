@@ -1,4 +1,4 @@
-"""The worker's metrics and health endpoint (CONTRACT §5), without a broker or Redis.
+"""The worker's metrics and health endpoint (docs/contract.md §5), without a broker or Redis.
 
 Every metric the Grafana dashboard queries exists in the registry; rejections carry a stable
 reason code that is not part of the wire message; the runner's outcomes move the metrics;

@@ -1,4 +1,5 @@
-"""The planner's diagnosis: linkages a strategy allows (paper 003 §6) and values that stay."""
+"""The planner's diagnosis: linkages a strategy allows (Wong et al. 2010, §6) and values that
+stay."""
 
 from __future__ import annotations
 

@@ -398,8 +398,15 @@ def test_blank_lines_are_skipped_and_line_numbers_kept(tmp_path: Path) -> None:
     assert raw.locate(1) == "line 5"
 
 
-def test_header_only_gives_an_empty_snapshot(tmp_path: Path) -> None:
-    raw = read_snapshot(write(tmp_path / "s.csv", "id;age;city;disease\n"), SMALL_SCHEMA)
+def test_a_header_without_rows_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SchemaError, match=r"has a header but no rows"):
+        read_snapshot(write(tmp_path / "s.csv", "id;age;city;disease\n"), SMALL_SCHEMA)
+    with pytest.raises(SchemaError, match=r"has a header but no rows"):
+        read_snapshot(write(tmp_path / "t.csv", "id;age;city;disease"), SMALL_SCHEMA)
+
+
+def test_an_empty_in_memory_snapshot_encodes_to_an_empty_table() -> None:
+    raw = snapshot_from_columns([], {"age": [], "city": []}, [])
     assert raw.n_rows == 0
     table = encode(raw, SMALL_SCHEMA, {})
     assert table.qid.shape == (0, 2) and table.sensitive_values == ()
