@@ -39,7 +39,12 @@ def _parser() -> argparse.ArgumentParser:
         prog="stream-release",
         description="Serial data publishing with a global breach guarantee (Wong et al. 2010).",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(
+        dest="command",
+        required=True,
+        metavar="COMMAND",
+        help="what to do (COMMAND --help: its page)",
+    )
 
     bounds = sub.add_parser("bounds", help="ratio a strategy requires (Wong et al. 2010, §6)")
     bounds.add_argument("--l", type=float, required=True, help="breach bound 1/l, l > 1")
