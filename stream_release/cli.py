@@ -429,7 +429,6 @@ def _worker(args: argparse.Namespace) -> int:
 
     import asyncio
 
-    import faust
     import redis
 
     from stream_release.release import warm_up
@@ -438,6 +437,7 @@ def _worker(args: argparse.Namespace) -> int:
     from stream_release.stream.kafka import ensure_topics, quiet_client_logs
     from stream_release.stream.logs import logging_config
     from stream_release.stream.service import ReleaseService
+    from stream_release.stream.shutdown import BoundedStopWorker
 
     limit_malloc_arenas()
     topics = settings.kafka.topics
@@ -447,15 +447,16 @@ def _worker(args: argparse.Namespace) -> int:
     # a refused login or an unreachable broker ends the start with our one line
     quiet_client_logs()
     asyncio.run(ensure_topics(settings.kafka, topics.every))
-    asyncio.run(check_access(settings.kafka))  # a missing ACL: one line now, not a hang later
+    asyncio.run(check_access(settings))  # a missing ACL: one line now, not a hang later
     app = create_app(settings, service)
     tune_gc()
-    # the worker stops cleanly on SIGINT and SIGTERM, then exits (SystemExit)
-    faust.Worker(
+    # the worker stops on SIGINT and SIGTERM, cleanly unless service.stop_timeout_s passes
+    BoundedStopWorker(
         app,
         loglevel=args.loglevel,
         logging_config=logging_config(settings.service.log_format, args.loglevel),
         quiet=settings.service.log_format == "json",  # no banner among the JSON lines
+        stop_timeout_s=settings.service.stop_timeout_s,
     ).execute_from_commandline()
     return 0
 

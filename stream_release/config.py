@@ -396,6 +396,10 @@ class ServiceSettings(_Section):
     ``stream-release publish`` refuses such a snapshot before reading it. Raise it (for the
     worker and the publisher) where the memory is there, or split the snapshot into several
     releases."""
+    stop_timeout_s: float = Field(default=8.0, gt=0)
+    """SIGTERM or Ctrl-C stops the worker within this many seconds, whatever Redis and the
+    broker are doing: past it the clean stop is cut short (nothing is lost: see
+    :mod:`stream_release.stream.shutdown`). Below compose's 10 s grace period."""
     seal_alert_after_s: float = Field(default=600.0, gt=0)
     """A sealed release still missing records this many seconds after the worker first saw it
     waiting gets a warning log line (``event`` ``seal_incomplete``: release, sealed, staged,

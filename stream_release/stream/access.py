@@ -13,7 +13,9 @@ needs Describe, and Create for missing topics):
   authorized operations (``DescribeGroups``, which needs Describe);
 - Read on ``topics.records`` and ``topics.control``: one fetch at their end, with no group;
 - Write on the transactional id (``kafka.transactions``): the producer's ``InitProducerId``
-  (this fences a predecessor under the same id, as the worker's own start does).
+  (this fences a predecessor under the same id, as the worker's own start does);
+- that no member of the records group runs another configuration
+  (:mod:`stream_release.stream.peers`).
 
 Write on the three topics the worker sends to is not checked: Kafka checks it only when a
 transaction adds a partition or a message is produced. A refusal there shows as
@@ -32,8 +34,11 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka import errors as aiokafka_errors
 from aiokafka.admin import AIOKafkaAdminClient
 
-from stream_release.config import KafkaSettings
+from stream_release.config import KafkaSettings, Settings
+from stream_release.errors import ConfigError
 from stream_release.stream.kafka import CLIENT_ERRORS, client_options, kafka_error, producer_options
+from stream_release.stream.peers import configuration_tag, member_tag
+from stream_release.stream.records_consumer import records_group
 
 READ = 3
 """Kafka's ``AclOperation.READ`` code: bit ``1 << READ`` of an authorized-operations field."""
@@ -43,21 +48,27 @@ RETRY_FOR_S = 30.0
 """How long a retriable answer (the group coordinator not yet available on a new cluster:
 Kafka creates its offsets topic on the first request) is asked again."""
 RETRY_EVERY_S = 0.5
+PEER_GRACE_S = 2.0
+"""Seconds past the session timeout a member with another configuration may still linger
+(a previous run of this worker) before the start is refused."""
 T = TypeVar("T")
 
 
-async def check_access(settings: KafkaSettings) -> None:
+async def check_access(settings: Settings) -> None:
     """Raise :class:`~stream_release.errors.KafkaError` (one line: what failed and what to
-    grant) unless the broker lets ``settings``' user read its groups and input topics and
-    use its transactional id."""
-    await _check_groups(settings)
-    await _check_reads(settings)
-    if settings.release_transactional_id is not None:
-        await _check_transactional_id(settings)
+    grant) unless the broker lets the worker's user read its groups and input topics and use
+    its transactional id; raise :class:`~stream_release.errors.ConfigError` when the records
+    group has a member with another configuration (:mod:`stream_release.stream.peers`)."""
+    kafka = settings.kafka
+    await _check_groups(kafka, configuration_tag(settings), settings.service.session_timeout_s)
+    await _check_reads(kafka)
+    if kafka.release_transactional_id is not None:
+        await _check_transactional_id(kafka)
 
 
-async def _check_groups(settings: KafkaSettings) -> None:
-    groups = [settings.group_id, f"{settings.group_id}-records"]
+async def _check_groups(settings: KafkaSettings, tag: bytes, session_timeout_s: float) -> None:
+    records = records_group(settings)
+    groups = [settings.group_id, records]
     admin = AIOKafkaAdminClient(**client_options(settings))
     action = f"describe the consumer groups {groups}"
     try:
@@ -71,10 +82,32 @@ async def _check_groups(settings: KafkaSettings) -> None:
                     raise aiokafka_errors.GroupAuthorizationFailedError(
                         f"no Read on group {group!r}"
                     )
+        # a member left by this worker's previous run stays until its session times out
+        deadline = time.monotonic() + session_timeout_s + PEER_GRACE_S
+        while _other_tags(response, tag):
+            if time.monotonic() > deadline:
+                raise ConfigError(
+                    f"consumer group {records!r} (kafka.group_id = {settings.group_id!r}) has a "
+                    "worker running with another configuration: two configurations in one group "
+                    "would split the records between them; stop that worker, or give this one "
+                    "its own kafka.group_id (and history.prefix) for another series"
+                )
+            await asyncio.sleep(RETRY_EVERY_S)
+            response = await _retrying(partial(_describe_group, admin, records))
     except CLIENT_ERRORS as exc:
         raise kafka_error(settings, action, exc) from exc
     finally:
         await admin.close()
+
+
+def _other_tags(response: Any, tag: bytes) -> set[bytes]:
+    """The configuration tags of the described group's members that differ from ``tag``."""
+    return {
+        found
+        for entry in response.groups
+        for member in entry[5]
+        if (found := member_tag(member[-2])) is not None and found != tag
+    }
 
 
 async def _describe_group(admin: AIOKafkaAdminClient, group: str) -> Any:

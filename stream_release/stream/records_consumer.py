@@ -31,6 +31,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from stream_release.config import KafkaSettings, Settings
 from stream_release.faults import kill_point
 from stream_release.stream.kafka import CLIENT_ERRORS, client_options
+from stream_release.stream.peers import configuration_tag, tagged_assignor
 from stream_release.stream.service import Incoming, PreparedBatch
 
 if TYPE_CHECKING:
@@ -51,8 +52,8 @@ def records_group(kafka: KafkaSettings) -> str:
 
 def consumer_options(settings: Settings) -> dict[str, Any]:
     """Keyword arguments of the records consumer's ``AIOKafkaConsumer``: the client options,
-    its group, manual commits, earliest offset for a new group and the group timeouts of
-    ``settings.service``."""
+    its group, manual commits, earliest offset for a new group, the group timeouts of
+    ``settings.service`` and the assignor that shows the configuration's tag."""
     kafka, conf = settings.kafka, settings.service
     return {
         **client_options(kafka),
@@ -63,6 +64,8 @@ def consumer_options(settings: Settings) -> dict[str, Any]:
         "heartbeat_interval_ms": int(conf.heartbeat_interval_s * 1000),
         "rebalance_timeout_ms": int(conf.rebalance_timeout_s * 1000),
         "max_partition_fetch_bytes": max(kafka.max_message_bytes, FETCH_BYTES),
+        # the group's members show their configuration's tag (stream_release.stream.peers)
+        "partition_assignment_strategy": (tagged_assignor(configuration_tag(settings)),),
     }
 
 
