@@ -28,7 +28,7 @@ import pytest
 from helpers import adult_series, fresh_topics, read_topic, write_config
 from kafka_broker import KafkaNode
 from test_release_outcomes import _health_until
-from test_worker import Worker, _offline, _stop, _wait_for, worker_environment
+from test_worker import STOP_TIMEOUT_S, Worker, _offline, _stop, _wait_for, worker_environment
 from test_worker_metrics import _get
 
 from stream_release.audit import audit_directory
@@ -88,6 +88,14 @@ def _wait_for_sequence(worker: Worker, bootstrap: str, topic: str, sequence: int
     )
 
 
+def _timed_stop(worker: Worker) -> float:
+    """Seconds from SIGTERM to the worker's exit (code 0: a clean or a cut-short stop)."""
+    assert worker.proc is not None
+    started = time.monotonic()
+    assert _stop(worker) == 0
+    return time.monotonic() - started
+
+
 @pytest.fixture
 def series(shared_data: Path, tmp_path: Path) -> tuple[Path, list[Path]]:
     config = write_config(tmp_path, shared_data)
@@ -139,8 +147,11 @@ def test_redis_away_pauses_the_worker_and_nothing_uncommitted_is_published(
         time.sleep(OUTAGE_S)
         worker.check_alive()
         assert sorted(_manifests(kafka_bootstrap, topics.manifests)) == [1]
+        # SIGTERM while Redis is away: stopped within the grace period, nothing lost
+        assert _timed_stop(worker) <= STOP_TIMEOUT_S
         with _start_redis(directory, port) as second:
             second.wait_until(lambda: redis_answers(url))
+            worker.start()
             _wait_for_sequence(worker, kafka_bootstrap, topics.manifests, 2)
             _send(kafka, config, snaps[2])
             _wait_for_sequence(worker, kafka_bootstrap, topics.manifests, 3)
@@ -194,7 +205,10 @@ def test_a_restarted_broker_is_reconnected_to(
         assert f"Kafka at {bootstrap}: cannot connect" in " ".join(away["reasons"])  # type: ignore[arg-type]
         time.sleep(OUTAGE_S)
         worker.check_alive()
+        # SIGTERM while the broker is away: stopped within the grace period
+        assert _timed_stop(worker) <= STOP_TIMEOUT_S
         with node.running():  # the same data: the log and the consumers' offsets are kept
+            worker.start()
             _send(kafka, config, snaps[1])
             _wait_for_sequence(worker, bootstrap, topics.manifests, 2)
             assert _groups_of(bootstrap, topics.releases, 2) == offline[1]
