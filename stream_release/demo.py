@@ -336,8 +336,8 @@ def _audit(directory: Path, echo: Echo) -> bool:
 def _warm_up(progress: Echo) -> None:
     started = time.perf_counter()
     progress(
-        "loading the compiled grouping kernels (the very first run after an install compiles "
-        "them: about 30 s on 2 cores)"
+        "loading the compiled grouping kernels (compiled at install; where they are not, "
+        "e.g. an editable install's first run, compiling them takes about 30 s on 2 cores)"
     )
     warm_up()
     progress(f"kernels ready in {time.perf_counter() - started:.1f} s")
