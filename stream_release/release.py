@@ -573,9 +573,7 @@ def warm_up() -> None:
     plan = plan_release(
         table, _Rows.empty(n), (), make_strategy("constant-ratio", ell=2, k_prime=1)
     )
-    plan_release(
-        table, plan.history, plan.values, make_strategy("geometric", ell=2, alpha=2)
-    )
+    plan_release(table, plan.history, plan.values, make_strategy("geometric", ell=2, alpha=2))
     # a fixed grouping that publishes every row: the plans above may suppress the tiny table
     # whole, and then the query kernels would compile at the first real release instead
     groups = np.arange(n, dtype=np.int64) // 3

@@ -8,8 +8,7 @@ in :data:`stream_release.mechanisms.MECHANISMS`; the mechanism itself is
 References
 ----------
 .. [HLM14] N. Holohan, D. J. Leith, O. Mason. Differential Privacy in Metric Spaces: Numerical,
-   Categorical and Functional Data Under the One Roof. arXiv:1402.6124 (2014). Digest:
-   /work/shared/research/seed-dp-metric-spaces.md (§3, §4, §7 F1-F5).
+   Categorical and Functional Data Under the One Roof. arXiv:1402.6124 (2014).
 """
 
 from __future__ import annotations

@@ -78,8 +78,7 @@ verify_series` the never-decreasing ledger across releases.
 References
 ----------
 .. [WHF12] K. Wang, C. Han, A. W.-C. Fu. Randomization Resilient To Sensitive
-   Reconstruction. arXiv:1202.3179, 2012. Digest:
-   /work/shared/research/seed-reconstruction-privacy.md (§3, §5).
+   Reconstruction. arXiv:1202.3179, 2012.
 """
 
 from __future__ import annotations

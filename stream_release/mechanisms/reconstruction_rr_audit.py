@@ -8,8 +8,7 @@ mechanism itself is :mod:`stream_release.mechanisms.reconstruction_rr`.
 References
 ----------
 .. [WHF12] K. Wang, C. Han, A. W.-C. Fu. Randomization Resilient To Sensitive
-   Reconstruction. arXiv:1202.3179, 2012. Digest:
-   /work/shared/research/seed-reconstruction-privacy.md (§3, §5).
+   Reconstruction. arXiv:1202.3179, 2012.
 """
 
 from __future__ import annotations

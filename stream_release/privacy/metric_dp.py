@@ -30,8 +30,7 @@ from a guessable value.
 References
 ----------
 .. [HLM14] N. Holohan, D. J. Leith, O. Mason. Differential Privacy in Metric Spaces: Numerical,
-   Categorical and Functional Data Under the One Roof. arXiv:1402.6124 (2014). Digest:
-   /work/shared/research/seed-dp-metric-spaces.md.
+   Categorical and Functional Data Under the One Roof. arXiv:1402.6124 (2014).
 """
 
 from __future__ import annotations

@@ -40,8 +40,7 @@ system (``np.random.default_rng(secrets.randbits(128))``), fixed seeds only in t
 References
 ----------
 .. [WHF12] K. Wang, C. Han, A. W.-C. Fu. Randomization Resilient To Sensitive
-   Reconstruction. arXiv:1202.3179, 2012. Digest:
-   /work/shared/research/seed-reconstruction-privacy.md.
+   Reconstruction. arXiv:1202.3179, 2012.
 """
 
 from __future__ import annotations

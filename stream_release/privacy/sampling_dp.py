@@ -43,10 +43,8 @@ References
 ----------
 .. [LQS12] N. Li, W. Qardaji, D. Su. On Sampling, Anonymization, and Differential Privacy: Or,
    k-Anonymization Meets Differential Privacy. ASIACCS 2012 (arXiv:1101.2604).
-   ``/work/shared/papers/000_0061acfaa0f12f57.txt``.
 .. [LQS11] N. Li, W. Qardaji, D. Su. Provably Private Data Anonymization: Or, k-Anonymity
    Meets Differential Privacy. Earlier version of [LQS12]_ (arXiv:1101.2604v1).
-   ``/work/shared/papers/001_c1d8caec8c36fc5b.txt``.
 """
 
 from __future__ import annotations
