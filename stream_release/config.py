@@ -296,6 +296,11 @@ class KafkaSettings(_Section):
     topics: TopicSettings = Field(default_factory=TopicSettings)
 
     @property
+    def records_group_id(self) -> str:
+        """The consumer group of the worker's records consumer: ``group_id + "-records"``."""
+        return f"{self.group_id}-records"
+
+    @property
     def release_transactional_id(self) -> str | None:
         """The transactional id of the worker's release producer; ``None`` without
         transactions."""
@@ -445,29 +450,39 @@ class _EnvSource(EnvSettingsSource):
 
 
 def _nest(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with every ``a__b`` key moved into table ``a`` as ``b``, at every depth.
+
+    Whole values are placed first and the ``__`` keys over them, shallower before deeper, so the
+    more specific variable wins whatever the order of the environment. A key that would reach
+    into a value that is not a table is kept as it is, for validation to name.
+    """
     out: dict[str, Any] = {}
-    for key, value in values.items():
+    for key in sorted(values, key=lambda k: (k.count(NESTED), k)):
+        value = values[key]
         if isinstance(value, dict):
             value = _nest(value)
         *heads, last = key.split(NESTED)
-        target = out
+        target: Any = out
         for head in heads:
             inner = target.get(head)
             if isinstance(inner, str):  # the table also given whole, as JSON
-                inner = _json_or(inner)
-            target = target.setdefault(head, {}) if inner is None else inner
-            if not isinstance(target, dict):
+                inner = target[head] = _json_or(inner)
+            if inner is None:
+                inner = target[head] = {}
+            if not isinstance(inner, dict):
+                target = None
                 break
-        else:
-            if isinstance(value, str) and heads:
-                value = _json_or(value)
-            existing = target.get(last)
-            if isinstance(existing, dict) and isinstance(value, dict):
-                existing.update(value)
-            else:
-                target[last] = value
+            target = inner
+        if target is None:
+            out[key] = value  # a scalar in the way: an unknown key for validation to name
             continue
-        out[key] = value  # a scalar in the way: left for validation to name
+        if isinstance(value, str) and heads:
+            value = _json_or(value)
+        existing = target.get(last)
+        if isinstance(existing, dict) and isinstance(value, dict):
+            existing.update(value)
+        else:
+            target[last] = value
     return out
 
 

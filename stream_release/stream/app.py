@@ -57,11 +57,18 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import faust
+import redis
 from faust.types import EventT
 
 from stream_release.config import KafkaSettings, Settings
+from stream_release.errors import HistoryStoreError, KafkaError
 from stream_release.faults import kill_point
-from stream_release.stream.kafka import client_options, connection_problem, kafka_error
+from stream_release.stream.kafka import (
+    CLIENT_ERRORS,
+    client_options,
+    connection_problem,
+    kafka_error,
+)
 from stream_release.stream.messages import Rejected
 from stream_release.stream.observability import HttpEndpoint, Metrics, health_payload
 from stream_release.stream.records_consumer import RecordConsumer
@@ -104,8 +111,9 @@ class ServiceRunner:
         """Whether the last publication attempt succeeded (``/health``)."""
         self.publication_error: str | None = None
         """Why it failed (exception type and message: addresses and codes, no ids)."""
-        self.notified: set[str] = set()
-        """Blocked release labels whose status message this process has sent."""
+        self.notified: set[tuple[str, int, int]] = set()
+        """Blocked releases (label, staged, rejected) whose status message this process has
+        sent: a release blocked again with other counts (records sent again) gets another."""
         self.records: RecordConsumer | None = None
         """The consumer of ``topics.records`` (set by :func:`create_app`)."""
         self.releases: Releases | None = None
@@ -203,7 +211,7 @@ class ServiceRunner:
                 await self._send_statuses()
                 self.publication_ok, self.publication_error = True, None
             except Exception as exc:
-                self.publication_ok, self.publication_error = False, _describe(exc)
+                self.publication_ok, self.publication_error = False, _health_error(exc)
                 log.error(
                     "publication failed, will retry: %s",
                     _describe(exc),
@@ -219,14 +227,14 @@ class ServiceRunner:
             await self._send(self.service.status_messages(outbox))
             await asyncio.to_thread(self.service.status_sent, len(outbox))
         blocked = await asyncio.to_thread(self.service.blocked)
-        fresh = [status for status in blocked if status.label not in self.notified]
+        fresh = [status for status in blocked if _blocked_key(status) not in self.notified]
         if not fresh:
             return
         notices = [blocked_notice(status) for status in fresh]
         values = [notice.model_dump_json().encode("utf-8") for notice in notices]
         await self._send(self.service.status_messages(values))
+        self.notified.update(_blocked_key(status) for status in fresh)
         for notice in notices:
-            self.notified.add(notice.release)
             log.error(
                 "release %r blocked: %s; %s",
                 notice.release,
@@ -298,6 +306,8 @@ class ServiceRunner:
             cause = await asyncio.wait_for(connection_problem(kafka), PROBE_TIMEOUT_S)
         except TimeoutError:
             return f"no answer from {kafka.bootstrap} within {PROBE_TIMEOUT_S:g} s"
+        except Exception as exc:  # a probe that fails otherwise still answers /health
+            return f"cannot probe {kafka.bootstrap}: {type(exc).__name__}"
         return None if cause is None else str(kafka_error(kafka, "connect", cause))
 
     async def _reject(
@@ -499,6 +509,19 @@ def _incoming(event: EventT) -> Incoming:
     return Incoming(
         message.topic, message.partition, message.offset, message.key, message.value or b""
     )
+
+
+def _blocked_key(status: ReleaseStatus) -> tuple[str, int, int]:
+    return status.label, status.staged, status.rejected
+
+
+def _health_error(exc: BaseException) -> str:
+    """What ``/health`` shows of a failed publication: the type and message of a Redis or Kafka
+    failure (addresses and codes), the type alone of anything else (a message of ours could
+    name a configuration value the endpoint's readers need not see)."""
+    if isinstance(exc, (*CLIENT_ERRORS, redis.RedisError, HistoryStoreError, KafkaError)):
+        return _describe(exc)
+    return type(exc).__name__
 
 
 def _describe(exc: BaseException) -> str:

@@ -22,10 +22,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+import time
 from collections.abc import Iterable
 from typing import Any
 
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka import errors as aiokafka_errors
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.conn import collect_hosts, create_conn
@@ -172,6 +173,61 @@ async def send_batched(
     return sent
 
 
+TOPIC_METADATA_WAIT_S = 5.0
+"""How long :func:`topic_partitions` waits for a topic just created to show in the metadata."""
+
+
+async def topic_partitions(settings: KafkaSettings, topics: list[str]) -> list[TopicPartition]:
+    """Every partition of ``topics`` (a consumer's ``topics()`` lists the names without adding
+    their partitions to its own metadata, so they are described here), waiting up to
+    :data:`TOPIC_METADATA_WAIT_S` for a topic to appear.
+
+    Raises
+    ------
+    aiokafka.errors.UnknownTopicOrPartitionError
+        A topic does not exist (or this user may not describe it).
+    aiokafka.errors.KafkaError
+        The cluster is unreachable or refuses (:data:`CLIENT_ERRORS`).
+    """
+    admin = AIOKafkaAdminClient(**client_options(settings))
+    deadline = time.monotonic() + TOPIC_METADATA_WAIT_S
+    try:
+        await admin.start()
+        while True:
+            described = {t["topic"]: t for t in await admin.describe_topics(topics)}
+            missing = [
+                topic
+                for topic in topics
+                if topic not in described
+                or described[topic]["error_code"]
+                or not described[topic]["partitions"]
+            ]
+            if not missing:
+                break
+            if time.monotonic() > deadline:
+                code = next(
+                    (described[t]["error_code"] for t in missing if t in described), 3
+                )  # 3: UNKNOWN_TOPIC_OR_PARTITION
+                raise aiokafka_errors.for_code(code or 3)(f"topics {missing}")
+            await asyncio.sleep(0.1)
+    finally:
+        await admin.close()
+    return [
+        TopicPartition(topic, int(p["partition"]))
+        for topic in topics
+        for p in sorted(described[topic]["partitions"], key=lambda p: int(p["partition"]))
+    ]
+
+
+async def assign_at_end(consumer: AIOKafkaConsumer, partitions: list[TopicPartition]) -> None:
+    """Assign ``partitions`` to the started, group-less ``consumer`` at their end, resolved now
+    (before anything is sent)."""
+    consumer.assign(partitions)
+    await consumer.seek_to_end(*partitions)
+    for tp in partitions:
+        await consumer.position(tp)
+
+
 async def ensure_topics(
     settings: KafkaSettings, names: Iterable[str], partitions: int = 1
 ) -> list[str]:
@@ -288,7 +344,7 @@ def _fix(settings: KafkaSettings, exc: BaseException) -> str:
     if isinstance(exc, e.GroupAuthorizationFailedError):
         return (
             f"grant this client's user Read and Describe on the consumer groups "
-            f"{settings.group_id!r} and {settings.group_id + '-records'!r} (kafka.group_id)"
+            f"{settings.group_id!r} and {settings.records_group_id!r} (kafka.group_id)"
         )
     if isinstance(exc, e.TransactionalIdAuthorizationFailed):
         return (

@@ -208,6 +208,11 @@ class MechanismManifest(BaseModel):
     format: Literal["generalized", "anatomy"] = "generalized"
     schema_: SnapshotSchema | None = Field(default=None, alias="schema")
     mechanism: MechanismBlock
+    records_in: int | None = Field(
+        default=None, ge=0, description="a mechanism that states its input figures: rows in"
+    )
+    suppressed: int | None = Field(default=None, ge=0, description="and rows suppressed")
+    elapsed_s: float | None = Field(default=None, ge=0)
 
 
 class Manifest(RootModel[GuaranteeManifest | MechanismManifest]):

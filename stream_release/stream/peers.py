@@ -10,15 +10,18 @@ check_access`): a member with another tag refuses the start, with one line.
 
 :func:`configuration_tag` covers what shapes a release: ``[schema]`` (hierarchy files by their
 content), ``[privacy]``, ``[output]``, ``[grouping]``, ``[virtual]`` (the register by its
-content), ``[mechanism]`` (files by their content), ``history.prefix``, the Redis server and
-database (not its credentials) and ``[kafka.topics]``. Not the pseudonymisation key, the
-credentials, the ports or the archive paths: the tag is readable by whoever may describe the
-group, and it says nothing about a person.
+content), ``[mechanism]`` as written, ``history.prefix``, the Redis server and database (not
+its credentials) and ``[kafka.topics]``; not the credentials, the ports or the archive paths.
+The tag is readable by whoever may describe the group, so it is an HMAC under a secret derived
+from the pseudonymisation key (``derived_key("configuration-tag")``): it says nothing about the
+configuration, nor about a register's people, to anyone without the key, and two workers with
+different keys have different tags too.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from pathlib import Path
 from typing import Any
@@ -28,15 +31,25 @@ from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssigno
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberMetadata
 
 from stream_release.config import Settings
+from stream_release.history.pseudonym import Pseudonymizer, load_key
 
 TAG_PREFIX = b"stream-release/config/"
+TAG_PURPOSE = "configuration-tag"
+"""The purpose of the key derived for the tag's HMAC (domain separation)."""
 """Starts the ``user_data`` of a tagged member (other consumers' data is ignored)."""
 CHUNK = 1 << 20
 
 
 def configuration_tag(settings: Settings) -> bytes:
-    """The tag of ``settings``: :data:`TAG_PREFIX` and 32 hex digits of a SHA-256 over the
-    release-shaping sections (module docstring), files replaced by their content's digest."""
+    """The tag of ``settings``: :data:`TAG_PREFIX` and 32 hex digits of an HMAC-SHA-256, keyed
+    by a secret derived from the pseudonymisation key, over the release-shaping sections
+    (module docstring), files replaced by their content's digest.
+
+    Raises
+    ------
+    ConfigError
+        No pseudonymisation key is configured.
+    """
     redis_url = urlsplit(settings.redis.url)
     shaping = {
         "schema": settings.schema.model_dump(mode="python"),
@@ -50,7 +63,9 @@ def configuration_tag(settings: Settings) -> bytes:
         "topics": settings.kafka.topics.model_dump(mode="python"),
     }
     canonical = json.dumps(_files_by_content(shaping), sort_keys=True, default=str)
-    return TAG_PREFIX + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32].encode()
+    secret = Pseudonymizer(load_key(settings.history)).derived_key(TAG_PURPOSE)
+    digest = hmac.new(secret, canonical.encode("utf-8"), hashlib.sha256).hexdigest()
+    return TAG_PREFIX + digest[:32].encode()
 
 
 def member_tag(metadata: bytes) -> bytes | None:

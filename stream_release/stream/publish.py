@@ -24,18 +24,20 @@ from pathlib import Path
 from typing import Literal, NamedTuple
 
 import orjson
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from stream_release.config import KafkaSettings
 from stream_release.errors import InvalidParameter, SchemaError
 from stream_release.io.snapshot import RawSnapshot
 from stream_release.stream.kafka import (
     CLIENT_ERRORS,
+    assign_at_end,
     client_options,
     ensure_topics,
     kafka_error,
     producer_options,
     send_batched,
+    topic_partitions,
 )
 
 CHUNK_BYTES = 1 << 20
@@ -201,16 +203,9 @@ class _Watch:
             isolation_level="read_committed",
         )
         try:
+            partitions = await topic_partitions(settings, topics)
             await consumer.start()
-            partitions = [
-                TopicPartition(topic, partition)
-                for topic in topics
-                for partition in sorted(consumer.partitions_for_topic(topic) or {0})
-            ]
-            consumer.assign(partitions)
-            await consumer.seek_to_end(*partitions)
-            for tp in partitions:  # resolve the end now, before the records are sent
-                await consumer.position(tp)
+            await assign_at_end(consumer, partitions)
         except CLIENT_ERRORS as exc:
             await consumer.stop()
             raise kafka_error(settings, f"read the topics {topics}", exc) from exc

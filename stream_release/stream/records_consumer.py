@@ -46,8 +46,8 @@ thousand records: a batch would wait for several round trips)."""
 
 
 def records_group(kafka: KafkaSettings) -> str:
-    """The consumer group of the records consumer (``group_id`` + ``"-records"``)."""
-    return f"{kafka.group_id}-records"
+    """The consumer group of the records consumer (``kafka.records_group_id``)."""
+    return kafka.records_group_id
 
 
 def consumer_options(settings: Settings) -> dict[str, Any]:

@@ -306,19 +306,19 @@ class ReleaseService:
         rejected: list[Rejected] = []
         by_label: dict[str, list[tuple[Incoming, str, bytes]]] = defaultdict(list)
         limit = self.settings.kafka.max_message_bytes
-        by_label_rejected: dict[str, list[str]] = defaultdict(list)
+        rejected_by_label: dict[str, list[str]] = defaultdict(list)
         for message in messages:
             record = decode_snapshot_record(message.value, self.settings.schema, max_bytes=limit)
             if isinstance(record, Rejection):
                 rejected.append(self._rejected(message, record))
                 label = _label_of(message.value, limit)
                 if label is not None:
-                    by_label_rejected[label].append(_coordinates(message))
+                    rejected_by_label[label].append(_coordinates(message))
                 continue
             row = self.validator.staged_row(record)
             if isinstance(row, Rejection):
                 rejected.append(self._rejected(message, row))
-                by_label_rejected[record.release].append(_coordinates(message))
+                rejected_by_label[record.release].append(_coordinates(message))
                 continue
             by_label[record.release].append((message, record.id, row))
         releases = {
@@ -329,7 +329,7 @@ class ReleaseService:
             )
             for label, items in by_label.items()
         }
-        return PreparedBatch(messages, rejected, releases, dict(by_label_rejected))
+        return PreparedBatch(messages, rejected, releases, dict(rejected_by_label))
 
     def stage_prepared(self, batch: PreparedBatch) -> Accepted:
         """Stage a prepared batch; returns its rejected messages (refused when prepared or by
@@ -541,6 +541,10 @@ REFUSAL_FIX = (
     "its label is closed: publish the snapshot again under a new label once the data or the "
     "settings allow it (`stream-release anonymize` on the snapshot shows the same reason)"
 )
+UNSATISFIABLE_REASON = (
+    "the guarantee cannot be met on this release (the worker's message names a row or a group "
+    "of the snapshot, so it is not repeated here)"
+)
 SCHEMA_REASON = (
     "a staged record does not encode under the configuration (a value outside a hierarchy "
     "or a mechanism's configured domain, or a QID kind that contradicts schema.numeric)"
@@ -554,12 +558,15 @@ BLOCKED_FIX = (
 def refusal_notice(label: str, exc: GuaranteeUnsatisfiable | SchemaError) -> ReleaseNotice:
     """The status message of release ``label`` refused by ``exc``.
 
-    An unsatisfiable guarantee is explained by its own message: counts of the release, the
-    settings and the largest feasible setting, never an id or a QID value. A schema error's
-    message may quote the offending value (a quasi-identifier), so it is replaced by what kind
-    of error it is; ``stream-release anonymize`` on the snapshot gives the row.
+    An unsatisfiable guarantee whose message is ``public`` (counts of the release, the settings
+    and the largest feasible setting) is explained by it. Any other message may name a row, a
+    group's QID values or an offending value (a quasi-identifier), so it is replaced by what
+    kind of failure it is; ``stream-release anonymize`` on the snapshot gives the rest.
     """
-    reason = str(exc) if isinstance(exc, GuaranteeUnsatisfiable) else SCHEMA_REASON
+    if isinstance(exc, GuaranteeUnsatisfiable):
+        reason = str(exc) if exc.public else UNSATISFIABLE_REASON
+    else:
+        reason = SCHEMA_REASON
     return ReleaseNotice(
         release=label, status="refused", error=type(exc).__name__, reason=reason, fix=REFUSAL_FIX
     )

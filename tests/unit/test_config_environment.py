@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,27 @@ def test_a_nested_key_with_one_underscore_names_the_variable_to_use(
         "[kafka.topics] set SR_KAFKA_TOPICS__CONTROL (a double underscore before a nested "
         "table's key)"
     )
+
+
+def test_the_more_specific_variable_wins_whatever_the_order(
+    config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for first, second in (
+        (("SR_KAFKA_TOPICS__CONTROL", "c10"), ("SR_KAFKA_TOPICS", '{"control": "c9"}')),
+        (("SR_KAFKA_TOPICS", '{"control": "c9"}'), ("SR_KAFKA_TOPICS__CONTROL", "c10")),
+    ):
+        for name in ("SR_KAFKA_TOPICS", "SR_KAFKA_TOPICS__CONTROL"):
+            monkeypatch.delenv(name, raising=False)
+        for name, value in (first, second):
+            monkeypatch.setenv(name, value)
+        assert list(os.environ).index(first[0]) < list(os.environ).index(second[0])
+        assert load_settings(config).kafka.topics.control == "c10"
+
+
+def test_a_nested_key_under_a_value_that_is_not_a_table_is_refused(
+    config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SR_KAFKA_BOOTSTRAP", "broker:9093")
+    monkeypatch.setenv("SR_KAFKA_BOOTSTRAP__PORT", "9094")
+    with pytest.raises(ConfigError, match="bootstrap__port"):
+        load_settings(config)

@@ -20,6 +20,7 @@ from worker_stubs import StubProducer, StubReleases
 from stream_release.config import Settings
 from stream_release.stream.app import ServiceRunner, create_app, limit_malloc_arenas
 from stream_release.stream.messages import Rejected
+from stream_release.stream.peers import configuration_tag, member_tag
 from stream_release.stream.records_consumer import consumer_options
 from stream_release.stream.service import Accepted, Incoming, Outgoing, PreparedBatch
 
@@ -169,6 +170,7 @@ def test_the_app_takes_its_settings_from_the_configuration() -> None:
             "sasl_password": "secret-password",
         },
         service={"session_timeout_s": 4, "heartbeat_interval_s": 1, "rebalance_timeout_s": 5},
+        history={"key": "worker-runner-test-key-0123456789abcdef"},
     )
     app = create_app(settings, StubService())  # type: ignore[arg-type]
     conf = app.conf
@@ -189,6 +191,8 @@ def test_the_app_takes_its_settings_from_the_configuration() -> None:
     assert records["rebalance_timeout_ms"] == 5000
     assert records["sasl_mechanism"] == "SCRAM-SHA-512"
     assert records["sasl_plain_password"] == "secret-password"
+    [assignor] = records["partition_assignment_strategy"]
+    assert member_tag(assignor.metadata(["t"]).encode()) == configuration_tag(settings)
 
 
 def test_a_heartbeat_not_below_the_session_timeout_is_refused() -> None:
