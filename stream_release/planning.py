@@ -156,6 +156,12 @@ class PlanReport:
     """The series length the proposals are made for (the number of snapshots)."""
 
 
+WHAT_IF_KEY = "stream-release what-if series key, not a secret"
+"""The pseudonymisation key of a what-if series on a new history (no ``--history``, no key
+configured): a plan writes nothing, so no secret is at stake, and a fixed key makes its figures
+the same on every run (the grouping orders individuals by pseudonym)."""
+
+
 def plan_series(
     config: Path | None,
     snapshots: Sequence[Path],
@@ -183,6 +189,10 @@ def plan_report(
     series as long as ``snapshots``."""
     overrides = settings_overrides or {}
     settings = load_settings(config, **overrides)
+    if history is None and settings.history.key is None and settings.history.key_file is None:
+        history_overrides = {**overrides.get("history", {}), "key": WHAT_IF_KEY}
+        overrides = {**overrides, "history": history_overrides}
+        settings = load_settings(config, **overrides)
     hierarchies = load_hierarchies(settings.schema)
     tables = [
         (encode(read_snapshot(path, settings.schema), settings.schema, hierarchies), path.stem)

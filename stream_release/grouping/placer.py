@@ -46,6 +46,13 @@ MIN_VALUES = 16
 STALE_GROUPS = 16384
 """Groups whose first row moved since the tree was built, checked one by one, before the tree
 is built again."""
+REBUILD_WORK = 4
+"""The tree is also built again once the moved groups checked one by one since it was built
+add up to this many times the groups it holds (plus :data:`LOCAL_GROUPS`' last round): about
+what a new tree costs. A tree built while most groups were empty would otherwise leave
+thousands of groups to be checked one by one at every call (measured: a 3-release plan on
+Adult that took 1 s under most keys took over 300 s under some, 2,775 moved groups checked per
+call against a tree of 205)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -445,6 +452,8 @@ class _GroupTree:
         self.tree = cKDTree(self.qid[self.first[self.groups]].astype(np.float64) * self.norm)
         self.stale[:] = False
         self.moved: list[int] = []
+        self.checked = 0
+        """Moved groups checked one by one since the build (:data:`REBUILD_WORK`)."""
 
     def touch(self, g: int) -> None:
         """Group ``g``'s first row moved (or the group emptied or filled)."""
@@ -458,7 +467,8 @@ class _GroupTree:
         """The groups with rows within the distance ``r`` of the ``k``-th nearest in the tree
         (ties included) and those whose first row moved, in id order, and ``r``: every group
         left out is farther than ``r``. ``None`` when the tree holds ``k`` groups or fewer."""
-        if len(self.moved) > STALE_GROUPS:
+        worth = REBUILD_WORK * (self.groups.size + LOCAL_GROUPS[-1])
+        if len(self.moved) > STALE_GROUPS or self.checked > worth:
             self._build()
         if self.groups.size <= k:
             return None
@@ -469,6 +479,7 @@ class _GroupTree:
         near = self.groups[np.asarray(at, dtype=np.int64)]
         near = near[~self.stale[near]]
         if self.moved:
+            self.checked += len(self.moved)
             near = np.concatenate([near, np.array(self.moved, dtype=np.int64)])
         near = np.unique(near)
         return near[sizes[near] > 0], radius

@@ -29,6 +29,9 @@ def test_plan_reports_every_candidate_and_writes_nothing(
     assert "largest feasible setting: k_prime = 4 at l = 2" in out
     assert any(line.startswith("least suppression among the feasible settings: ") for line in lines)
     assert any(line.startswith("diagnosis: ") for line in lines)
+    # a new history's what-if series has a fixed key: the same plan on every run
+    assert main(["plan", "--config", str(config), *map(str, snapshots)]) == 0
+    assert capsys.readouterr().out == out
 
 
 def test_plan_continues_a_history_without_writing_to_it(shared_data: Path, tmp_path: Path) -> None:
