@@ -117,25 +117,34 @@ def test_unprotected_values_do_not_constrain() -> None:
 
 
 def test_history_requirement_raises_group_size_for_that_value() -> None:
-    # 60 rows, 12 values, 5 each; row 0 needs ratio 10 for value 3, row 1 may never meet value 4
-    sensitive = np.repeat(np.arange(12), 5)
+    # 60 rows, 12 values, 5 each, in turn along the QID (row r holds r mod 12); row 15 (value
+    # 3) needs ratio 10 for its own value, row 1 may never meet value 4
+    sensitive = np.tile(np.arange(12), 5)
     table = make_table(np.arange(60)[:, None], sensitive)
     ptr = np.zeros(61, dtype=np.int64)
-    ptr[1:] = 2
-    ptr[0] = 0
-    ptr[1] = 1
+    ptr[2:] = 1  # row 1: one entry
+    ptr[16:] = 2  # row 15: one entry
     req = Requirements(
         4.0,
         ptr,
-        np.array([3, 4], dtype=np.int32),
-        np.array([10.0, np.inf]),
+        np.array([4, 3], dtype=np.int32),
+        np.array([np.inf, 10.0]),
     )
     protected = np.ones(12, bool)
-    group = _form(table, protected, req, min_group_size=1, eligible=np.ones(60, bool))
+    eligible = np.ones(60, bool)
+    # with the default cap (2 x the base ratio 4 = 8 rows), ratio 10 is out of reach: the row
+    # is forced out of every group (into the suppressed set), the others are grouped
+    group = _form(table, protected, req, min_group_size=1, eligible=eligible)
     assert group_requirement_violations(table, group, protected, req, 1) == []
-    g0 = np.flatnonzero(group == group[0])
-    if 3 in table.sensitive[g0]:
-        assert g0.size >= 10
+    assert group[15] < 0 and np.count_nonzero(group < 0) < 5
+    # with a cap that allows it, row 15's group holds value 3 (its own): 10 rows at least for
+    # each holder of 3, while the other groups keep near the base ratio
+    group = _form(table, protected, req, min_group_size=1, eligible=eligible, max_group_factor=3.0)
+    assert group_requirement_violations(table, group, protected, req, 1) == []
+    assert group[15] >= 0
+    g15 = np.flatnonzero(group == group[15])
+    assert g15.size >= 10 * np.count_nonzero(table.sensitive[g15] == 3) >= 10
+    assert np.median(np.bincount(group[group >= 0])) < 10
     g1 = np.flatnonzero(group == group[1])
     assert group[1] < 0 or 4 not in table.sensitive[g1]
 
