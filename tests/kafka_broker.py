@@ -165,7 +165,9 @@ class KafkaNode:
         ]  # fmt: skip
 
     def _format(self) -> None:
-        cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        cluster = "-"
+        while cluster.startswith("-"):  # as Kafka's own ids: a leading "-" reads as an option
+            cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         argv = self._java_argv(
             "kafka.tools.StorageTool", "format", "--cluster-id", cluster,
             "--config", str(self.config), "--ignore-formatted",
