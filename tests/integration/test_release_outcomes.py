@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from helpers import adult_snapshot, read_topic, schema_errors, write_config
 from test_worker import Worker, set_publish_environment, worker_environment
-from test_worker_metrics import _get
+from test_worker_metrics import poll
 
 from stream_release.cli import main
 from stream_release.config import TopicSettings
@@ -35,7 +35,6 @@ pytestmark = pytest.mark.integration
 
 ROWS = 300
 WAIT_S = "60"
-HEALTH_TIMEOUT_S = 20.0
 
 
 def _rewrite(source: Path, target: Path, change: dict[int, dict[str, str]]) -> Path:
@@ -64,20 +63,14 @@ def _publish_wait(
 
 
 def _health_until(worker: Worker, url: str, done: str) -> dict[str, object]:
-    """``/health``'s body once one of its reasons contains ``done``."""
-    deadline = time.monotonic() + HEALTH_TIMEOUT_S
-    while True:
-        worker.check_alive()
-        try:
-            status, body = _get(url)
-        except OSError:
-            status, body = 0, b"{}"
+    """``/health``'s body once it is 503 and one of its reasons contains ``done``."""
+
+    def accept(status: int, body: bytes) -> dict[str, object] | None:
         health = json.loads(body or b"{}")
-        if status == 503 and any(done in reason for reason in health.get("reasons", [])):
-            return health
-        if time.monotonic() > deadline:
-            pytest.fail(f"/health never said {done!r}: {status} {health}\n{worker.tail()}")
-        time.sleep(0.2)
+        reasons = health.get("reasons", []) if status == 503 else []
+        return health if any(done in reason for reason in reasons) else None
+
+    return poll(worker, url, accept, f"said {done!r}")
 
 
 def test_publish_wait_reports_published_refused_and_blocked_releases(

@@ -13,6 +13,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from helpers import adult_snapshot, write_config
@@ -34,6 +35,7 @@ pytestmark = pytest.mark.integration
 
 ROWS = 120
 """Rows of the snapshot (ids ``p-0`` .. ``p-119``)."""
+T = TypeVar("T")
 HTTP_TIMEOUT_S = 20.0
 """Longest wait for the endpoint to answer and show the published release."""
 
@@ -56,24 +58,34 @@ def _samples(text: str) -> dict[str, float]:
     return out
 
 
-def _scrape_until(
-    worker: Worker, base: str, done: Callable[[dict[str, float]], bool]
-) -> dict[str, float]:
-    """The samples of ``base/metrics`` once ``done`` holds for them (fails after
-    :data:`HTTP_TIMEOUT_S`)."""
+def poll(worker: Worker, url: str, accept: Callable[[int, bytes], T | None], what: str) -> T:
+    """GET ``url`` every 0.2 s (the worker alive) until ``accept(status, body)`` returns
+    something, and return it; fails after :data:`HTTP_TIMEOUT_S` naming ``what``."""
     deadline = time.monotonic() + HTTP_TIMEOUT_S
     while True:
         worker.check_alive()
         try:
-            status, body = _get(f"{base}/metrics")
+            status, body = _get(url)
         except OSError:
             status, body = 0, b""
-        samples = _samples(body.decode()) if status == 200 else {}
-        if samples and done(samples):
-            return samples
+        found = accept(status, body)
+        if found is not None:
+            return found
         if time.monotonic() > deadline:
-            pytest.fail(f"/metrics never got there:\n{body.decode()}\n{worker.tail()}")
+            pytest.fail(f"{url} never {what}: {status} {body.decode()}\n{worker.tail()}")
         time.sleep(0.2)
+
+
+def _scrape_until(
+    worker: Worker, base: str, done: Callable[[dict[str, float]], bool]
+) -> tuple[dict[str, float], str]:
+    """The samples and text of ``base/metrics`` once ``done`` holds for the samples."""
+
+    def accept(status: int, body: bytes) -> tuple[dict[str, float], str] | None:
+        samples = _samples(body.decode()) if status == 200 else {}
+        return (samples, body.decode()) if samples and done(samples) else None
+
+    return poll(worker, f"{base}/metrics", accept, "showed the expected samples")
 
 
 def test_worker_serves_metrics_and_health(
@@ -108,20 +120,9 @@ def test_worker_serves_metrics_and_health(
 
         # the counter moves once the broker acknowledged the release: poll briefly
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + HTTP_TIMEOUT_S
-        while True:
-            worker.check_alive()
-            try:
-                status, body = _get(f"{base}/metrics")
-            except OSError:
-                status, body = 0, b""
-            text = body.decode()
-            samples = _samples(text) if status == 200 else {}
-            if samples.get("sr_releases_published_total") == 1:
-                break
-            if time.monotonic() > deadline:
-                pytest.fail(f"/metrics never showed release 1:\n{text}\n{worker.tail()}")
-            time.sleep(0.2)
+        samples, text = _scrape_until(
+            worker, base, lambda s: s.get("sr_releases_published_total") == 1
+        )
 
         assert samples["sr_release_sequence"] == 1
         assert samples["sr_records_staged_total"] == ROWS
@@ -152,7 +153,7 @@ def test_worker_serves_metrics_and_health(
 
         # restarted, the release gauges show the committed state, not 0 or nothing
         worker.start()
-        restored = _scrape_until(worker, base, lambda s: s.get("sr_release_sequence") == 1)
+        restored, _ = _scrape_until(worker, base, lambda s: s.get("sr_release_sequence") == 1)
         for name in ("sr_release_breach_max", "sr_release_breach_bound"):
             assert restored[name] == samples[name]
         assert restored["sr_release_suppressed_rows"] == manifest["suppressed"]
