@@ -36,23 +36,23 @@ import redis
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from stream_release.audit import audit_directory
+from stream_release.cli.demo import write_demo_config
 from stream_release.config import KafkaSettings, load_settings
-from stream_release.datasets import (
+from stream_release.devtools.datasets import (
     ADULT_QID,
     ADULT_SENSITIVE,
     ChurnPopulation,
     read_csv_table,
 )
-from stream_release.demo import write_demo_config
-from stream_release.history.keys import RedisKeys
-from stream_release.history.types import ENTRY_DTYPE
-from stream_release.io.snapshot import RawSnapshot, snapshot_from_columns
-from stream_release.local_services import (
+from stream_release.devtools.local_services import (
     local_broker_and_redis,
     managed_process,
     worker_argv,
     worker_env,
 )
+from stream_release.history.keys import RedisKeys
+from stream_release.history.types import ENTRY_DTYPE
+from stream_release.io.snapshot import RawSnapshot, snapshot_from_columns
 from stream_release.stream.kafka import ensure_topics
 from stream_release.stream.publish import publish_snapshot
 
@@ -66,7 +66,8 @@ with a value drawn again."""
 
 
 class Population(ChurnPopulation):
-    """The churn population of :mod:`stream_release.datasets`, as snapshots, and a warm-up."""
+    """The churn population of :mod:`stream_release.devtools.datasets`, as snapshots, and a
+    warm-up."""
 
     def __init__(self, table, rows: int, seed: int) -> None:  # type: ignore[no-untyped-def]
         super().__init__(

@@ -1,7 +1,7 @@
 """The four release mechanisms side by side on one Adult series: guarantee against utility.
 
-One series of Adult snapshots (:func:`stream_release.datasets.make_series`, the paper's churn:
-``RELEASES`` random partitions, 20 % of the previous snapshot carried over, 20 % of each
+One series of Adult snapshots (:func:`stream_release.devtools.datasets.make_series`, the paper's
+churn: ``RELEASES`` random partitions, 20 % of the previous snapshot carried over, 20 % of each
 snapshot's occupations redrawn; seed 0) is published offline, through :class:`Publisher`, once
 per mode (its own history and files in a temporary directory), then audited with
 :func:`audit_directory`:
@@ -18,8 +18,9 @@ per mode (its own history and files in a temporary directory), then audited with
 
 Query workload: for release i, the same ``QUERIES`` count queries for every mode,
 ``COUNT(*) WHERE A_1 IN R_1 AND A_2 IN R_2 AND A_3 IN R_3 AND occupation = s``, drawn once from
-the true snapshot by :func:`stream_release.metrics.draw_count_queries` (the manifests'
-workload, module docstring of :mod:`stream_release.metrics`; s from every row of the snapshot,
+the true snapshot by :func:`stream_release.core.utility.metrics.draw_count_queries` (the manifests'
+workload, module docstring of :mod:`stream_release.core.utility.metrics`; s from every row of the
+snapshot,
 ``rng = default_rng([QUERY_SEED, i])``, queries with a true count of 0 re-drawn). Each mode
 answers them from its PUBLISHED group lines only (``release-NNNN.jsonl`` and the manifest; see
 :func:`estimate_counts`), and the error of a query is ``|est - act| / act``: the manifests'
@@ -58,7 +59,10 @@ from numpy.typing import NDArray
 
 from stream_release.audit import audit_directory
 from stream_release.config import Settings, load_settings
-from stream_release.datasets import (
+from stream_release.core.grouping.encoding import encode, load_hierarchies
+from stream_release.core.table import Attribute, EncodedTable
+from stream_release.core.utility.metrics import CountQueries, draw_count_queries
+from stream_release.devtools.datasets import (
     ADULT_SENSITIVE,
     Table,
     adult_schema,
@@ -66,14 +70,11 @@ from stream_release.datasets import (
     read_csv_table,
 )
 from stream_release.errors import InvalidParameter
-from stream_release.grouping.encoding import encode, load_hierarchies
 from stream_release.io.release_files import ReleasePaths, default_private_dir
 from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.mechanisms import GLOBAL_GUARANTEE, section_name
-from stream_release.mechanisms.reconstruction_rr_estimate import reconstruct
-from stream_release.metrics import CountQueries, draw_count_queries
-from stream_release.series import Publisher
-from stream_release.table import Attribute, EncodedTable
+from stream_release.mechanisms.reconstruction_rr.estimate import reconstruct
+from stream_release.pipeline.publisher import Publisher
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
@@ -219,7 +220,7 @@ def estimate_rr(
     published: NDArray[np.float64], rows: NDArray[np.float64], p: float, m: int
 ) -> NDArray[np.float64]:
     """``reconstruction-private-rr``: Lemma 1 of Wang-Han-Fu over the matching micro groups,
-    ``(O* - |S| (1 - p) / m) / p``: :func:`~stream_release.mechanisms.reconstruction_rr_estimate.
+    ``(O* - |S| (1 - p) / m) / p``: :func:`~stream_release.mechanisms.reconstruction_rr.estimate.
     reconstruct` for many queries at once (a line's counts are already scaled to its size by
     its ``weight``)."""
     return (published - rows * (1.0 - p) / m) / p
@@ -230,7 +231,7 @@ def estimate_dp(
 ) -> NDArray[np.float64]:
     """``dp-sanitised``: the QIDs taken as published (sanitised), the sensitive value de-biased
     through randomised response's keep / other probabilities over the matching rows,
-    ``(C_s - n p_other) / (keep - p_other)`` (:func:`~stream_release.privacy.metric_dp.
+    ``(C_s - n p_other) / (keep - p_other)`` (:func:`~stream_release.core.privacy.metric_dp.
     rr_debiased_counts` on the matching rows)."""
     return (published - rows * p_other) / (keep - p_other)
 
@@ -546,12 +547,12 @@ def cross_check(
     """Recompute figures the package states or computes itself; raise on a mismatch.
 
     * global-guarantee: the manifest's own ``utility.query_error`` (drawn from the published
-      rows, answered by :mod:`stream_release.metrics` from the private assignment) from the
-      published lines with :func:`estimate_counts` on the same queries;
+      rows, answered by :mod:`stream_release.core.utility.metrics` from the private assignment)
+      from the published lines with :func:`estimate_counts` on the same queries;
     * sampled-k-anonymity: the first :data:`SAMPLED_CHECKED` estimates row by row from the
       private assignments (:func:`sampled_from_assignments`);
     * reconstruction-private-rr: the first :data:`RR_CHECKED` estimates with the package's
-      :func:`~stream_release.mechanisms.reconstruction_rr_estimate.reconstruct`, query by query;
+      :func:`~stream_release.mechanisms.reconstruction_rr.estimate.reconstruct`, query by query;
     * dp-sanitised: the manifest's de-biased ``counts`` of the whole release.
     """
     kind = mode.kind

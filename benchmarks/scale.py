@@ -1,6 +1,7 @@
 """Scale benchmark: one series of releases per snapshot size, through ``Publisher`` (issue 11).
 
-The load benchmark's population (:class:`stream_release.datasets.ChurnPopulation`: Adult rows
+The load benchmark's population (:class:`stream_release.devtools.datasets.ChurnPopulation`: Adult
+rows
 drawn with replacement, Wong et al. 2010, §8's churn: each release keeps 20 % of the previous one's
 individuals, 20 % of those with a value drawn again, and adds new ones) at each size, published
 as one series under constant-ratio k' = 3, l = 2 (the demo's setting, every occupation
@@ -39,17 +40,17 @@ import numpy as np
 
 from stream_release.audit.files import groups_in_order, read_assignments
 from stream_release.config import load_settings
-from stream_release.datasets import (
+from stream_release.core.grouping.encoding import encode, load_hierarchies
+from stream_release.core.utility.metrics import error_figures, relative_errors
+from stream_release.devtools.datasets import (
     ADULT_QID,
     ADULT_SENSITIVE,
     ChurnPopulation,
     adult_schema,
     read_csv_table,
 )
-from stream_release.grouping.encoding import encode, load_hierarchies
 from stream_release.io.snapshot import snapshot_from_columns
-from stream_release.metrics import error_figures, relative_errors
-from stream_release.series import Publisher
+from stream_release.pipeline.publisher import Publisher
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"

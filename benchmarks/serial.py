@@ -10,7 +10,8 @@ real data sets in ``../shared/data`` (README sections 1 and 4):
   characters (rows whose diag_1 is ``?`` dropped); protected = the 10 % least frequent distinct
   codes by global frequency (as in the paper; ties at the cut-off broken by code order).
 
-Series: :func:`stream_release.datasets.make_series` (the paper's method: 20 random partitions,
+Series: :func:`stream_release.devtools.datasets.make_series` (the paper's method: 20 random
+partitions,
 T_i = P_i plus 20 % of T_(i-1), then 20 % of T_i's rows get a sensitive value redrawn from the
 global distribution). A patient of Diabetes 130 may have several encounters in one snapshot; an
 individual has at most one row per snapshot, so only its first row is kept.
@@ -52,7 +53,9 @@ import numpy as np
 
 from stream_release.audit import audit_directory
 from stream_release.config import load_settings
-from stream_release.datasets import (
+from stream_release.core.grouping.encoding import encode, load_hierarchies
+from stream_release.core.table import EncodedTable
+from stream_release.devtools.datasets import (
     ADULT_QID,
     ADULT_SENSITIVE,
     Table,
@@ -61,10 +64,8 @@ from stream_release.datasets import (
     read_csv_table,
 )
 from stream_release.errors import GuaranteeUnsatisfiable
-from stream_release.grouping.encoding import encode, load_hierarchies
 from stream_release.io.snapshot import snapshot_from_columns
-from stream_release.series import Publisher
-from stream_release.table import EncodedTable
+from stream_release.pipeline.publisher import Publisher
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"

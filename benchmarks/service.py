@@ -1,6 +1,6 @@
 """Service benchmark: ingest throughput and seal-to-manifest latency of one worker.
 
-Starts the local Tansu broker and a Redis (``stream_release.local_services``), then:
+Starts the local Tansu broker and a Redis (``stream_release.devtools.local_services``), then:
 
 1. **Ingest.** Sends ``--copies`` copies of the 30,162-row Adult snapshot (ids made distinct
    per copy) to ``sr.records`` as ``--rounds`` unsealed releases, *before* the worker starts,
@@ -33,17 +33,17 @@ import numpy as np
 import redis
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from stream_release.cli.demo import write_demo_config
 from stream_release.config import KafkaSettings, load_settings
-from stream_release.datasets import ADULT_QID, ADULT_SENSITIVE, read_csv_table
-from stream_release.demo import write_demo_config
-from stream_release.history.keys import RedisKeys
-from stream_release.io.snapshot import RawSnapshot, snapshot_from_columns
-from stream_release.local_services import (
+from stream_release.devtools.datasets import ADULT_QID, ADULT_SENSITIVE, read_csv_table
+from stream_release.devtools.local_services import (
     local_broker_and_redis,
     managed_process,
     worker_argv,
     worker_env,
 )
+from stream_release.history.keys import RedisKeys
+from stream_release.io.snapshot import RawSnapshot, snapshot_from_columns
 from stream_release.stream.kafka import ensure_topics
 from stream_release.stream.publish import publish_snapshot
 

@@ -16,7 +16,8 @@ b. A 1,000,000-row release: Adult resampled with replacement (fixed seed, fresh 
    published twice through a Publisher whose history is in Redis (release 2 = the same
    individuals, so it loads 1M non-empty histories). The breakdown times the calls the real
    ``Publisher.publish`` makes, in its own order: for the duration of the call the package
-   functions ``stream_release.series`` imports are wrapped by timers in that module's namespace,
+   functions ``stream_release.pipeline.publisher`` imports are wrapped by timers in that module's
+   namespace,
    and the store and pseudonymizer by timing proxies (nothing in the package is modified, and
    the breakdown cannot drift from ``series.py``). The Redis keys (unique prefix) are deleted
    afterwards.
@@ -61,10 +62,11 @@ from typing import Any
 import numpy as np
 import redis
 
-from stream_release import series as series_module
 from stream_release.audit import audit_directory
 from stream_release.config import Settings, load_settings
-from stream_release.datasets import (
+from stream_release.core.grouping.encoding import encode, load_hierarchies
+from stream_release.core.table import EncodedTable
+from stream_release.devtools.datasets import (
     ADULT_QID,
     ADULT_SENSITIVE,
     Table,
@@ -72,13 +74,12 @@ from stream_release.datasets import (
     make_series,
     read_csv_table,
 )
-from stream_release.grouping.encoding import encode, load_hierarchies
 from stream_release.history.keys import RedisKeys
 from stream_release.history.types import HistoryRows
 from stream_release.io.snapshot import read_snapshot, snapshot_from_columns
-from stream_release.release import plan_release
-from stream_release.series import Publisher
-from stream_release.table import EncodedTable
+from stream_release.pipeline import publisher as series_module
+from stream_release.pipeline.plan import plan_release
+from stream_release.pipeline.publisher import Publisher
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
@@ -383,7 +384,7 @@ class _Timed:
 def instrumented(publisher: Publisher, clock: StepClock) -> Iterator[Publisher]:
     """``publisher`` with every step of ``Publisher.publish`` timed, the package untouched.
 
-    For the duration of the block, the package functions that ``stream_release.series``
+    For the duration of the block, the package functions that ``stream_release.pipeline.publisher``
     imports (``plan_release``, ``render_release``, ``stage_release``, ...) are replaced in
     that module's namespace by timing wrappers, and the store and the pseudonymizer by timing
     proxies. The real ``Publisher.publish`` then runs its own calls in its own order, so the

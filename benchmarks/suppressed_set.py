@@ -85,9 +85,9 @@ def measure(data_dir: Path, rounds: int) -> list[dict[str, Any]]:
     import serial  # the data loaders of the paper's experiment
 
     from stream_release.config import load_settings
+    from stream_release.core.utility.metrics import relative_errors
     from stream_release.errors import GuaranteeUnsatisfiable
-    from stream_release.metrics import relative_errors
-    from stream_release.series import Publisher
+    from stream_release.pipeline.publisher import Publisher
 
     datasets = {name: serial.LOADERS[name](data_dir, rounds) for name in ("adult", "diabetes")}
     datasets["adult-panel"] = _adult_panel(serial, data_dir, rounds)
@@ -168,7 +168,7 @@ def _count(value: Any) -> int | None:
 
 def _adult_panel(serial: Any, data_dir: Path, rounds: int) -> Any:
     """Adult as a panel: paper §8's series with 80 % of each snapshot carried over."""
-    from stream_release.datasets import ADULT_SENSITIVE, make_series, read_csv_table
+    from stream_release.devtools.datasets import ADULT_SENSITIVE, make_series, read_csv_table
 
     adult = serial.load_adult(data_dir, 1)
     table = read_csv_table(data_dir / "adult.csv")

@@ -38,8 +38,8 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from stream_release.core.privacy.strategy import Strategy, make_strategy
 from stream_release.errors import ConfigError, InvalidParameter
-from stream_release.privacy.strategy import Strategy, make_strategy
 
 
 class _Section(BaseModel):

@@ -8,7 +8,7 @@ product.
 
 To add a service, write a session fixture next to :func:`redis_url` on the same helpers:
 ``free_port`` for the port and :func:`started_service` with the command line and a readiness
-probe (both from :mod:`stream_release.local_services`, which the demo uses too), and a
+probe (both from :mod:`stream_release.devtools.local_services`, which the demo uses too), and a
 per-test namespace fixture like :func:`redis_prefix` or :func:`kafka_topics`.
 
 Kafka: :func:`kafka_bootstrap` starts Apache Kafka (:mod:`kafka_broker`: KRaft, one node, its
@@ -28,14 +28,14 @@ from helpers import fresh_topics, redis_namespace
 from kafka_broker import KafkaNode
 
 from stream_release.config import TopicSettings
-from stream_release.errors import StreamReleaseError
-from stream_release.local_services import (
+from stream_release.devtools.local_services import (
     free_port,
     kafka_answers,
     managed_process,
     redis_answers,
     redis_argv,
 )
+from stream_release.errors import StreamReleaseError
 
 REDIS_URL_ENV = "SR_TEST_REDIS_URL"
 KAFKA_ENV = "SR_TEST_KAFKA"
@@ -48,7 +48,8 @@ KAFKA_ENV = "SR_TEST_KAFKA"
 def started_service(
     name: str, argv_of: Callable[[], list[str]], ready: Callable[[], bool], workdir: Path
 ) -> Iterator[None]:
-    """Start a local service (:mod:`stream_release.local_services`) and wait until ``ready()``.
+    """Start a local service (:mod:`stream_release.devtools.local_services`) and wait until
+    ``ready()``.
 
     ``pytest.fail`` (never skip) with the reason and the log's tail if it cannot be started.
     The process is stopped when the block exits.

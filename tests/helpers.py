@@ -20,11 +20,17 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from stream_release.config import SchemaSettings, TopicSettings
-from stream_release.datasets import ADULT_QID, ADULT_SENSITIVE, Table, make_series, read_csv_table
-from stream_release.grouping.encoding import encode, load_hierarchies
+from stream_release.core.grouping.encoding import encode, load_hierarchies
+from stream_release.core.table import EncodedTable
+from stream_release.devtools.datasets import (
+    ADULT_QID,
+    ADULT_SENSITIVE,
+    Table,
+    make_series,
+    read_csv_table,
+)
 from stream_release.history.keys import RedisKeys
 from stream_release.io.snapshot import snapshot_from_columns
-from stream_release.table import EncodedTable
 
 
 def _write_config(directory: Path, schema: str, privacy: dict[str, object]) -> Path:

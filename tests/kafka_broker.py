@@ -26,13 +26,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from stream_release.errors import StreamReleaseError
-from stream_release.local_services import (
+from stream_release.devtools.local_services import (
     ManagedProcess,
     free_port,
     kafka_answers,
     managed_process,
 )
+from stream_release.errors import StreamReleaseError
 
 POM = Path(__file__).resolve().parent / "kafka" / "pom.xml"
 JARS = Path(

@@ -154,7 +154,7 @@ def spent_threshold(ell: float, cap: int) -> Fraction:
 
 PLAN_MARGIN = {"constant-ratio": 1e-9, "geometric": 1e-9, "minimal": 1e-6}
 """The relative margins the strategies plan above Theorem 1's ratio (``RATIO_RTOL``,
-``MINIMAL_MARGIN`` of :mod:`stream_release.privacy.strategy`; a test keeps them equal)."""
+``MINIMAL_MARGIN`` of :mod:`stream_release.core.privacy.strategy`; a test keeps them equal)."""
 
 
 def forced_threshold(ell: float, cap: int, strategy: dict[str, object]) -> Fraction:
@@ -177,7 +177,7 @@ def forced_threshold(ell: float, cap: int, strategy: dict[str, object]) -> Fract
 
 AT_BOUND_ATOL = Fraction(1e-9)
 """The planner treats ``P <= 1 - 1/l + BREACH_ATOL`` as at the bound (never linked again):
-the audit allows exactly that much (``BREACH_ATOL`` of :mod:`stream_release.privacy.breach`;
+the audit allows exactly that much (``BREACH_ATOL`` of :mod:`stream_release.core.privacy.breach`;
 a test keeps them equal)."""
 
 

@@ -15,9 +15,9 @@ Lines = Sequence[Mapping[str, Any]]
 SeriesVerifier = Callable[[Sequence[tuple[Mapping[str, Any], Lines]]], list[str]]
 
 VERIFIERS: dict[str, str] = {
-    "sampled-k-anonymity": "stream_release.mechanisms.sampled_k_anonymity_audit",
-    "reconstruction-private-rr": "stream_release.mechanisms.reconstruction_rr_audit",
-    "dp-sanitised": "stream_release.mechanisms.dp_sanitised_audit",
+    "sampled-k-anonymity": "stream_release.mechanisms.sampled_k_anonymity.audit",
+    "reconstruction-private-rr": "stream_release.mechanisms.reconstruction_rr.audit",
+    "dp-sanitised": "stream_release.mechanisms.dp_sanitised.audit",
 }
 """kind -> the module whose ``verify_series(releases)`` audits a series of that kind."""
 

@@ -55,8 +55,8 @@ import redis
 from numpy.typing import NDArray
 from redis.exceptions import RedisError, WatchError
 
+from stream_release.devtools.faults import kill_point
 from stream_release.errors import ConfigError, HistoryStoreError, KeyMismatch, SequenceConflict
-from stream_release.faults import kill_point
 from stream_release.history._validate import (
     check_commit,
     check_key_check,

@@ -4,7 +4,7 @@ A CSV (``,`` or ``;``, a header row, UTF-8) with the id column and the QID colum
 ``[schema]`` (other columns ignored, no sensitive value), checked like a snapshot's columns
 (:func:`~stream_release.io.snapshot.snapshot_from_columns`): every id non-empty and distinct.
 It is encoded like a snapshot whose rows hold
-:data:`~stream_release.grouping.virtual.NO_VALUE`.
+:data:`~stream_release.core.grouping.virtual.NO_VALUE`.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 
 from stream_release.config import SchemaSettings
+from stream_release.core.grouping.encoding import Hierarchy, encode
+from stream_release.core.grouping.virtual import NO_VALUE
+from stream_release.core.table import EncodedTable
 from stream_release.errors import SchemaError
-from stream_release.grouping.encoding import Hierarchy, encode
-from stream_release.grouping.virtual import NO_VALUE
 from stream_release.io.snapshot import Factorized, snapshot_from_columns
-from stream_release.table import EncodedTable
 
 __all__ = ["Registry", "read_registry"]
 
@@ -50,7 +50,7 @@ def read_registry(
     ------
     SchemaError
         As :func:`~stream_release.io.snapshot.read_snapshot` and
-        :func:`~stream_release.grouping.encoding.encode` (a missing column, an empty or
+        :func:`~stream_release.core.grouping.encoding.encode` (a missing column, an empty or
         repeated id, a value outside its hierarchy), naming the register's file.
     """
     try:

@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 import orjson
 
+from stream_release.devtools.faults import kill_point
 from stream_release.errors import ArchiveConflict
-from stream_release.faults import kill_point
 
 TMP_SUFFIX = ".tmp"
 

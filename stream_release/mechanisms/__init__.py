@@ -1,7 +1,7 @@
 """Release mechanisms of the companion papers (``[mechanism] kind``): see :mod:`.base`.
 
 ``kind = "global-guarantee"`` (the default) is the grouping of Wong et al. 2010 in
-:mod:`stream_release.release`; every other kind is a module registered in
+:mod:`stream_release.pipeline.plan`; every other kind is a module registered in
 :data:`MECHANISMS`, one :class:`~stream_release.mechanisms.base.Registration` line each::
 
     [mechanism]
@@ -12,8 +12,8 @@
 
 The configuration validates the active kind's section with the registered model
 (:mod:`stream_release.config`), the publisher builds the mechanism with :func:`make_mechanism`
-(offline ``anonymize`` and the worker alike, :class:`~stream_release.series.Publisher`) and the
-audit runs the kind's own ``<mode>_audit`` module (:mod:`stream_release.audit.mechanisms`).
+(offline ``anonymize`` and the worker alike, :class:`~stream_release.pipeline.publisher.Publisher`)
+and the audit runs the kind's own ``<mode>_audit`` module (:mod:`stream_release.audit.mechanisms`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """What every release mechanism gives the publisher (``[mechanism] kind``, docs/contract.md §2).
 
-The publisher (offline ``anonymize`` and the worker alike, :class:`~stream_release.series.
+The publisher (offline ``anonymize`` and the worker alike,
+:class:`~stream_release.pipeline.publisher.
 Publisher`) hands a mechanism one encoded snapshot, its rows sorted by pseudonym, and gets back
 a :class:`MechanismRelease`: which row went to which published group, what each group line says,
 the guarantee block of the manifest and the state to commit with the release.
@@ -48,7 +49,7 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from stream_release.table import EncodedTable
+from stream_release.core.table import EncodedTable
 
 StateLoader = Callable[[Sequence[bytes]], list[bytes | None]]
 """Reads the committed state entries of the given keys (``None``: never written)."""

@@ -43,7 +43,7 @@ class Registration:
     Attributes
     ----------
     module : str
-        Dotted module path, e.g. ``"stream_release.mechanisms.sampled_k_anonymity"``.
+        Dotted module path, e.g. ``"stream_release.mechanisms.sampled_k_anonymity.mechanism"``.
     settings : str
         Name of the section model in the module.
     factory : str
@@ -84,22 +84,23 @@ MechanismKind = Literal["global-guarantee", CompanionKind]
 KINDS: Final[tuple[str, ...]] = get_args(MechanismKind)
 
 GLOBAL_GUARANTEE: Final = "global-guarantee"
-"""The default kind: Wong et al.'s global guarantee, planned by :mod:`stream_release.release`."""
+"""The default kind: Wong et al.'s global guarantee, planned by
+:mod:`stream_release.pipeline.plan`."""
 
 MECHANISMS: Final[dict[str, Registration]] = {
     "sampled-k-anonymity": Registration(
-        "stream_release.mechanisms.sampled_k_anonymity",
+        "stream_release.mechanisms.sampled_k_anonymity.mechanism",
         "SampledKAnonymitySettings",
         "make_sampled_k_anonymity",
         pass_settings=True,
     ),
     "reconstruction-private-rr": Registration(
-        "stream_release.mechanisms.reconstruction_rr",
+        "stream_release.mechanisms.reconstruction_rr.mechanism",
         "ReconstructionRRSettings",
         "ReconstructionRR",
     ),
     "dp-sanitised": Registration(
-        "stream_release.mechanisms.dp_sanitised",
+        "stream_release.mechanisms.dp_sanitised.mechanism",
         "DPSanitisedSettings",
         "make_dp_sanitised",
         pass_settings=True,

@@ -61,8 +61,8 @@ import redis
 from faust.types import EventT
 
 from stream_release.config import KafkaSettings, Settings
+from stream_release.devtools.faults import kill_point
 from stream_release.errors import HistoryStoreError, KafkaError
-from stream_release.faults import kill_point
 from stream_release.stream.kafka import (
     CLIENT_ERRORS,
     client_options,

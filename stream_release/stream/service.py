@@ -48,6 +48,8 @@ import orjson
 import redis
 
 from stream_release.config import Settings
+from stream_release.core.grouping.encoding import Hierarchy, encode, load_hierarchies
+from stream_release.devtools.faults import kill_point
 from stream_release.errors import (
     ArchiveConflict,
     ConfigError,
@@ -55,13 +57,11 @@ from stream_release.errors import (
     SchemaError,
     StoreRegressed,
 )
-from stream_release.faults import kill_point
-from stream_release.grouping.encoding import Hierarchy, encode, load_hierarchies
 from stream_release.history.keys import RedisKeys
 from stream_release.history.pseudonym import Pseudonymizer, load_key
 from stream_release.history.redis_store import RedisHistoryStore
 from stream_release.io.release_files import decode_record, default_private_dir
-from stream_release.series import Publisher
+from stream_release.pipeline.publisher import Publisher
 from stream_release.stream.messages import (
     Rejected,
     Rejection,

@@ -43,8 +43,8 @@ from numpy.typing import NDArray
 from redis.exceptions import RedisError
 
 from stream_release.config import SchemaSettings
+from stream_release.devtools.faults import kill_point
 from stream_release.errors import HistoryStoreError
-from stream_release.faults import kill_point
 from stream_release.history.keys import RedisKeys
 from stream_release.history.types import PSEUDONYM_DTYPE, pseudonym_hex
 from stream_release.io.snapshot import RawSnapshot, snapshot_from_distinct_rows

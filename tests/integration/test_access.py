@@ -49,16 +49,16 @@ from test_worker import (  # noqa: F401 - setup: a fixture, used by name
 from test_worker_metrics import _get
 
 from stream_release.config import SchemaSettings, TopicSettings
-from stream_release.datasets import ADULT_QID, Table
-from stream_release.history.keys import RedisKeys
-from stream_release.history.pseudonym import Pseudonymizer
-from stream_release.local_services import (
+from stream_release.devtools.datasets import ADULT_QID, Table
+from stream_release.devtools.local_services import (
     free_port,
     redis_answers,
     redis_argv,
     worker_argv,
     worker_env,
 )
+from stream_release.history.keys import RedisKeys
+from stream_release.history.pseudonym import Pseudonymizer
 from stream_release.stream.messages import Rejection, decode_record
 from stream_release.stream.observability import HttpEndpoint, Metrics
 from stream_release.stream.redaction import Redactor

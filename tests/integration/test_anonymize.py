@@ -10,7 +10,7 @@ import pytest
 from helpers import adult_series, write_config
 
 from stream_release.audit import audit_directory
-from stream_release.cli import main
+from stream_release.cli.main import main
 from stream_release.errors import PrivacyLeakWarning
 
 

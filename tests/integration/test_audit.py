@@ -16,8 +16,8 @@ import pytest
 from helpers import adult_series, write_config
 
 from stream_release.audit import audit_directory
-from stream_release.cli import main
-from stream_release.datasets import ADULT_SENSITIVE
+from stream_release.cli.main import main
+from stream_release.devtools.datasets import ADULT_SENSITIVE
 
 
 def _series(shared_data: Path, tmp_path: Path, rounds: int = 2) -> tuple[Path, Path, list[Path]]:
@@ -153,20 +153,20 @@ def test_a_malformed_file_is_one_line_and_exit_2(
 
 
 PLANNING = (
-    "stream_release.release",
-    "stream_release.series",
-    "stream_release.publication",
+    "stream_release.pipeline.plan",
+    "stream_release.pipeline.publisher",
+    "stream_release.pipeline.render",
     "stream_release.config",
-    "stream_release.metrics",
-    "stream_release.table",
-    "stream_release.grouping",
+    "stream_release.core.utility.metrics",
+    "stream_release.core.table",
+    "stream_release.core.grouping",
     "stream_release.history",
     "stream_release.stream",
     "stream_release.mechanisms.base",
-    "stream_release.mechanisms.sampled_k_anonymity",
-    "stream_release.mechanisms.reconstruction_rr",
-    "stream_release.mechanisms.dp_sanitised",
-    "stream_release.privacy.strategy",
+    "stream_release.mechanisms.sampled_k_anonymity.mechanism",
+    "stream_release.mechanisms.reconstruction_rr.mechanism",
+    "stream_release.mechanisms.dp_sanitised.mechanism",
+    "stream_release.core.privacy.strategy",
 )
 """Modules the audit must not import (a prefix names a package; ``_audit`` and ``_params``
 modules of a mechanism are the audit's own)."""

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from helpers import adult_series, write_config
 
-from stream_release.cli import main
+from stream_release.cli.main import main
 
 
 def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:

@@ -1,6 +1,6 @@
 """Crash consistency: the worker killed with SIGKILL at each step of the release path.
 
-For every kill point of :mod:`stream_release.faults` (14 steps, from staging to marking a
+For every kill point of :mod:`stream_release.devtools.faults` (14 steps, from staging to marking a
 release published), one run on its own topics, Redis prefix and archive:
 
 1. three snapshots of the Adult series are sent (records, then a seal each);
@@ -41,7 +41,7 @@ from test_worker import Worker, _stop, worker_environment
 
 from stream_release.audit import audit_directory
 from stream_release.config import KafkaSettings, TopicSettings, load_settings
-from stream_release.faults import ENV, POINTS
+from stream_release.devtools.faults import ENV, POINTS
 from stream_release.history.keys import RedisKeys
 from stream_release.io.release_files import decode_record
 from stream_release.io.snapshot import read_snapshot

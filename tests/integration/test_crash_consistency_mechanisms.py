@@ -29,7 +29,7 @@ from helpers import adult_series, redis_namespace
 from test_crash_consistency import PER_RELEASE, RELEASES, Outcome, _run
 from test_mechanisms import kind_config
 
-from stream_release.faults import POINTS
+from stream_release.devtools.faults import POINTS
 
 pytestmark = pytest.mark.integration
 

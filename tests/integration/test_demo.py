@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from stream_release import demo, local_services
-from stream_release.cli import main
+from stream_release.cli import demo
+from stream_release.cli.main import main
+from stream_release.devtools import local_services
 from stream_release.errors import StreamReleaseError
 
 pytestmark = pytest.mark.integration

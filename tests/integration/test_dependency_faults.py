@@ -33,14 +33,14 @@ from test_worker_metrics import _get
 
 from stream_release.audit import audit_directory
 from stream_release.config import KafkaSettings, load_settings
-from stream_release.io.snapshot import read_snapshot
-from stream_release.local_services import (
+from stream_release.devtools.local_services import (
     ManagedProcess,
     free_port,
     managed_process,
     redis_answers,
     redis_argv,
 )
+from stream_release.io.snapshot import read_snapshot
 from stream_release.stream.kafka import ensure_topics
 from stream_release.stream.publish import publish_snapshot
 

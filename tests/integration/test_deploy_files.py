@@ -23,7 +23,7 @@ import pytest
 from kafka_broker import kafka_version
 from pydantic import BaseModel
 
-from stream_release.cli import _parser
+from stream_release.cli.main import _parser
 from stream_release.config import ServiceSettings, Settings, load_settings
 from stream_release.stream.observability import Metrics
 
@@ -319,8 +319,8 @@ def test_the_example_config_publishes_a_year_of_the_bundled_data(
     """The shipped settings are feasible on the data the package ships: twelve monthly Adult
     snapshots with paper §8's churn, every occupation protected, no group below 2."""
     from stream_release.audit import audit_directory
-    from stream_release.datasets import ADULT_SENSITIVE, bundled_adult, make_series
-    from stream_release.series import anonymize_files
+    from stream_release.devtools.datasets import ADULT_SENSITIVE, bundled_adult, make_series
+    from stream_release.pipeline.publisher import anonymize_files
 
     _clear_sr_env(monkeypatch)
     settings = load_settings(CONFIG, history={"key": "deploy-test-key-0123456789abcdef"})

@@ -5,16 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from stream_release.config import load_settings
-from stream_release.datasets import (
+from stream_release.core.grouping.encoding import encode, load_hierarchies
+from stream_release.devtools.datasets import (
     ADULT_QID,
     ADULT_SENSITIVE,
     ChurnPopulation,
     adult_schema,
     read_csv_table,
 )
-from stream_release.grouping.encoding import encode, load_hierarchies
 from stream_release.io.snapshot import snapshot_from_columns
-from stream_release.series import Publisher
+from stream_release.pipeline.publisher import Publisher
 
 
 def test_a_300k_row_adult_release_without_history_leaves_no_row_over(

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from helpers import adult_snapshot, read_topic, write_config
 
-from stream_release.cli import main
+from stream_release.cli.main import main
 from stream_release.config import KafkaSettings, TopicSettings
-from stream_release.datasets import ADULT_QID, ADULT_SENSITIVE
+from stream_release.devtools.datasets import ADULT_QID, ADULT_SENSITIVE
 from stream_release.stream.kafka import ensure_topics
 
 pytestmark = pytest.mark.integration

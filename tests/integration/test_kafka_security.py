@@ -26,7 +26,7 @@ from helpers import adult_series, fresh_topics, read_topic, write_config
 from kafka_broker import KafkaNode
 from test_worker import Worker, _wait_for, worker_environment
 
-from stream_release.cli import main
+from stream_release.cli.main import main
 from stream_release.config import TopicSettings
 
 pytestmark = pytest.mark.integration

@@ -25,7 +25,7 @@ from test_worker import (
 )
 
 from stream_release.audit import audit_directory
-from stream_release.cli import main
+from stream_release.cli.main import main
 from stream_release.config import TopicSettings, load_settings
 from stream_release.mechanisms import MECHANISMS, make_mechanism, section_name
 

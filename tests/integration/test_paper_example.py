@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from stream_release.audit import audit_directory
-from stream_release.cli import main
+from stream_release.cli.main import main
 from stream_release.errors import PrivacyLeakWarning
 
 T1 = (

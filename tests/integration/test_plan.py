@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from helpers import adult_series, wage_panel_config, wage_panel_series, write_config
 
-from stream_release.cli import main
-from stream_release.planning import PlannedRelease, PlannedSetting, plan_series
+from stream_release.cli.main import main
+from stream_release.pipeline.what_if import PlannedRelease, PlannedSetting, plan_series
 
 
 def test_plan_reports_every_candidate_and_writes_nothing(

@@ -2,7 +2,7 @@
 series on Adult, published offline with the configuration of ``test_mechanisms``.
 
 The command's numbers are the library's :func:`~stream_release.mechanisms.
-reconstruction_rr_estimate.reconstruct` on the same files; the true count (from the snapshots
+reconstruction_rr.estimate.reconstruct` on the same files; the true count (from the snapshots
 and the private assignments, which the command never reads) lies within 5 standard errors;
 bad arguments are one error line and exit 2.
 """
@@ -19,10 +19,10 @@ import pytest
 from helpers import adult_series, write_config
 from test_mechanisms import kind_config
 
-from stream_release.cli import main
-from stream_release.datasets import read_csv_table
-from stream_release.mechanisms.reconstruction_rr_estimate import reconstruct
-from stream_release.reconstruct_cli import Z
+from stream_release.cli.main import main
+from stream_release.cli.reconstruct import Z
+from stream_release.devtools.datasets import read_csv_table
+from stream_release.mechanisms.reconstruction_rr.estimate import reconstruct
 
 KIND = "reconstruction-private-rr"
 KEY = "reconstruct-test-key-0123456789abcdef"

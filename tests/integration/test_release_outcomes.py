@@ -25,10 +25,10 @@ from helpers import adult_snapshot, read_topic, schema_errors, write_config
 from test_worker import Worker, set_publish_environment, worker_environment
 from test_worker_metrics import poll
 
-from stream_release.cli import main
+from stream_release.cli.main import main
 from stream_release.config import TopicSettings
-from stream_release.datasets import ADULT_SENSITIVE
-from stream_release.local_services import free_port
+from stream_release.devtools.datasets import ADULT_SENSITIVE
+from stream_release.devtools.local_services import free_port
 from stream_release.stream.messages import ReleaseNotice
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from helpers import adult_series, write_config
 
-from stream_release.cli import main
+from stream_release.cli.main import main
 from stream_release.errors import PrivacyLeakWarning
 
 RARE = ["Armed-Forces", "Priv-house-serv", "Protective-serv", "Tech-support"]

@@ -1,6 +1,7 @@
 """Mode ``sampled-k-anonymity`` end to end on Adult: offline ``anonymize`` and the worker.
 
-Both publish through :class:`~stream_release.series.Publisher`, so the worker's releases equal
+Both publish through :class:`~stream_release.pipeline.publisher.Publisher`, so the worker's
+releases equal
 offline's byte for byte (same key, same snapshots); the audit recomputes delta and the series
 total from the files; a series refuses a configuration of another kind.
 """
@@ -29,10 +30,10 @@ from test_worker import (
 )
 
 from stream_release.audit import audit_directory
-from stream_release.cli import main
+from stream_release.cli.main import main
 from stream_release.config import TopicSettings, load_settings
-from stream_release.privacy.sampling_dp import calc_delta
-from stream_release.series import Publisher
+from stream_release.core.privacy.sampling_dp import calc_delta
+from stream_release.pipeline.publisher import Publisher
 
 K, BETA, EPSILON = 10, 0.3, 1.5
 LEVELS = (
@@ -165,7 +166,7 @@ def test_anonymize_killed_on_the_release_path_resumes_to_the_uninterrupted_serie
     assert (
         main(["anonymize", "--config", str(config), "--out", str(clean), *map(str, snapshots)]) == 0
     )
-    argv = [sys.executable, "-m", "stream_release.cli", "anonymize", "--config", str(config)]
+    argv = [sys.executable, "-m", "stream_release.cli.main", "anonymize", "--config", str(config)]
     killed = subprocess.run(
         [*argv, "--out", str(crashed), *map(str, snapshots)],
         env={**os.environ, "STREAM_RELEASE_KILL_AT": f"{point}:2"},

@@ -18,8 +18,8 @@ import pytest
 from helpers import adult_series, write_config
 
 from stream_release.audit import audit_directory
-from stream_release.cli import main
-from stream_release.datasets import ADULT_SENSITIVE
+from stream_release.cli.main import main
+from stream_release.devtools.datasets import ADULT_SENSITIVE
 
 FIXED_KEY = "5e" * 32
 """The pseudonym key of these series: the rows are grouped in keyed order, so a fixed key

@@ -11,10 +11,10 @@ import pytest
 from helpers import adult_register, adult_series, write_config
 
 from stream_release.audit import audit_directory
-from stream_release.cli import main
+from stream_release.cli.main import main
 from stream_release.config import load_settings
 from stream_release.errors import ConfigError, GuaranteeUnsatisfiable, SchemaError
-from stream_release.series import anonymize_files
+from stream_release.pipeline.publisher import anonymize_files
 from stream_release.stream.messages import GroupLine, Manifest
 
 

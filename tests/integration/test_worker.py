@@ -25,12 +25,12 @@ from aiokafka import AIOKafkaProducer, ConsumerRecord
 from helpers import adult_series, read_topic, schema_errors, write_config
 
 from stream_release.audit import audit_directory
-from stream_release.cli import main
+from stream_release.cli.main import main
 from stream_release.config import TopicSettings, load_settings
-from stream_release.datasets import ADULT_QID
+from stream_release.devtools.datasets import ADULT_QID
+from stream_release.devtools.local_services import worker_argv, worker_env
 from stream_release.history.pseudonym import Pseudonymizer
-from stream_release.local_services import worker_argv, worker_env
-from stream_release.series import anonymize_files
+from stream_release.pipeline.publisher import anonymize_files
 
 pytestmark = pytest.mark.integration
 

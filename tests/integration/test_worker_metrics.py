@@ -29,7 +29,7 @@ from test_worker import (
 )
 
 from stream_release.config import TopicSettings
-from stream_release.local_services import free_port
+from stream_release.devtools.local_services import free_port
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,8 @@ from decimal import Decimal
 
 import pytest
 
-from stream_release.calc import CALCULATORS
-from stream_release.cli import main
+from stream_release.cli.calc import CALCULATORS
+from stream_release.cli.main import main
 
 LN11 = "2.397895272798371"  # ln 11: at beta = 0.1, epsilon' = ln(1 + 0.1 (11 - 1)) = ln 2
 

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from stream_release.cli import _parser, main
+from stream_release.cli.main import _parser, main
 
 
 def _commands(

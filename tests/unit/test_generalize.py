@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 from helpers import SMALL_ROWS, encode_columns
 
-from stream_release.errors import InvalidParameter
-from stream_release.grouping.generalize import (
+from stream_release.core.grouping.generalize import (
     anatomy_members,
     generalize_groups,
     generalized_bounds,
     group_layout,
     sensitive_counts,
 )
-from stream_release.table import EncodedTable
+from stream_release.core.table import EncodedTable
+from stream_release.errors import InvalidParameter
 
 ROWS = SMALL_ROWS
 

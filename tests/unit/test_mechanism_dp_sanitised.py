@@ -24,27 +24,27 @@ from helpers import SMALL_ROWS, encode_columns
 from pydantic import ValidationError
 
 from stream_release.config import OutputSettings, SchemaSettings
-from stream_release.datasets import ADULT_QID, ADULT_SENSITIVE, read_csv_table
+from stream_release.core.grouping.encoding import encode, load_hierarchies
+from stream_release.core.privacy.dp_selftest import empirical_dp_check
+from stream_release.core.privacy.metric_dp import (
+    error_lower_bound_compact,
+    error_lower_bound_finite,
+    laplace_scale_tight,
+    rr_keep,
+)
+from stream_release.core.table import EncodedTable
+from stream_release.devtools.datasets import ADULT_QID, ADULT_SENSITIVE, read_csv_table
 from stream_release.errors import ConfigError, HistoryStoreError, SchemaError
-from stream_release.grouping.encoding import encode, load_hierarchies
 from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.mechanisms.base import MechanismRelease, ReleaseRandomness
-from stream_release.mechanisms.dp_sanitised import (
+from stream_release.mechanisms.dp_sanitised.audit import verify_release
+from stream_release.mechanisms.dp_sanitised.mechanism import (
     CAVEAT,
     DPSanitised,
     DPSanitisedSettings,
     make_dp_sanitised,
     rr_from_uniform,
 )
-from stream_release.mechanisms.dp_sanitised_audit import verify_release
-from stream_release.privacy.dp_selftest import empirical_dp_check
-from stream_release.privacy.metric_dp import (
-    error_lower_bound_compact,
-    error_lower_bound_finite,
-    laplace_scale_tight,
-    rr_keep,
-)
-from stream_release.table import EncodedTable
 
 KEY = b"k" * 32
 CITIES = ("Paris", "Lyon", "Nice", "Marseille")

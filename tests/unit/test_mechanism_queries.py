@@ -20,13 +20,13 @@ import pytest
 from helpers import EDUCATION_HIERARCHY
 
 from stream_release.config import SchemaSettings, load_settings
-from stream_release.grouping.encoding import encode, load_hierarchies
+from stream_release.core.grouping.encoding import encode, load_hierarchies
+from stream_release.core.privacy.metric_dp import rr_debiased_counts, rr_keep
+from stream_release.core.table import EncodedTable
+from stream_release.core.utility.metrics import CountQueries, draw_count_queries
 from stream_release.io.snapshot import snapshot_from_columns
-from stream_release.mechanisms.reconstruction_rr_estimate import reconstruct
-from stream_release.metrics import CountQueries, draw_count_queries
-from stream_release.privacy.metric_dp import rr_debiased_counts, rr_keep
-from stream_release.series import Publisher
-from stream_release.table import EncodedTable
+from stream_release.mechanisms.reconstruction_rr.estimate import reconstruct
+from stream_release.pipeline.publisher import Publisher
 
 BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "mechanisms.py"
 

@@ -1,4 +1,4 @@
-"""Mode ``reconstruction-private-rr`` (paper 002, [WHF12]): mechanisms/reconstruction_rr.py.
+"""Mode ``reconstruction-private-rr`` (paper 002, [WHF12]): mechanisms/reconstruction_rr/.
 
 [WHF12] Wang, Han, Fu. Randomization Resilient To Sensitive Reconstruction. arXiv:1202.3179.
 Digest: /work/shared/research/seed-reconstruction-privacy.md (§3, §5).
@@ -25,21 +25,27 @@ from helpers import encode_columns
 from pydantic import ValidationError
 
 from stream_release.config import SchemaSettings
-from stream_release.datasets import ADULT_QID, ADULT_SENSITIVE, Table, make_series, read_csv_table
+from stream_release.core.grouping.encoding import encode
+from stream_release.core.privacy.reconstruction_estimate import count_variance
+from stream_release.core.table import Attribute, EncodedTable
+from stream_release.devtools.datasets import (
+    ADULT_QID,
+    ADULT_SENSITIVE,
+    Table,
+    make_series,
+    read_csv_table,
+)
 from stream_release.errors import ConfigError, InvalidParameter, SchemaError
-from stream_release.grouping.encoding import encode
 from stream_release.io.snapshot import snapshot_from_columns
-from stream_release.mechanisms import reconstruction_rr_estimate
 from stream_release.mechanisms.base import MechanismRelease, ReleaseRandomness
-from stream_release.mechanisms.reconstruction_rr import (
+from stream_release.mechanisms.reconstruction_rr import estimate as reconstruction_rr_estimate
+from stream_release.mechanisms.reconstruction_rr.audit import verify_release, verify_series
+from stream_release.mechanisms.reconstruction_rr.estimate import reconstruct
+from stream_release.mechanisms.reconstruction_rr.mechanism import (
     KIND,
     ReconstructionRR,
     ReconstructionRRSettings,
 )
-from stream_release.mechanisms.reconstruction_rr_audit import verify_release, verify_series
-from stream_release.mechanisms.reconstruction_rr_estimate import reconstruct
-from stream_release.privacy.reconstruction_estimate import count_variance
-from stream_release.table import Attribute, EncodedTable
 
 KEY = b"k" * 32
 DOMAIN = ("a", "b", "c", "d", "e")

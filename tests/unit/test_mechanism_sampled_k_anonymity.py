@@ -22,22 +22,22 @@ import pytest
 from helpers import EDUCATION_HIERARCHY
 
 from stream_release.config import SchemaSettings, Settings, load_settings
+from stream_release.core.grouping.encoding import encode, load_hierarchies
+from stream_release.core.privacy.dp_selftest import hockey_stick_divergence
+from stream_release.core.privacy.sampling_dp import calc_delta, sample_mask
+from stream_release.core.table import EncodedTable
 from stream_release.errors import ConfigError, SchemaError
-from stream_release.grouping.encoding import encode, load_hierarchies
 from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.mechanisms import make_mechanism
 from stream_release.mechanisms.base import MechanismRelease, ReleaseRandomness
-from stream_release.mechanisms.sampled_k_anonymity import (
+from stream_release.mechanisms.sampled_k_anonymity.audit import verify_release, verify_series
+from stream_release.mechanisms.sampled_k_anonymity.mechanism import (
     KIND,
     SERIES_STATE_KEY,
     SampledKAnonymity,
     SampledKAnonymitySettings,
 )
-from stream_release.mechanisms.sampled_k_anonymity_audit import verify_release, verify_series
-from stream_release.privacy.dp_selftest import hockey_stick_divergence
-from stream_release.privacy.sampling_dp import calc_delta, sample_mask
-from stream_release.publication import render_mechanism_release
-from stream_release.table import EncodedTable
+from stream_release.pipeline.render import render_mechanism_release
 
 KEY = b"sampled-k-test-key-0123456789abc"
 QID = ("zip", "sex")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from helpers import SCHEMAS, schema_errors
 
-from stream_release.cli import main
+from stream_release.cli.main import main
 from stream_release.config import SchemaSettings
 from stream_release.stream.messages import (
     GroupLine,

@@ -11,8 +11,8 @@ import pytest
 from helpers import EDUCATION_HIERARCHY, SMALL_ROWS, encode_columns
 from scipy.stats import trim_mean
 
-from stream_release.errors import InvalidParameter
-from stream_release.metrics import (
+from stream_release.core.table import EncodedTable
+from stream_release.core.utility.metrics import (
     discernibility,
     draw_count_queries,
     group_size_stats,
@@ -21,7 +21,7 @@ from stream_release.metrics import (
     relative_errors,
     utility_report,
 )
-from stream_release.table import EncodedTable
+from stream_release.errors import InvalidParameter
 
 ROWS = SMALL_ROWS
 GROUP = np.array([0, 0, 1, 1, 2, 3, -1])

@@ -9,8 +9,8 @@ import numpy as np
 from helpers import encode_columns
 
 from stream_release.config import load_settings
-from stream_release.plan_advice import diagnose, linkages_allowed, proposals
-from stream_release.privacy.strategy import make_strategy
+from stream_release.core.privacy.strategy import make_strategy
+from stream_release.pipeline.diagnosis import diagnose, linkages_allowed, proposals
 
 
 def test_constant_ratio_allows_k_prime_linkages() -> None:

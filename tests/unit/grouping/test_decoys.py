@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from stream_release.core.grouping.requirements import Requirements
+from stream_release.core.grouping.suppressed_set import protect_suppressed_set
+from stream_release.core.privacy.breach import RATIO_RTOL
 from stream_release.errors import GuaranteeUnsatisfiable
-from stream_release.grouping.requirements import Requirements
-from stream_release.grouping.suppressed_set import protect_suppressed_set
-from stream_release.privacy.breach import RATIO_RTOL
 
 A, B, C, D, E = range(5)
 PROTECTED = np.ones(5, dtype=np.bool_)

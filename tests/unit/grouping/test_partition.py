@@ -11,14 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream_release.config import GroupingSettings
-from stream_release.grouping.partition import (
+from stream_release.core.grouping.partition import (
     Requirements,
     attribute_scale,
     form_groups,
     group_size_cap,
     hierarchy_spans,
 )
-from stream_release.table import Attribute, EncodedTable
+from stream_release.core.table import Attribute, EncodedTable
 
 
 def _form(
@@ -247,7 +247,7 @@ def test_no_group_of_a_million_rows_grows_past_the_cap() -> None:
 
 
 def _stratify(table: EncodedTable, ratio: float, min_size: int = 2) -> tuple[np.ndarray, int, bool]:
-    from stream_release.grouping.kernels import _stratified
+    from stream_release.core.grouping.kernels import _stratified
 
     perm = np.arange(table.n_rows, dtype=np.int64)
     v = len(table.sensitive_values)
@@ -289,7 +289,7 @@ def test_leaves_no_single_code_cut_can_split_are_cut_value_by_value() -> None:
     # code 0 holds only value 0 (exactly a fifth of the rows): every median cut on the one
     # attribute leaves a half with too much of it, so before the value-balanced cut the whole
     # table was one leaf
-    from stream_release.grouping.kernels import STRATIFIED_FROM, mondrian_leaves
+    from stream_release.core.grouping.kernels import STRATIFIED_FROM, mondrian_leaves
 
     n = 5 * STRATIFIED_FROM
     sensitive = np.concatenate([np.zeros(n // 5), np.repeat(np.arange(1, 5), n // 5)])

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from stream_release.grouping import placer as placer_module
-from stream_release.grouping.kernels import first_rows
-from stream_release.grouping.merge import GroupValidity
-from stream_release.grouping.placer import Placer
-from stream_release.grouping.requirements import Requirements
+from stream_release.core.grouping import placer as placer_module
+from stream_release.core.grouping.kernels import first_rows
+from stream_release.core.grouping.merge import GroupValidity
+from stream_release.core.grouping.placer import Placer
+from stream_release.core.grouping.requirements import Requirements
 
 
 class _Exhaustive:

@@ -8,13 +8,18 @@ import numpy as np
 import pytest
 from helpers import encode_columns
 
+from stream_release.core.grouping.merge import GroupValidity
+from stream_release.core.grouping.requirements import Requirements
+from stream_release.core.grouping.virtual import (
+    NO_VALUE,
+    no_value_code,
+    trim_virtual,
+    with_candidates,
+)
+from stream_release.core.privacy.strategy import make_strategy
 from stream_release.errors import GuaranteeUnsatisfiable, SchemaError
-from stream_release.grouping.merge import GroupValidity
-from stream_release.grouping.requirements import Requirements
-from stream_release.grouping.virtual import NO_VALUE, no_value_code, trim_virtual, with_candidates
 from stream_release.history.types import HistoryRows
-from stream_release.privacy.strategy import make_strategy
-from stream_release.release import plan_release
+from stream_release.pipeline.plan import plan_release
 
 
 def _decoded(table, row: int) -> list[str]:  # type: ignore[no-untyped-def]

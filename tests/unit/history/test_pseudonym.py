@@ -144,7 +144,7 @@ def test_generated_keys_are_32_fresh_bytes_in_hex() -> None:
 
 
 def test_keygen_prints_one_key(capsys: pytest.CaptureFixture[str]) -> None:
-    from stream_release.cli import main
+    from stream_release.cli.main import main
 
     assert main(["keygen"]) == 0
     first = capsys.readouterr().out

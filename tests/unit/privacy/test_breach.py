@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream_release.privacy import (
+from stream_release.core.privacy import (
     BREACH_ATOL,
     RATIO_RTOL,
     bound_limit,
@@ -29,7 +29,7 @@ from stream_release.privacy import (
     minimum_ratio_from_log_product,
     possibly_exceeds,
 )
-from stream_release.privacy.breach import breach_lower_bound
+from stream_release.core.privacy.breach import breach_lower_bound
 
 PROPERTY = settings(max_examples=200, deadline=None, database=None)
 
@@ -236,8 +236,8 @@ def test_the_audit_keeps_the_planners_margins() -> None:
     from stream_release.audit.ledger import AT_BOUND_ATOL, PLAN_MARGIN, SPENT_MARGIN
     from stream_release.audit.settings import ConfiguredPrivacy
     from stream_release.config import GroupingSettings, PrivacySettings
-    from stream_release.privacy.breach import BREACH_ATOL, RATIO_RTOL
-    from stream_release.privacy.strategy import MINIMAL_MARGIN
+    from stream_release.core.privacy.breach import BREACH_ATOL, RATIO_RTOL
+    from stream_release.core.privacy.strategy import MINIMAL_MARGIN
 
     assert float(AT_BOUND_ATOL) == BREACH_ATOL and float(SPENT_MARGIN) == RATIO_RTOL
     assert PLAN_MARGIN == {

@@ -8,9 +8,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from stream_release.core.privacy.discrete_laplace import MAX_STEPS, default_steps, grid_laplace
+from stream_release.core.privacy.metric_dp import laplace_expected_error
 from stream_release.errors import InvalidParameter
-from stream_release.privacy.discrete_laplace import MAX_STEPS, default_steps, grid_laplace
-from stream_release.privacy.metric_dp import laplace_expected_error
 
 
 def _exact_noise_law(q: float, steps: int) -> list[Fraction]:

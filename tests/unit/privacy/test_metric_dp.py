@@ -27,9 +27,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import integrate, stats
 
-from stream_release.errors import InvalidParameter
-from stream_release.privacy import dp_budget, dp_calculators, dp_selftest, metric_dp
-from stream_release.privacy.dp_budget import (
+from stream_release.core.privacy import dp_budget, dp_calculators, dp_selftest, metric_dp
+from stream_release.core.privacy.dp_budget import (
     BUDGET_RTOL,
     compose_budget,
     ledger_charge,
@@ -38,13 +37,13 @@ from stream_release.privacy.dp_budget import (
     new_ledger,
     split_budget,
 )
-from stream_release.privacy.dp_calculators import (
+from stream_release.core.privacy.dp_calculators import (
     calc_laplace_scale,
     calc_lower_bound,
     calc_rr_keep,
 )
-from stream_release.privacy.dp_selftest import empirical_dp_check, hockey_stick_divergence
-from stream_release.privacy.metric_dp import (
+from stream_release.core.privacy.dp_selftest import empirical_dp_check, hockey_stick_divergence
+from stream_release.core.privacy.metric_dp import (
     error_lower_bound_compact,
     error_lower_bound_finite,
     laplace_exact_delta,
@@ -58,6 +57,7 @@ from stream_release.privacy.metric_dp import (
     sanitise_categorical,
     sanitise_numeric,
 )
+from stream_release.errors import InvalidParameter
 
 MODULES = (metric_dp, dp_budget, dp_selftest, dp_calculators)
 

@@ -18,7 +18,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from stream_release.privacy import breach_probability
+from stream_release.core.privacy import breach_probability
 
 Row = tuple[str, str]  # (individual, sensitive value); the individual is hidden in T*
 Release = list[list[Row]]  # anonymized groups

@@ -15,8 +15,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from stream_release.errors import InvalidParameter
-from stream_release.privacy import (
+from stream_release.core.privacy import (
     BREACH_ATOL,
     RATIO_RTOL,
     breach_from_log_product,
@@ -28,6 +27,7 @@ from stream_release.privacy import (
     minimum_ratio,
     minimum_ratio_from_log_product,
 )
+from stream_release.errors import InvalidParameter
 
 PROPERTY = settings(max_examples=200, deadline=None, database=None)
 

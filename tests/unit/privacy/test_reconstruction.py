@@ -20,10 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from stream_release.errors import InvalidParameter
-from stream_release.privacy import reconstruction as rc
-from stream_release.privacy import reconstruction_estimate as rc_estimate
-from stream_release.privacy.reconstruction import (
+from stream_release.core.privacy import reconstruction as rc
+from stream_release.core.privacy import reconstruction_estimate as rc_estimate
+from stream_release.core.privacy.reconstruction import (
     calc_rp_cap,
     epsilon_max,
     is_reconstruction_private,
@@ -36,19 +35,20 @@ from stream_release.privacy.reconstruction import (
     rp_cap_theorem_5_13,
     tail_bounds,
 )
-from stream_release.privacy.reconstruction_algorithm import rp_randomize
-from stream_release.privacy.reconstruction_estimate import (
+from stream_release.core.privacy.reconstruction_algorithm import rp_randomize
+from stream_release.core.privacy.reconstruction_estimate import (
     count_variance,
     estimate_count,
     reconstruct_count,
     reconstruct_frequency,
 )
-from stream_release.privacy.reconstruction_serial import (
+from stream_release.core.privacy.reconstruction_serial import (
     advance_trial_ledger,
     serial_rp_randomize,
     sticky_perturb,
     trial_budget,
 )
+from stream_release.errors import InvalidParameter
 
 PROPERTY = settings(max_examples=150, deadline=None, database=None)
 BASE = {"p": 0.5, "epsilon": 0.5, "delta": 0.3}

@@ -17,8 +17,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from stream_release.errors import InvalidParameter
-from stream_release.privacy.sampling_dp import (
+from stream_release.core.privacy.sampling_dp import (
     amplify,
     calc_amplify,
     calc_delta,
@@ -34,13 +33,14 @@ from stream_release.privacy.sampling_dp import (
     sample_mask,
     worst_group_size,
 )
-from stream_release.privacy.validation import (
+from stream_release.core.privacy.validation import (
     check_beta,
     check_count,
     check_delta,
     check_epsilon,
     check_k,
 )
+from stream_release.errors import InvalidParameter
 
 PROPERTY = settings(max_examples=60, deadline=None, database=None)
 

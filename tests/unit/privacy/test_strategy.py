@@ -12,8 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream_release.errors import InvalidParameter, StreamReleaseError
-from stream_release.privacy import (
+from stream_release.core.privacy import (
     MINIMAL_MARGIN,
     Strategy,
     breach_from_log_product,
@@ -21,7 +20,8 @@ from stream_release.privacy import (
     make_strategy,
     minimum_ratio_from_log_product,
 )
-from stream_release.privacy.breach import RATIO_RTOL
+from stream_release.core.privacy.breach import RATIO_RTOL
+from stream_release.errors import InvalidParameter, StreamReleaseError
 
 PROPERTY = settings(max_examples=200, deadline=None, database=None)
 NAMES = ("constant-ratio", "geometric", "minimal", "localized")

@@ -1,0 +1,138 @@
+"""The last pass of the grouping: a row no group could take joins neighbouring groups merged.
+
+A row whose history needs a ratio of ``r`` for its own value fits only a group of ``r`` rows
+or more; the groups bucketization forms are as small as their members allow, so such a row
+fits none of them and would be suppressed (and, suppressed, make the suppressed set need
+``r`` rows for every holder of its value: :mod:`stream_release.core.grouping.suppressed_set`).
+Here it takes the groups nearest to it in k-d order, one after another, until they and it
+form a valid group (Wong et al. 2010, Theorem 1, in the form of :mod:`stream_release.core.grouping.
+kernels`), within the group-size cap; the union of valid groups plus the row is checked as
+a whole, every member's requirements included.
+
+:mod:`stream_release.core.grouping.placer` puts single rows into the nearest group anywhere in the
+release instead.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from stream_release.core.grouping.requirements import Requirements
+
+__all__ = ["GroupValidity", "merge_leftovers", "renumber"]
+
+MERGE_GROUPS = 8
+"""Most neighbouring groups one row may merge."""
+
+
+def merge_leftovers(
+    group: NDArray[np.int64],
+    kd_order: NDArray[np.int64],
+    sensitive: NDArray[np.int32],
+    protected: NDArray[np.bool_],
+    requirements: Requirements,
+    *,
+    min_group_size: int,
+    cap: int,
+    window: int,
+) -> NDArray[np.int64]:
+    """Place each ungrouped row of ``kd_order`` by merging it with its nearest groups.
+
+    Parameters
+    ----------
+    group : (n,) group per row, ``-1`` = not grouped
+    kd_order : (m,) the grouped and ungrouped eligible rows in k-d order
+    sensitive, protected, requirements : as for :func:`~stream_release.core.grouping.partition.
+        form_groups`
+    min_group_size, cap : the floor and the cap of every group
+    window : how far (in k-d order, each side) a row looks for groups
+
+    Returns
+    -------
+    (n,) group per row, ids ``0..G'-1`` in the order of the old ids, ``-1`` = still not
+    grouped.
+    """
+    group = group.copy()
+    pending = kd_order[group[kd_order] < 0]
+    if pending.size == 0 or not np.any(group >= 0):
+        return group
+    pos = np.empty(group.shape[0], dtype=np.int64)
+    pos[kd_order] = np.arange(kd_order.shape[0])
+    members: dict[int, list[int]] = {}
+    for row in kd_order[group[kd_order] >= 0].tolist():
+        members.setdefault(int(group[row]), []).append(row)
+    check = GroupValidity(sensitive, protected, requirements, min_group_size)
+    m = kd_order.shape[0]
+    for x in pending.tolist():
+        p = int(pos[x])
+        seen: list[int] = []
+        for step in range(1, window + 1):
+            for q in (p - step, p + step):
+                if 0 <= q < m:
+                    g = int(group[kd_order[q]])
+                    if g >= 0 and g not in seen:
+                        seen.append(g)
+            if len(seen) >= MERGE_GROUPS:
+                break
+        taken: list[int] = []
+        rows = [x]
+        for g in seen[:MERGE_GROUPS]:
+            if len(rows) + len(members[g]) > cap:
+                continue
+            taken.append(g)
+            rows = rows + members[g]
+            if check.valid(np.array(rows, dtype=np.int64)):
+                keep = taken[0]
+                for other in taken[1:]:
+                    for r in members.pop(other):
+                        group[r] = keep
+                members[keep] = rows
+                group[x] = keep
+                break
+    return renumber(group)
+
+
+class GroupValidity:
+    """Whether a set of rows is a valid group: ``|G| >= k`` and ``|G| >= n(G,t) R(G,t)``."""
+
+    def __init__(
+        self,
+        sensitive: NDArray[np.int32],
+        protected: NDArray[np.bool_],
+        requirements: Requirements,
+        min_group_size: int,
+    ) -> None:
+        self.sensitive = sensitive
+        self.protected = protected
+        self.req = requirements
+        self.min_size = max(min_group_size, 1)
+
+    def valid(self, rows: NDArray[np.int64]) -> bool:
+        size = rows.shape[0]
+        if size < self.min_size:
+            return False
+        v = self.protected.shape[0]
+        counts = np.bincount(self.sensitive[rows], minlength=v)
+        ratio = np.where(self.protected, self.req.base, 0.0)
+        ptr = self.req.ptr
+        starts, ends = ptr[rows], ptr[rows + 1]
+        lengths = ends - starts
+        if lengths.sum():
+            idx = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+            idx = idx + np.arange(int(lengths.sum()))
+            np.maximum.at(ratio, self.req.value[idx], self.req.ratio[idx])
+        live = self.protected & (counts > 0)
+        return bool(np.all(size >= counts[live] * ratio[live]))
+
+
+def renumber(group: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Group ids ``0..G'-1`` in the order of the old ids (emptied groups dropped)."""
+    used = np.unique(group[group >= 0])
+    if used.size == 0 or used[-1] == used.size - 1:
+        return group
+    new_id = np.full(int(used[-1]) + 1, -1, dtype=np.int64)
+    new_id[used] = np.arange(used.size)
+    out = group.copy()
+    out[group >= 0] = new_id[group[group >= 0]]
+    return out

@@ -1,0 +1,188 @@
+"""Form the groups of one release: the public entry point of the grouping.
+
+The group-size constraint (Wong et al. 2010, Theorem 1 and §6) arrives as a base ratio plus the
+per-individual requirements that exceed it (:class:`Requirements`); the compiled passes are
+in :mod:`stream_release.core.grouping.kernels`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.typing import NDArray
+
+from stream_release.core.grouping.kernels import group_rows
+from stream_release.core.grouping.merge import merge_leftovers
+from stream_release.core.grouping.placer import Placer
+from stream_release.core.grouping.requirements import Requirements
+from stream_release.core.table import EncodedTable
+
+
+def form_groups(
+    table: EncodedTable,
+    protected: NDArray[np.bool_],
+    requirements: Requirements,
+    *,
+    min_group_size: int,
+    eligible: NDArray[np.bool_],
+    max_group_factor: float,
+    insertion_window: int,
+) -> NDArray[np.int64]:
+    """Group the ``eligible`` rows of ``table`` so that every group is valid.
+
+    Parameters
+    ----------
+    table : the encoded release
+    protected : (V,) bool over ``table.sensitive_values``
+    requirements : base ratio and per-row exceptions
+    min_group_size : k-anonymity floor, >= 1
+    eligible : (n,) bool; other rows are suppressed
+    max_group_factor : a group is never grown beyond this multiple of ``max(base, k)`` rows
+    insertion_window : how far (in k-d order) a leftover row looks for a group to join, or
+        for groups to merge with (:func:`~stream_release.core.grouping.merge.merge_leftovers`)
+
+    Returns
+    -------
+    (n,) int64 group id per row, ``0..G-1`` in k-d order; ``-1`` = suppressed.
+    """
+    norm = attribute_scale(table)
+    height, span_lo, span_hi = hierarchy_spans(table)
+    cap = group_size_cap(requirements.base, min_group_size, max_group_factor)
+    perm = np.flatnonzero(eligible).astype(np.int64)
+    group, _ = group_rows(
+        np.ascontiguousarray(table.qid),
+        np.ascontiguousarray(table.sensitive),
+        np.ascontiguousarray(protected, dtype=np.bool_),
+        float(requirements.base),
+        int(min_group_size),
+        int(cap),
+        norm,
+        height,
+        span_lo,
+        span_hi,
+        requirements.ptr,
+        requirements.value,
+        requirements.ratio,
+        perm,
+        int(insertion_window),
+    )
+    # the rows still left over: merged with their nearest groups where that makes a valid one
+    return merge_leftovers(
+        group,
+        perm,
+        np.ascontiguousarray(table.sensitive),
+        np.ascontiguousarray(protected, dtype=np.bool_),
+        requirements,
+        min_group_size=min_group_size,
+        cap=cap,
+        window=insertion_window,
+    )
+
+
+REGROUP_GROUPS = (4, 16, 64)
+"""How many of its nearest groups a row no group takes is regrouped with, one try each."""
+
+
+def placer_for(
+    table: EncodedTable,
+    protected: NDArray[np.bool_],
+    requirements: Requirements,
+    *,
+    min_group_size: int,
+    max_group_factor: float,
+) -> Placer:
+    """The :class:`~stream_release.core.grouping.placer.Placer` of a release's settings: one per
+    release serves every :func:`place_in_groups` call."""
+    return Placer(
+        np.ascontiguousarray(table.qid),
+        attribute_scale(table),
+        np.ascontiguousarray(table.sensitive),
+        np.ascontiguousarray(protected, dtype=np.bool_),
+        requirements,
+        cap=group_size_cap(requirements.base, min_group_size, max_group_factor),
+        min_group_size=min_group_size,
+    )
+
+
+def place_in_groups(
+    table: EncodedTable,
+    protected: NDArray[np.bool_],
+    requirements: Requirements,
+    group: NDArray[np.int64],
+    rows: NDArray[np.int64],
+    *,
+    min_group_size: int,
+    max_group_factor: float,
+    insertion_window: int,
+    placer: Placer,
+) -> NDArray[np.int64]:
+    """Put ungrouped ``rows`` into the groups (``placer``: :func:`placer_for` these settings,
+    kept for the release): into the nearest group that stays valid with one of them, or for a
+    member another group takes (:meth:`~stream_release.core.grouping.placer.Placer.place`); failing
+    that, the row and its :data:`REGROUP_GROUPS` nearest groups are grouped again
+    (:func:`form_groups`), kept only when every one of their rows finds a group. New groups
+    take new ids."""
+    group = placer.place(group, rows)
+    for x in rows.tolist():
+        for k in REGROUP_GROUPS:
+            if group[x] >= 0:
+                break
+            _, near = placer.nearest(group, x, k)
+            mask = np.zeros(group.shape[0], dtype=np.bool_)
+            mask[near] = True
+            mask[x] = True
+            again = form_groups(
+                table, protected, requirements, min_group_size=min_group_size, eligible=mask,
+                max_group_factor=max_group_factor, insertion_window=insertion_window,
+            )  # fmt: skip
+            if np.all(again[mask] >= 0):
+                group = group.copy()
+                group[mask] = again[mask] + int(group.max()) + 1
+    return group
+
+
+def attribute_scale(table: EncodedTable) -> NDArray[np.float64]:
+    """(d,) ``1 / (codes - 1)`` per attribute (0 for one code): code distances in ``[0, 1]``."""
+    sizes = np.array([a.size for a in table.attributes], dtype=np.float64)
+    return np.where(sizes > 1, 1.0 / np.maximum(sizes - 1, 1), 0.0)
+
+
+def group_size_cap(base: float, min_group_size: int, max_group_factor: float) -> int:
+    """The largest group a release may form: ``ceil(max(base, k) * max_group_factor)``."""
+    return math.ceil(max(base, min_group_size) * max_group_factor)
+
+
+def hierarchy_spans(
+    table: EncodedTable,
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """Leaf ranges of every hierarchy node, for the kernels' NCP arithmetic.
+
+    Returns ``height`` (d,) int64, the number of levels of attribute j's hierarchy (0 for a
+    numeric or set attribute), and ``span_lo``, ``span_hi`` (d, H, C) int64: the first and last
+    leaf code under code c's ancestor at level h (leaves are in depth-first order, so the leaves
+    under a node are contiguous).
+    """
+    d = len(table.attributes)
+    hierarchies = [a for a in table.attributes if a.kind == "hierarchy" and a.levels is not None]
+    h_max = max((a.levels.shape[1] for a in hierarchies if a.levels is not None), default=1)
+    c_max = max((a.size for a in hierarchies), default=1)
+    height = np.zeros(d, dtype=np.int64)
+    span_lo = np.zeros((d, h_max, c_max), dtype=np.int64)
+    span_hi = np.zeros((d, h_max, c_max), dtype=np.int64)
+    for j, attribute in enumerate(table.attributes):
+        if attribute.kind != "hierarchy" or attribute.levels is None:
+            continue
+        levels = attribute.levels
+        height[j] = levels.shape[1]
+        codes = np.arange(attribute.size)
+        for h in range(levels.shape[1]):
+            ids = levels[:, h]
+            first = np.ones(ids.shape[0], dtype=bool)
+            first[1:] = ids[1:] != ids[:-1]
+            starts = codes[first]
+            run = np.cumsum(first) - 1
+            ends = np.append(starts[1:] - 1, attribute.size - 1)
+            span_lo[j, h, : attribute.size] = starts[run]
+            span_hi[j, h, : attribute.size] = ends[run]
+    return height, span_lo, span_hi

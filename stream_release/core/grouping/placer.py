@@ -1,0 +1,485 @@
+"""Single rows put into the existing groups of a release: the rows the suppressed set may not
+keep (:mod:`stream_release.core.grouping.suppressed_set`).
+
+:class:`Placer` puts each row into the group nearest to it, anywhere in the release, that
+stays valid with it, or swaps it for a member another group takes. The suppressed set calls
+it thousands of times per release, each time on a grouping that differs from the last in a
+few rows, so it keeps its state between calls and brings it up to date with the rows that
+changed: the members of every group, the count ``n(G, s)`` and the largest requirement
+``R(G, s)`` of every group for the values it was asked about, and a k-d tree of the groups'
+first rows. A row looks at its nearest groups in the tree first and at every group only when
+none of those is sure to be the answer, so the result is the one an exhaustive search gives
+(nearest first, ties in id order) at a cost that no longer grows with the release.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+from numpy.typing import NDArray
+from scipy.spatial import cKDTree
+
+from stream_release.core.grouping.kernels import first_rows
+from stream_release.core.grouping.merge import GroupValidity
+from stream_release.core.grouping.requirements import Requirements
+
+__all__ = ["Placer", "ValueIndex"]
+
+SWAP_GROUPS = 64
+"""Nearest groups where a row no group takes as it is is tried in a swap."""
+LOCAL_GROUPS = (32, 256)
+"""How many of the nearest groups (k-d tree) a row checks, one round after another, before it
+checks every group: a nearby group that takes the row is the answer when it is nearer than
+every group the round left out."""
+TOLERANCE = 1e-9
+"""Margin between the tree's distances and the exact ones (both sum at most d terms of
+``[0, 1]``): the groups a row checks are those the tree puts within its radius plus this, so
+that every group left out is farther than the radius by the exact distance too."""
+VALUE_BYTES = 256 * 2**20
+"""Memory for the per-group counts and requirements of values (16 bytes a group and value);
+past it the least recently asked values are given up, :data:`MIN_VALUES` kept at least."""
+MIN_VALUES = 16
+STALE_GROUPS = 16384
+"""Groups whose first row moved since the tree was built, checked one by one, before the tree
+is built again."""
+REBUILD_WORK = 4
+"""The tree is also built again once the moved groups checked one by one since it was built
+add up to this many times the groups it holds (plus :data:`LOCAL_GROUPS`' last round): about
+what a new tree costs. A tree built while most groups were empty would otherwise leave
+thousands of groups to be checked one by one at every call (measured: a 3-release plan on
+Adult that took 1 s under most keys took over 300 s under some, 2,775 moved groups checked per
+call against a tree of 205)."""
+
+
+@dataclass(frozen=True, eq=False)
+class ValueIndex:
+    """The rows of each value and the requirement entries of each value. It depends on the
+    rows' values and requirements only, so a release builds it once (:meth:`of`): for 3M rows
+    with 3M requirement entries it takes 0.25 s (median of 5, 2 cores, nothing else
+    running)."""
+
+    owner: NDArray[np.int64]
+    by_value: NDArray[np.int64]
+    value_start: NDArray[np.int64]
+    by_entry: NDArray[np.int64]
+    entry_start: NDArray[np.int64]
+
+    @classmethod
+    def of(
+        cls, sensitive: NDArray[np.int32], n_values: int, requirements: Requirements
+    ) -> ValueIndex:
+        n = sensitive.shape[0]
+        by_value = np.argsort(sensitive, kind="stable")
+        by_entry = np.argsort(requirements.value, kind="stable")
+        return cls(
+            np.repeat(np.arange(n, dtype=np.int64), np.diff(requirements.ptr)),
+            by_value,
+            np.searchsorted(sensitive[by_value], np.arange(n_values + 1)),
+            by_entry,
+            np.searchsorted(requirements.value[by_entry], np.arange(n_values + 1)),
+        )
+
+
+class Placer:
+    """Puts ungrouped rows into a release's groups (:meth:`place`), call after call.
+
+    A group takes row ``x`` when it has fewer than ``cap`` rows and, for ``x``'s value and
+    every value ``x`` has a requirement for, ``|G| + 1 >= n(G + x, s) max(R(G,s), r(x,s))``
+    (``R`` the members' requirements and the base; a value ``x`` is at the bound for fits
+    only a group without it). The other values of the group keep their counts and gain a
+    row: they stay valid. A swap is checked as a whole (:class:`~stream_release.core.grouping.
+    merge.GroupValidity`). Nearest: the smallest distance of the QID codes to the group's first
+    row, each attribute scaled to ``[0, 1]`` (``norm``); ties in id order.
+    """
+
+    def __init__(
+        self,
+        qid: NDArray[np.int32],
+        norm: NDArray[np.float64],
+        sensitive: NDArray[np.int32],
+        protected: NDArray[np.bool_],
+        requirements: Requirements,
+        *,
+        cap: int,
+        min_group_size: int,
+    ) -> None:
+        self.qid, self.norm, self.sensitive = qid, norm, sensitive
+        self.protected, self.req, self.cap = protected, requirements, cap
+        self.check = GroupValidity(sensitive, protected, requirements, min_group_size)
+        self._index: ValueIndex | None = None
+        self._state: _State | None = None
+
+    def place(self, group: NDArray[np.int64], rows: NDArray[np.int64]) -> NDArray[np.int64]:
+        """``group`` with each ungrouped row of ``rows`` put into the group nearest to it that
+        stays valid with it; failing that, swapped for a member of one of the
+        :data:`SWAP_GROUPS` nearest groups that another group takes. Same ids; a row no group
+        can take stays ``-1``. ``group`` itself is not changed."""
+        if rows.size == 0 or not np.any(group >= 0):
+            return group.copy()
+        state = self._sync(group)
+        for x in rows.tolist():
+            if state.group[x] >= 0:
+                continue
+            taking = self._taking(state, x, 1)
+            if taking.size:
+                state.move(x, int(taking[0]))
+                continue
+            for g in self._nearest(state, x, SWAP_GROUPS).tolist():
+                members = state.members.of(g)
+                for y in members.tolist():
+                    trial = np.append(members[members != y], x)
+                    if not self.check.valid(trial):
+                        continue
+                    state.move(x, g)
+                    state.move(y, -1)
+                    elsewhere = self._taking(state, y, 2)
+                    elsewhere = elsewhere[elsewhere != g]
+                    if elsewhere.size:
+                        state.move(y, int(elsewhere[0]))
+                        break
+                    state.move(y, g)
+                    state.move(x, -1)
+                if state.group[x] >= 0:
+                    break
+        return state.group.copy()
+
+    def nearest(
+        self, group: NDArray[np.int64], x: int, limit: int
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """The ``limit`` groups of ``group`` with rows nearest to row ``x``, nearest first
+        (ties in id order), and their rows."""
+        state = self._sync(group)
+        near = self._nearest(state, x, limit)
+        rows = [state.members.of(g) for g in near.tolist()]
+        return near, np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+
+    def _sync(self, group: NDArray[np.int64]) -> _State:
+        """The state brought to ``group``: row by row when few rows differ, else built anew."""
+        n_groups = int(group.max()) + 1
+        state = self._state
+        if state is not None and n_groups <= state.capacity:
+            changed = np.flatnonzero(state.group != group)
+            if changed.size <= max(65536, group.shape[0] // 8):
+                for x in changed.tolist():
+                    state.move(x, int(group[x]))
+                state.members.compact()
+                return state
+        if self._index is None:
+            self._index = ValueIndex.of(self.sensitive, self.protected.shape[0], self.req)
+        capacity = n_groups + max(1024, n_groups // 8)  # room for the ids new groups take
+        self._state = _State(group.copy(), capacity, self, self._index)
+        return self._state
+
+    def _taking(self, state: _State, x: int, limit: int) -> NDArray[np.int64]:
+        """The ``limit`` nearest groups that stay valid with ``x`` added, nearest first."""
+        req = self.req
+        own = int(self.sensitive[x])
+        mine_value = req.value[req.ptr[x] : req.ptr[x + 1]].astype(np.int64)
+        mine_ratio = req.ratio[req.ptr[x] : req.ptr[x + 1]]
+        values = sorted(set(mine_value.tolist()) | ({own} if self.protected[own] else set()))
+        slots = state.values.slots(values)
+        plus = np.array([1 if s == own else 0 for s in values], dtype=np.int64)
+        mine = np.array(
+            [mine_ratio[mine_value == s].max(initial=req.base) for s in values], dtype=np.float64
+        )
+        return self._search(state, x, limit, self.cap, slots, plus, mine)
+
+    def _nearest(self, state: _State, x: int, limit: int) -> NDArray[np.int64]:
+        """The ``limit`` nearest groups with rows, nearest first."""
+        none = np.zeros(0, dtype=np.int64)
+        return self._search(state, x, limit, state.n + 1, none, none, np.zeros(0))
+
+    def _search(
+        self,
+        state: _State,
+        x: int,
+        limit: int,
+        cap: int,
+        slots: NDArray[np.int64],
+        plus: NDArray[np.int64],
+        mine: NDArray[np.float64],
+    ) -> NDArray[np.int64]:
+        """The ``limit`` nearest groups that take ``x`` (:func:`_nearest_taking`): among the
+        nearest in the tree while the answer is sure, else among every group."""
+        values = state.values
+        for k in LOCAL_GROUPS:
+            near = state.tree.around(x, max(k, 2 * limit), state.sizes)
+            if near is None:
+                break
+            candidates, radius = near
+            found, gap = _nearest_taking(
+                candidates, state.anchor, state.sizes, self.qid[x], self.norm, cap,
+                slots, plus, mine, values.counts, values.ratios, limit,
+            )  # fmt: skip
+            if found.size == limit and gap[-1] <= radius:
+                return found
+        found, _ = _nearest_taking(
+            state.every, state.anchor, state.sizes, self.qid[x], self.norm, cap,
+            slots, plus, mine, values.counts, values.ratios, limit,
+        )  # fmt: skip
+        return found
+
+
+@njit(cache=True)
+def _nearest_taking(
+    groups, anchor, sizes, point, norm, cap, slots, plus, mine, counts, ratios, limit
+):  # pragma: no cover - jit
+    """The ``limit`` nearest of ``groups`` (in id order) that take the row at ``point`` (its
+    QID codes), nearest first (ties in id order), and their distances (to the group's
+    ``anchor``, its first row's codes; summed in attribute order). A group takes it with rows,
+    fewer than ``cap``, and for each value ``j`` (``counts``/``ratios`` row ``slots[j]``:
+    ``n(G, s)`` and ``R(G, s)``) ``c = n(G, s) + plus[j]`` is 0 or
+    ``|G| + 1 >= c max(R(G, s), mine[j])``."""
+    best = np.full(limit, -1, np.int64)
+    best_gap = np.full(limit, np.inf)
+    found = 0
+    for i in range(groups.shape[0]):
+        g = groups[i]
+        size = sizes[g]
+        if size == 0 or size + 1 > cap:
+            continue
+        ok = True
+        for j in range(slots.shape[0]):
+            c = counts[slots[j], g] + plus[j]
+            if c == 0:
+                continue
+            ratio = max(ratios[slots[j], g], mine[j])
+            if not size + 1 >= c * ratio:
+                ok = False
+                break
+        if not ok:
+            continue
+        gap = 0.0
+        for a in range(point.shape[0]):
+            gap += abs(float(anchor[g, a]) - float(point[a])) * norm[a]
+        if found == limit and gap >= best_gap[limit - 1]:
+            continue
+        at = min(found, limit - 1)
+        while at > 0 and best_gap[at - 1] > gap:
+            best[at] = best[at - 1]
+            best_gap[at] = best_gap[at - 1]
+            at -= 1
+        best[at] = g
+        best_gap[at] = gap
+        found = min(found + 1, limit)
+    return best[:found], best_gap[:found]
+
+
+class _State:
+    """A grouping with what :class:`Placer` looks up kept current as rows move."""
+
+    def __init__(
+        self, group: NDArray[np.int64], capacity: int, placer: Placer, index: ValueIndex
+    ) -> None:
+        self.group, self.capacity = group, capacity
+        self.n = group.shape[0]
+        self.every = np.arange(capacity, dtype=np.int64)
+        self.first = first_rows(group, capacity)
+        # the first row's codes of each group, in one block: a scan of every group reads them
+        # in order instead of from rows all over the table
+        self.anchor = placer.qid[np.minimum(self.first, self.n - 1)]
+        self.qid = placer.qid
+        self.sizes = np.bincount(group[group >= 0], minlength=capacity)
+        self.members = _Members(group, capacity)
+        self.tree = _GroupTree(placer.qid, placer.norm, self.first, capacity)
+        self.values = _ValueCounts(
+            self.members, placer.sensitive, placer.req, index, capacity, placer.protected.size
+        )
+
+    def move(self, x: int, g: int) -> None:
+        """Put row ``x`` into group ``g`` (``-1``: into none)."""
+        old = int(self.group[x])
+        if old == g:
+            return
+        self.group[x] = g
+        if g >= 0:
+            self.members.add(x, g)
+            self.sizes[g] += 1
+            if x < self.first[g]:
+                self.first[g] = x
+                self.anchor[g] = self.qid[x]
+                self.tree.touch(g)
+        if old >= 0:
+            self.sizes[old] -= 1
+            if self.first[old] == x:
+                rows = self.members.of(old)
+                self.first[old] = rows[0] if rows.size else self.n
+                if rows.size:
+                    self.anchor[old] = self.qid[rows[0]]
+                self.tree.touch(old)
+        self.values.moved(x, old, g)
+
+
+class _Members:
+    """The rows of each group: the grouping's rows sorted by group when built, plus the rows
+    moved in since (a row that left is dropped when read)."""
+
+    def __init__(self, group: NDArray[np.int64], capacity: int) -> None:
+        self.group = group
+        self._build(capacity)
+
+    def _build(self, capacity: int) -> None:
+        self.order = np.argsort(self.group, kind="stable")
+        self.start = np.searchsorted(self.group[self.order], np.arange(capacity + 1))
+        self.added: dict[int, list[int]] = {}
+        self.n_added = 0
+
+    def add(self, x: int, g: int) -> None:
+        self.added.setdefault(g, []).append(x)
+        self.n_added += 1
+
+    def of(self, g: int) -> NDArray[np.int64]:
+        """The rows of group ``g``, in row order."""
+        rows = self.order[self.start[g] : self.start[g + 1]]
+        extra = self.added.get(g)
+        if extra:
+            rows = np.union1d(rows, np.array(extra, dtype=np.int64))
+        return rows[self.group[rows] == g]
+
+    def compact(self) -> None:
+        """Sorted again once the rows moved in are many."""
+        if self.n_added > max(65536, self.group.shape[0] // 8):
+            self._build(self.start.shape[0] - 1)
+
+
+class _ValueCounts:
+    """``counts[slot(s)]`` = ``n(G, s)`` and ``ratios[slot(s)]`` = ``R(G, s)`` (the largest
+    requirement of the members for ``s``, at least the base) of every group, for the values
+    asked about (the least recently asked given up past the slots :data:`VALUE_BYTES`
+    allows), kept as rows move."""
+
+    def __init__(
+        self,
+        members: _Members,
+        sensitive: NDArray[np.int32],
+        requirements: Requirements,
+        index: ValueIndex,
+        capacity: int,
+        n_values: int,
+    ) -> None:
+        self.members, self.group = members, members.group
+        self.sensitive, self.req, self.index = sensitive, requirements, index
+        n_slots = max(1, min(n_values, max(MIN_VALUES, VALUE_BYTES // (16 * capacity))))
+        self.counts = np.empty((n_slots, capacity), dtype=np.int64)
+        self.ratios = np.empty((n_slots, capacity), dtype=np.float64)
+        self.slot_of: OrderedDict[int, int] = OrderedDict()
+
+    def slot(self, s: int, keep: Sequence[int] = ()) -> int:
+        """The row of value ``s`` in ``counts`` and ``ratios``, filled when new (giving up a
+        value not in ``keep``)."""
+        hit = self.slot_of.get(s)
+        if hit is not None:
+            self.slot_of.move_to_end(s)
+            return hit
+        if len(self.slot_of) < self.counts.shape[0]:
+            at = len(self.slot_of)
+        else:
+            gone = next((v for v in self.slot_of if v not in keep), None)
+            if gone is None:  # every slot is asked for at once: one more
+                at = self.counts.shape[0]
+                self.counts = np.vstack([self.counts, np.empty_like(self.counts[:1])])
+                self.ratios = np.vstack([self.ratios, np.empty_like(self.ratios[:1])])
+            else:
+                at = self.slot_of.pop(gone)
+        index, group = self.index, self.group
+        holders = group[index.by_value[index.value_start[s] : index.value_start[s + 1]]]
+        capacity = self.counts.shape[1]
+        self.counts[at] = np.bincount(holders[holders >= 0], minlength=capacity)
+        entries = index.by_entry[index.entry_start[s] : index.entry_start[s + 1]]
+        where = group[index.owner[entries]]
+        self.ratios[at] = float(self.req.base)
+        np.maximum.at(self.ratios[at], where[where >= 0], self.req.ratio[entries][where >= 0])
+        self.slot_of[s] = at
+        return at
+
+    def slots(self, values: Sequence[int]) -> NDArray[np.int64]:
+        """:meth:`slot` of each of ``values`` (none given up for another)."""
+        return np.array([self.slot(s, values) for s in values], dtype=np.int64)
+
+    def moved(self, x: int, old: int, new: int) -> None:
+        """Row ``x`` went from group ``old`` to ``new`` (``group`` already says so)."""
+        at = self.slot_of.get(int(self.sensitive[x]))
+        if at is not None:
+            if old >= 0:
+                self.counts[at, old] -= 1
+            if new >= 0:
+                self.counts[at, new] += 1
+        lo, hi = int(self.req.ptr[x]), int(self.req.ptr[x + 1])
+        for t, r in zip(
+            self.req.value[lo:hi].tolist(), self.req.ratio[lo:hi].tolist(), strict=True
+        ):
+            at = self.slot_of.get(t)
+            if at is None:
+                continue
+            if new >= 0 and r > self.ratios[at, new]:
+                self.ratios[at, new] = r
+            if old >= 0 and r >= self.ratios[at, old]:
+                self.ratios[at, old] = self._largest(old, t)
+
+    def _largest(self, g: int, t: int) -> float:
+        """``R(g, t)`` from the members' requirements."""
+        req, largest = self.req, float(self.req.base)
+        for r in self.members.of(g).tolist():
+            lo, hi = int(req.ptr[r]), int(req.ptr[r + 1])
+            mine = req.ratio[lo:hi][req.value[lo:hi] == t]
+            if mine.size:
+                largest = max(largest, float(mine.max()))
+        return largest
+
+
+class _GroupTree:
+    """A k-d tree of the groups' first rows (QID codes scaled by ``norm``; L1 distance), and
+    the groups whose first row moved since it was built (``first`` is the state's, kept
+    current by it)."""
+
+    def __init__(
+        self,
+        qid: NDArray[np.int32],
+        norm: NDArray[np.float64],
+        first: NDArray[np.int64],
+        capacity: int,
+    ) -> None:
+        self.qid, self.norm, self.first = qid, norm, first
+        self.stale = np.zeros(capacity, dtype=np.bool_)
+        self._build()
+
+    def _build(self) -> None:
+        self.groups = np.flatnonzero(self.first < self.qid.shape[0])
+        self.tree = cKDTree(self.qid[self.first[self.groups]].astype(np.float64) * self.norm)
+        self.stale[:] = False
+        self.moved: list[int] = []
+        self.checked = 0
+        """Moved groups checked one by one since the build (:data:`REBUILD_WORK`)."""
+
+    def touch(self, g: int) -> None:
+        """Group ``g``'s first row moved (or the group emptied or filled)."""
+        if not self.stale[g]:
+            self.stale[g] = True
+            self.moved.append(g)
+
+    def around(
+        self, x: int, k: int, sizes: NDArray[np.int64]
+    ) -> tuple[NDArray[np.int64], float] | None:
+        """The groups with rows within the distance ``r`` of the ``k``-th nearest in the tree
+        (ties included) and those whose first row moved, in id order, and ``r``: every group
+        left out is farther than ``r``. ``None`` when the tree holds ``k`` groups or fewer."""
+        worth = REBUILD_WORK * (self.groups.size + LOCAL_GROUPS[-1])
+        if len(self.moved) > STALE_GROUPS or self.checked > worth:
+            self._build()
+        if self.groups.size <= k:
+            return None
+        point = self.qid[x].astype(np.float64) * self.norm
+        gap, _ = self.tree.query(point, k=k, p=1)
+        radius = float(gap[-1])
+        at = self.tree.query_ball_point(point, radius + TOLERANCE, p=1, return_sorted=False)
+        near = self.groups[np.asarray(at, dtype=np.int64)]
+        near = near[~self.stale[near]]
+        if self.moved:
+            self.checked += len(self.moved)
+            near = np.concatenate([near, np.array(self.moved, dtype=np.int64)])
+        near = np.unique(near)
+        return near[sizes[near] > 0], radius

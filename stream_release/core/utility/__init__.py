@@ -1,0 +1,1 @@
+"""What a release is worth: group sizes, information loss and count-query error."""

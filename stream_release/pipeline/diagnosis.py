@@ -1,0 +1,206 @@
+"""Why a series suppresses, and which settings would work: the diagnosis of
+``stream-release plan``.
+
+Paper 003 [WFLWX10] assumes *transient* sensitive values, drawn afresh every period. On a real
+panel the same people keep their value year after year (an occupation, a diagnosis), and every
+release links each of them to their own value again (every member of a group is linked to
+every value of the group, Lemma 4). A strategy allows an individual only so many linkages to a
+value before its requirement passes any group the release may form (constant-ratio: ``k'``,
+§6.1; geometric: until ``alpha * n~`` passes the cap, §6.2); from then on a holder who keeps
+the value is *exhausted* and suppressed, whatever the grouping. The diagnosis measures it
+from the snapshots alone:
+
+* per protected value: its share of the rows and how often a holder who appears in the next
+  snapshot still holds it (``kept``);
+* the linkages the configured strategy allows (:func:`linkages_allowed`);
+* per release, the share of rows whose own value they held in at least that many earlier
+  snapshots (:attr:`Diagnosis.stuck`): a floor under the suppression no grouping avoids.
+
+and proposes, for a series of ``horizon`` releases, the settings that let a holder be
+published that often (:func:`proposals`): constant-ratio ``k' = horizon`` protecting only the
+values the frequencies allow at its ratio; and with a population register (paper §8), every
+value at ``k' = horizon``. The planner runs them like any candidate.
+
+References
+----------
+.. [WFLWX10] R. C.-W. Wong, A. W.-C. Fu, J. Liu, K. Wang, Y. Xu. Preserving Individual Privacy
+   in Serial Data Publishing. ICDE 2010 (arXiv:0903.0682).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from stream_release.config import Settings
+from stream_release.core.grouping.partition import group_size_cap
+from stream_release.core.privacy.breach import constant_ratio_target
+from stream_release.core.privacy.strategy import Strategy
+from stream_release.core.table import EncodedTable
+
+__all__ = ["Diagnosis", "ValueProfile", "diagnose", "linkages_allowed", "proposals"]
+
+MAX_LINKAGES = 10_000
+"""Where :func:`linkages_allowed` stops counting (a strategy without a bound)."""
+
+KEPT_NOTICE = 0.2
+"""A value kept by more of its holders than this is named as a cause."""
+
+
+@dataclass(frozen=True)
+class ValueProfile:
+    """One protected value over the snapshots."""
+
+    value: str
+    share: float
+    """Rows holding it / rows, over every snapshot."""
+    largest: int
+    """Its most holders in one snapshot."""
+    kept: float
+    """Of its holders in a snapshot who appear in the next one, the share still holding it
+    (NaN when no holder reappears)."""
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """What the snapshots say about a setting's suppression."""
+
+    profiles: tuple[ValueProfile, ...]
+    kept: float
+    """Of the rows whose individual appears in the next snapshot, the share keeping its value."""
+    allowed: int
+    """Linkages to one value the configured strategy allows an individual."""
+    stuck: tuple[float, ...]
+    """Per release: the share of its rows holding a protected value they held in at least
+    ``allowed`` earlier snapshots (linked to it every time: exhausted whatever the grouping)."""
+    smallest: int
+    """Rows of the smallest snapshot."""
+
+    def lines(self, setting: str) -> list[str]:
+        """The diagnosis in words, for ``setting`` (the configured setting's name)."""
+        out = [
+            f"diagnosis: {100 * self.kept:.0f} % of the rows whose individual is in the next "
+            "snapshot still hold the same value there"
+        ]
+        named = [p for p in self.profiles if not math.isnan(p.kept) and p.kept > KEPT_NOTICE]
+        for p in sorted(named, key=lambda p: -p.share)[:10]:
+            out.append(
+                f"  value {p.value!r}: {100 * p.share:.1f} % of the rows, kept by "
+                f"{100 * p.kept:.0f} % of its holders"
+            )
+        worst = max(self.stuck, default=0.0)
+        if self.allowed < MAX_LINKAGES:
+            out.append(
+                f"  {setting} allows an individual {self.allowed} linkages to a value: a holder "
+                f"who keeps it is exhausted from its release {self.allowed + 1} on, whatever the "
+                f"grouping (up to {100 * worst:.1f} % of a release's rows here"
+                + (
+                    "; values held by the same people year after year are not the transient "
+                    "values Wong et al. 2010 assumes)"
+                    if named
+                    else ")"
+                )
+            )
+        return out
+
+
+def linkages_allowed(strategy: Strategy, cap: int) -> int:
+    """How many times in a row an individual can be linked to one value at the strategy's
+    ratio before its requirement passes ``cap`` (or it reaches the bound)."""
+    if not strategy.uses_history:
+        return MAX_LINKAGES
+    log_p, links = 0.0, 0
+    while links < MAX_LINKAGES:
+        ratio = float(strategy.required_ratio(np.array([log_p]), np.array([links]))[0])
+        if not math.isfinite(ratio) or ratio > cap:
+            return links
+        log_p += math.log1p(-1.0 / ratio)
+        links += 1
+    return links
+
+
+def diagnose(settings: Settings, tables: Sequence[EncodedTable]) -> Diagnosis:
+    """The :class:`Diagnosis` of the configured setting over ``tables`` (in release order)."""
+    privacy = settings.privacy
+    strategy = privacy.make_strategy()
+    cap = group_size_cap(
+        strategy.base_ratio, privacy.min_group_size, settings.grouping.max_group_factor
+    )
+    allowed = linkages_allowed(strategy, cap)
+    wanted = set(privacy.protected)
+    held: dict[tuple[str, str], int] = {}  # (id, value) -> snapshots so far
+    before: dict[str, str] = {}
+    rows = {v: 0 for t in tables for v in t.sensitive_values}
+    largest = dict.fromkeys(rows, 0)
+    kept_by = {v: [0, 0] for v in rows}  # value -> [still holding, reappearing]
+    stuck = []
+    total = 0
+    for table in tables:
+        ids = [str(i) for i in table.ids.tolist()]
+        values = [table.sensitive_values[c] for c in table.sensitive.tolist()]
+        counts = np.bincount(table.sensitive, minlength=len(table.sensitive_values))
+        for value, count in zip(table.sensitive_values, counts.tolist(), strict=True):
+            rows[value] += count
+            largest[value] = max(largest[value], count)
+        total += len(ids)
+        over = 0
+        for i, value in zip(ids, values, strict=True):
+            protected = not wanted or value in wanted
+            if protected and held.get((i, value), 0) >= allowed:
+                over += 1
+            if i in before:
+                kept_by[before[i]][1] += 1
+                kept_by[before[i]][0] += before[i] == value
+            held[(i, value)] = held.get((i, value), 0) + 1
+        stuck.append(over / len(ids) if ids else 0.0)
+        before = dict(zip(ids, values, strict=True))
+    profiles = tuple(
+        ValueProfile(
+            value,
+            rows[value] / total if total else 0.0,
+            largest[value],
+            kept_by[value][0] / kept_by[value][1] if kept_by[value][1] else math.nan,
+        )
+        for value in sorted(rows)
+        if not wanted or value in wanted
+    )
+    again = sum(k[1] for k in kept_by.values())
+    kept = sum(k[0] for k in kept_by.values()) / again if again else math.nan
+    smallest = min((t.n_rows for t in tables), default=0)
+    return Diagnosis(profiles, kept, allowed, tuple(stuck), smallest)
+
+
+def proposals(
+    settings: Settings, diagnosis: Diagnosis, horizon: int
+) -> list[tuple[str, dict[str, Any]]]:
+    """``(name, overrides)`` of the settings that let a holder be published ``horizon`` times:
+    constant-ratio ``k' = horizon`` at the configured ``l`` protecting the values held by at
+    most ``rows / n_c`` rows of every snapshot (the ratio the frequencies allow, rarest first;
+    none if no value fits); and, with a register, every configured value at that ``k'``.
+    ``overrides`` are ``[privacy]`` keys (and ``virtual`` ``None`` to drop the register)."""
+    ell = settings.privacy.l
+    target = constant_ratio_target(ell, horizon)
+    out: list[tuple[str, dict[str, Any]]] = []
+    room = diagnosis.smallest / (target * (1.0 + 1e-9))
+    fits = sorted(p.value for p in diagnosis.profiles if p.largest <= room)
+    if fits:
+        shown = ", ".join(map(repr, fits[:8])) + (" ..." if len(fits) > 8 else "")
+        privacy = {"strategy": "constant-ratio", "l": ell, "k_prime": horizon}
+        out.append(
+            (
+                f"proposal: constant-ratio l={ell:g} k'={horizon}, protecting only {shown}",
+                {**privacy, "protected": fits, "virtual": {"registry": None}},
+            )
+        )
+    if settings.virtual.registry is not None:
+        out.append(
+            (
+                f"proposal: constant-ratio l={ell:g} k'={horizon} + register",
+                {"strategy": "constant-ratio", "l": ell, "k_prime": horizon},
+            )
+        )
+    return out

@@ -1,0 +1,583 @@
+"""Plan one release: pure orchestration of the core (no I/O, no clock).
+
+``plan_release`` takes an encoded snapshot, the history of its individuals and the privacy
+settings, and returns the groups, the suppressed set, the new history of every individual of
+the snapshot and the breach probabilities after the release.
+
+The suppressed rows are one more group to an adversary who knows who is in the snapshot and
+its value counts (:mod:`stream_release.core.grouping.suppressed_set`): they are made valid like any
+group (decoys join them where needed) and their linkages enter every member's history.
+
+It checks before it releases (STYLE.md rule 2): every individual's breach probability for
+every protected value is recomputed from the merged history (Lemma 4 of [WFLWX10]) with a
+proven bound on its rounding (:func:`~stream_release.core.privacy.breach.possibly_exceeds`), and a
+single one that may exceed ``1/l`` raises :class:`GuaranteeUnsatisfiable`; the only pairs not
+held to it are those the suppressed set links although they were at the bound already (their
+count is in the manifest). The ``localized`` baseline, whose breaches are the point of the
+comparison, is reported, not refused.
+
+References
+----------
+.. [WFLWX10] R. C.-W. Wong, A. W.-C. Fu, J. Liu, K. Wang, Y. Xu. Preserving Individual Privacy
+   in Serial Data Publishing. ICDE 2010 (arXiv:0903.0682).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from stream_release.config import GroupingSettings
+from stream_release.core.grouping.generalize import group_layout, sensitive_pairs
+from stream_release.core.grouping.merge import GroupValidity
+from stream_release.core.grouping.partition import (
+    Requirements,
+    form_groups,
+    group_size_cap,
+    place_in_groups,
+    placer_for,
+)
+from stream_release.core.grouping.suppressed_set import SuppressedSet, protect_suppressed_set
+from stream_release.core.grouping.virtual import no_value_code, trim_virtual
+from stream_release.core.privacy.breach import (
+    bound_limit,
+    breach_from_log_product,
+    breach_lower_bound,
+    constant_ratio_target,
+    log_survival_factor,
+    minimum_ratio_from_log_product,
+    possibly_exceeds,
+)
+from stream_release.core.privacy.strategy import Strategy
+from stream_release.core.table import EncodedTable
+from stream_release.errors import GuaranteeUnsatisfiable, PrivacyLeakWarning
+from stream_release.history.types import HistoryRows
+from stream_release.history.update import merge_linkages
+
+
+@dataclass(frozen=True, eq=False)
+class GroupContents:
+    """The published multiset of each group, as sorted (group, value) pairs.
+
+    ``size`` (G,) int64; ``pair_group``, ``pair_value`` (local code), ``pair_count`` (P,) int64,
+    sorted by group then value; ``pair_ptr`` (G+1,) int64 CSR over groups.
+    """
+
+    size: NDArray[np.int64]
+    pair_group: NDArray[np.int64]
+    pair_value: NDArray[np.int64]
+    pair_count: NDArray[np.int64]
+    pair_ptr: NDArray[np.int64]
+
+    @classmethod
+    def of(cls, table: EncodedTable, group: NDArray[np.int64]) -> GroupContents:
+        """The contents of the groups ``group`` (n,) forms over ``table`` (-1 = suppressed).
+
+        Virtual members (:data:`~stream_release.core.grouping.virtual.NO_VALUE`) count in
+        ``size`` and hold no value: their pairs are left out (:attr:`virtual` counts them).
+        """
+        layout = group_layout(group, table.n_rows)
+        ptr, values, counts = sensitive_pairs(table, layout)
+        pair_group = np.repeat(np.arange(layout.n_groups, dtype=np.int64), np.diff(ptr))
+        sizes = layout.sizes.astype(np.int64)
+        none = no_value_code(table)
+        if none is not None:
+            real = values != none
+            pair_group, values, counts = pair_group[real], values[real], counts[real]
+            ptr = np.zeros(layout.n_groups + 1, dtype=np.int64)
+            np.cumsum(np.bincount(pair_group, minlength=layout.n_groups), out=ptr[1:])
+        return cls(sizes, pair_group, values.astype(np.int64), counts, ptr)
+
+    @property
+    def virtual(self) -> NDArray[np.int64]:
+        """(G,) the virtual members of each group: its size less its values' counts."""
+        held = np.bincount(self.pair_group, weights=self.pair_count, minlength=self.n_groups)
+        return self.size - held.astype(np.int64)
+
+    @property
+    def n_groups(self) -> int:
+        return int(self.size.shape[0])
+
+
+@dataclass(frozen=True, eq=False)
+class ReleasePlan:
+    """Everything a release publishes and commits.
+
+    ``group`` (n,) int64 per snapshot row, -1 = suppressed. ``values`` is the store's value
+    dictionary extended with this release's new values; ``value_of_local`` (V,) maps the
+    table's local codes to global ids. ``published`` (p,) int64 rows in ``group >= 0``.
+    ``history`` is the merged history of the committed rows (:attr:`committed`, row i for
+    ``committed[i]``): the published ones linked to their group's values, the suppressed
+    ones to the suppressed set's. ``breach`` (p,) float64 is each published individual's
+    (virtual members included) largest breach probability over protected values;
+    ``suppressed_breach`` the largest over the suppressed individuals' pairs that were not at
+    the bound before (0 without any).
+    """
+
+    group: NDArray[np.int64]
+    contents: GroupContents
+    values: tuple[str, ...]
+    value_of_local: NDArray[np.int64]
+    protected: NDArray[np.bool_]
+    published: NDArray[np.int64]
+    history: HistoryRows
+    breach: NDArray[np.float64]
+    strategy: Strategy
+    suppressed_set: SuppressedSet
+    suppressed_breach: float = 0.0
+    spent_pairs: int = 0
+    """(individual, protected value) pairs of this release's individuals past ``1/l``: linked
+    by a suppressed set while at the bound (now or in an earlier release)."""
+    virtual: NDArray[np.bool_] | None = None
+    """(n,) the rows that are virtual candidates (:mod:`~stream_release.core.grouping.virtual`);
+    ``None``: none. A candidate in no group is not in the release at all."""
+
+    @property
+    def real(self) -> NDArray[np.bool_]:
+        """(n,) the snapshot's rows (not virtual candidates)."""
+        if self.virtual is None:
+            return np.ones(self.group.shape[0], dtype=np.bool_)
+        return ~self.virtual
+
+    @property
+    def suppressed(self) -> int:
+        return int(np.count_nonzero((self.group < 0) & self.real))
+
+    @property
+    def records_in(self) -> int:
+        """The snapshot's rows."""
+        return int(np.count_nonzero(self.real))
+
+    @property
+    def published_real(self) -> int:
+        """The snapshot's rows in a group (virtual members aside)."""
+        return int(np.count_nonzero((self.group >= 0) & self.real))
+
+    @property
+    def committed(self) -> NDArray[np.int64]:
+        """(c,) the rows whose history the release commits, ascending (row i of ``history``
+        for ``committed[i]``): every row of the snapshot and every virtual member."""
+        return np.flatnonzero(self.real | (self.group >= 0)).astype(np.int64)
+
+    def breach_summary(self) -> dict[str, float | int]:
+        """``bound``, ``max``, ``p50``, ``p99`` of the published individuals' breach (their
+        spent pairs aside), and ``spent``: the release's individuals' pairs past the bound."""
+        b = self.breach
+        return {
+            "bound": 1.0 / self.strategy.ell,
+            "max": float(b.max()) if b.size else 0.0,
+            "p50": float(np.quantile(b, 0.5)) if b.size else 0.0,
+            "p99": float(np.quantile(b, 0.99)) if b.size else 0.0,
+            "spent": self.spent_pairs,
+        }
+
+
+def protected_mask(
+    table: EncodedTable, protected: tuple[str, ...] | list[str]
+) -> NDArray[np.bool_]:
+    """(V,) bool: which of the release's values are protected (all when ``protected`` is empty)."""
+    if not protected:
+        return np.ones(len(table.sensitive_values), dtype=np.bool_)
+    wanted = set(protected)
+    return np.array([v in wanted for v in table.sensitive_values], dtype=np.bool_)
+
+
+def plan_release(
+    table: EncodedTable,
+    history: HistoryRows,
+    history_values: tuple[str, ...],
+    strategy: Strategy,
+    *,
+    protected: tuple[str, ...] | list[str] = (),
+    min_group_size: int = 1,
+    grouping: GroupingSettings | None = None,
+    virtual: NDArray[np.bool_] | None = None,
+) -> ReleasePlan:
+    """Group ``table`` under ``strategy`` given the history of its rows.
+
+    Parameters
+    ----------
+    table : the encoded snapshot (n rows)
+    history : history of the n rows, row i for ``table.ids[i]``, global value ids
+    history_values : the store's value dictionary (global id -> value)
+    strategy : the ratio strategy (Wong et al. 2010, §6)
+    protected : protected sensitive values; empty = all
+    min_group_size : k-anonymity floor on every group
+    virtual : (n,) bool, the rows that are virtual candidates (people of the register absent
+        from the snapshot, holding :data:`~stream_release.core.grouping.virtual.NO_VALUE`,
+        :func:`~stream_release.core.grouping.virtual.with_candidates`): they join groups that need
+        them and are never suppressed; the others are left out of the release
+
+    Raises
+    ------
+    GuaranteeUnsatisfiable
+        if the parameters are infeasible for the data (names the value and the largest
+        feasible setting), or if any published individual would breach ``1/l``.
+    """
+    grouping = grouping if grouping is not None else GroupingSettings()
+    if not strategy.uses_history:
+        warnings.warn(
+            "strategy 'localized' bounds each release alone (ratio l, no history): it does not "
+            "meet the global guarantee, and the audit will show breaches above 1/l",
+            PrivacyLeakWarning,
+            stacklevel=2,
+        )
+    none = no_value_code(table)
+    absent = virtual if virtual is not None else np.zeros(table.n_rows, dtype=np.bool_)
+    if none is not None and np.any(absent != (table.sensitive == none)):
+        raise ValueError("virtual: exactly the rows holding NO_VALUE are virtual candidates")
+    values, value_of_local, local_of_global = _extend_dictionary(
+        history_values, table.sensitive_values, skip=none
+    )
+    is_protected = protected_mask(table, protected)
+    if none is not None:
+        is_protected[none] = False
+
+    requirements = _requirements(table, history, local_of_global, is_protected, strategy)
+    own = requirements.own_value_ratio(table.sensitive)
+    cap = group_size_cap(strategy.base_ratio, min_group_size, grouping.max_group_factor)
+    # a row whose own value needs a larger group than any may be (or none: at the bound)
+    # never starts or joins one: it is forced into the suppressed set
+    eligible = ~(is_protected[table.sensitive] & (own > cap))
+    _check_feasible(table, eligible, is_protected, strategy, min_group_size)
+    factor, window = grouping.max_group_factor, grouping.insertion_window
+
+    def group_rows(rows: NDArray[np.bool_]) -> NDArray[np.int64]:
+        return form_groups(
+            table,
+            is_protected,
+            requirements,
+            min_group_size=min_group_size,
+            eligible=rows,
+            max_group_factor=factor,
+            insertion_window=window,
+        )
+
+    # built at the first placement (many releases need none), kept for the release
+    placer = functools.cache(
+        lambda: placer_for(
+            table,
+            is_protected,
+            requirements,
+            min_group_size=min_group_size,
+            max_group_factor=factor,
+        )
+    )
+
+    def place_rows(group: NDArray[np.int64], rows: NDArray[np.int64]) -> NDArray[np.int64]:
+        return place_in_groups(
+            table, is_protected, requirements, group, rows, min_group_size=min_group_size,
+            max_group_factor=factor, insertion_window=window, placer=placer(),
+        )  # fmt: skip
+
+    validity = GroupValidity(table.sensitive, is_protected, requirements, min_group_size)
+    group, suppressed = protect_suppressed_set(
+        table.sensitive, is_protected, requirements, eligible, group_rows, place_rows,
+        validity.valid,
+        cap=cap, floor=strategy.ell, absent=absent,
+    )  # fmt: skip
+    if absent.any():
+        group = trim_virtual(
+            group, absent, table, validity.valid,
+            min_group_size=min_group_size, base_ratio=strategy.base_ratio,
+            protected=is_protected,
+        )  # fmt: skip
+    contents = GroupContents.of(table, group)
+    published = np.flatnonzero(group >= 0)
+    # the suppressed set is one more group (the last id): its members' linkages are history;
+    # a virtual candidate in no group is not in the release
+    committed = np.flatnonzero(~absent | (group >= 0)).astype(np.int64)
+    linked = np.where(group >= 0, group, np.where(absent, -1, contents.n_groups))
+    merged = _merge_history(
+        history, committed, linked, GroupContents.of(table, linked), value_of_local
+    )
+    history = history.take(committed) if absent.any() else history
+    protected_global = np.zeros(len(values), dtype=np.bool_)
+    protected_global[value_of_local[is_protected]] = True
+    if protected:
+        wanted = set(protected)
+        protected_global |= np.array([v in wanted for v in values], dtype=np.bool_)
+    else:
+        protected_global[:] = True
+    exempt = _exempt_entries(merged, committed, suppressed, value_of_local)
+    is_protected_entry = protected_global[merged.value]
+    # pairs past the bound since a release that linked them at the bound (spent): kept out of
+    # breach.max and counted; every pair linked now and not exempt is checked
+    # (only the suppressed set's exemptions put a pair past the bound under a strategy that
+    # checks it; the localized baseline's breaches are its own and stay in breach.max)
+    spent = (
+        is_protected_entry
+        & strategy.uses_history
+        & (breach_lower_bound(merged.log_p, merged.links) > bound_limit(strategy.ell))
+    )
+    linked_now = _linked_now(history, merged)
+    breach_all = np.zeros(table.n_rows, dtype=np.float64)
+    breach_all[committed] = _individual_breach(merged, is_protected_entry & ~spent & ~exempt)
+    _check_sizes(contents, min_group_size)
+    if strategy.uses_history and merged.n_entries:
+        checked = is_protected_entry & linked_now & ~exempt
+        over = possibly_exceeds(merged.log_p, merged.links, strategy.ell) & checked
+        if over.any():
+            row = int(committed[merged.owner()[np.flatnonzero(over)[0]]])
+            where = "published" if group[row] >= 0 else "suppressed"
+            raise GuaranteeUnsatisfiable(
+                f"internal check failed: a {where} individual (row {row + 1}) would reach "
+                f"breach probability {breach_all[row]:.6g}, which may exceed 1/l = "
+                f"{1 / strategy.ell:.6g}; nothing was released"
+            )
+    star = (group < 0) & ~absent
+    return ReleasePlan(
+        group=group,
+        contents=contents,
+        values=values,
+        value_of_local=value_of_local,
+        protected=is_protected,
+        published=published,
+        history=merged,
+        breach=breach_all[published],
+        strategy=strategy,
+        suppressed_set=suppressed,
+        suppressed_breach=float(breach_all[star].max(initial=0.0)),
+        spent_pairs=int(np.count_nonzero(spent)),
+        virtual=virtual if absent.any() else None,
+    )
+
+
+def _extend_dictionary(
+    known: tuple[str, ...], present: tuple[str, ...], skip: int | None = None
+) -> tuple[tuple[str, ...], NDArray[np.int64], NDArray[np.int64]]:
+    """The store's dictionary extended with ``present``'s new values, and the maps between
+    local codes and global ids (local code ``skip``, virtual members' no value, maps to -1)."""
+    index = {v: i for i, v in enumerate(known)}
+    extended = list(known)
+    value_of_local = np.full(len(present), -1, dtype=np.int64)
+    for local, value in enumerate(present):
+        if local == skip:
+            continue
+        gid = index.get(value)
+        if gid is None:
+            gid = len(extended)
+            extended.append(value)
+            index[value] = gid
+        value_of_local[local] = gid
+    local_of_global = np.full(len(extended), -1, dtype=np.int64)
+    real = value_of_local >= 0
+    local_of_global[value_of_local[real]] = np.arange(len(present))[real]
+    return tuple(extended), value_of_local, local_of_global
+
+
+def _requirements(
+    table: EncodedTable,
+    history: HistoryRows,
+    local_of_global: NDArray[np.int64],
+    is_protected: NDArray[np.bool_],
+    strategy: Strategy,
+) -> Requirements:
+    n = table.n_rows
+    if not strategy.uses_history or history.n_entries == 0:
+        return Requirements.uniform(strategy.base_ratio, n)
+    local = local_of_global[history.value]
+    relevant = local >= 0
+    relevant[relevant] = is_protected[local[relevant]]
+    ratio = strategy.required_ratio(history.log_p, history.links)
+    keep = relevant & (ratio > strategy.base_ratio * (1.0 + 1e-12))
+    owner = history.owner()
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(owner[keep], minlength=n), out=ptr[1:])
+    linked = relevant & (history.log_p < 0.0)
+    least_ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(owner[linked], minlength=n), out=least_ptr[1:])
+    return Requirements(
+        strategy.base_ratio,
+        ptr,
+        local[keep].astype(np.int32),
+        ratio[keep].astype(np.float64),
+        least_ptr,
+        local[linked].astype(np.int32),
+        minimum_ratio_from_log_product(strategy.ell, history.log_p[linked]),
+    )
+
+
+def _check_feasible(
+    table: EncodedTable,
+    eligible: NDArray[np.bool_],
+    is_protected: NDArray[np.bool_],
+    strategy: Strategy,
+    min_group_size: int,
+) -> None:
+    """Refuse parameters no grouping can meet: a group-size ratio ``r`` needs every protected
+    value held by at most ``N / r`` of the ``N`` rows (summing ``n(G,s) <= |G|/r`` over groups).
+    """
+    n = int(np.count_nonzero(eligible))
+    if n == 0:
+        return
+    if n < min_group_size:
+        raise GuaranteeUnsatisfiable(
+            f"min_group_size = {min_group_size} but the release has only {n} publishable rows; "
+            f"set min_group_size <= {n}",
+            public=True,
+        )
+    counts = np.bincount(table.sensitive[eligible], minlength=len(table.sensitive_values))
+    counts = np.where(is_protected, counts, 0)
+    worst = int(np.argmax(counts))
+    if counts[worst] == 0:
+        return
+    r_max = n / counts[worst]
+    need = strategy.base_ratio
+    if r_max >= need:
+        return
+    value = table.sensitive_values[worst]
+    raise GuaranteeUnsatisfiable(
+        f"infeasible: protected value {value!r} is held by {counts[worst]} of {n} rows "
+        f"({100 * counts[worst] / n:.2f} %), so no group-size ratio above {r_max:.4g} is possible, "
+        f"but strategy {strategy.name} with l = {strategy.ell:g} needs {need:.4g}; "
+        f"largest feasible setting: {_largest_feasible(strategy, r_max)}",
+        public=True,
+    )
+
+
+def _largest_feasible(strategy: Strategy, r_max: float) -> str:
+    """The largest settings whose base ratio this release's value frequencies allow.
+
+    Values are rounded *down* (4 significant digits) so the suggestion is itself feasible. It
+    holds for this release; later releases' frequencies and histories may need less.
+    """
+    if r_max <= 1.0:
+        return "none (the value is the only one left: drop it from protected or suppress it)"
+    options = []
+    if strategy.name == "constant-ratio":
+        k = strategy.k_prime or 1
+        k_max = 0
+        while k_max < 10_000 and constant_ratio_target(strategy.ell, k_max + 1) <= r_max:
+            k_max += 1
+        if k_max >= 1:
+            options.append(f"k_prime = {k_max} at l = {strategy.ell:g}")
+        ell_for_k = 1.0 / -math.expm1(k * math.log1p(-1.0 / r_max))
+        if _floor4(ell_for_k) > 1.0:
+            options.append(f"l = {_floor4(ell_for_k):g} at k_prime = {k}")
+    elif strategy.name == "geometric":
+        if _floor4(r_max / strategy.ell) > 1.0:
+            options.append(f"alpha = {_floor4(r_max / strategy.ell):g} at l = {strategy.ell:g}")
+        if _floor4(r_max / (strategy.alpha or 2.0)) > 1.0:
+            options.append(
+                f"l = {_floor4(r_max / (strategy.alpha or 2.0)):g} at alpha = {strategy.alpha:g}"
+            )
+    elif _floor4(r_max) > 1.0:
+        options.append(f"l = {_floor4(r_max):g}")
+    return " or ".join(options) or "none: protect fewer values"
+
+
+def _floor4(x: float) -> float:
+    """``x`` rounded down to 4 significant digits."""
+    scale = 10.0 ** (3 - math.floor(math.log10(abs(x))))
+    return math.floor(x * scale) / scale
+
+
+def _merge_history(
+    history: HistoryRows,
+    published: NDArray[np.int64],
+    group: NDArray[np.int64],
+    contents: GroupContents,
+    value_of_local: NDArray[np.int64],
+) -> HistoryRows:
+    """New history of the published rows: old entries plus one linkage to every value of the
+    row's group, with factor ``log1p(-n(G,s)/|G|)`` (Lemma 4); every member is linked to every
+    value of its group, whatever its own value.
+    """
+    global_value = value_of_local[contents.pair_value]
+    factor = log_survival_factor(contents.size[contents.pair_group], contents.pair_count)
+    if np.any(np.diff(value_of_local) < 0):  # pairs are by local code: re-sort by global id
+        order = np.argsort(contents.pair_group * (int(global_value.max()) + 1) + global_value)
+        global_value, factor = global_value[order], factor[order]
+    return merge_linkages(
+        history, published, group[published], contents.pair_ptr, global_value, factor
+    )
+
+
+def _exempt_entries(
+    history: HistoryRows,
+    rows: NDArray[np.int64],
+    suppressed: SuppressedSet,
+    value_of_local: NDArray[np.int64],
+) -> NDArray[np.bool_]:
+    """(m,) the merged entries (of table rows ``rows``) the suppressed set links without
+    holding them to the bound (:class:`SuppressedSet` ``exempt_row``, ``exempt_value``)."""
+    if suppressed.exempt_row.size == 0 or history.n_entries == 0:
+        return np.zeros(history.n_entries, dtype=np.bool_)
+    span = int(max(history.value.max(initial=0), value_of_local.max(initial=0))) + 1
+    keys = rows[history.owner()] * span + history.value
+    exempt = suppressed.exempt_row * span + value_of_local[suppressed.exempt_value]
+    return np.isin(keys, exempt)
+
+
+def _linked_now(old: HistoryRows, new: HistoryRows) -> NDArray[np.bool_]:
+    """(m,) the entries of ``new`` (row i = row i of ``old``) this release linked: one more
+    linkage than before, or a new entry."""
+    span = int(max(old.value.max(initial=0), new.value.max(initial=0))) + 1
+    old_keys = old.owner() * span + old.value
+    new_keys = new.owner() * span + new.value
+    at = np.searchsorted(old_keys, new_keys)
+    hit = at < old_keys.shape[0]
+    hit[hit] = old_keys[at[hit]] == new_keys[hit]
+    before = np.zeros(new.n_entries, dtype=np.int64)
+    before[hit] = old.links[at[hit]]
+    return new.links > before
+
+
+def _individual_breach(history: HistoryRows, checked: NDArray[np.bool_]) -> NDArray[np.float64]:
+    """(n,) each individual's largest breach probability over its ``checked`` entries
+    (protected values, Lemma 4); 0 for an individual without one."""
+    p = history.n_individuals
+    out = np.zeros(p, dtype=np.float64)
+    if history.n_entries == 0:
+        return out
+    prob = np.where(checked, breach_from_log_product(history.log_p), 0.0)
+    filled = np.diff(history.indptr) > 0  # entries are grouped by individual (CSR)
+    out[filled] = np.maximum.reduceat(prob, history.indptr[:-1][filled])
+    return out
+
+
+def _check_sizes(contents: GroupContents, min_group_size: int) -> None:
+    if contents.n_groups and int(contents.size.min()) < min_group_size:
+        raise GuaranteeUnsatisfiable(
+            f"internal check failed: a group of {int(contents.size.min())} rows is below "
+            f"min_group_size = {min_group_size}; nothing was released"
+        )
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's disk cache) every kernel a release uses, on a tiny table.
+
+    The first compilation takes tens of seconds; later processes load the cache in about a
+    second. Services call this at start so that no release pays for it.
+    """
+    from stream_release.core.privacy.strategy import make_strategy
+    from stream_release.core.table import Attribute
+    from stream_release.core.utility.metrics import utility_report
+    from stream_release.history.types import HistoryRows as _Rows
+
+    n = 12
+    table = EncodedTable(
+        ids=np.array([f"w{i}" for i in range(n)], dtype=object),
+        qid=np.stack([np.arange(n) % 4, np.arange(n) % 3], axis=1).astype(np.int32),
+        sensitive=(np.arange(n) % 4).astype(np.int32),
+        sensitive_values=("a", "b", "c", "d"),
+        attributes=(
+            Attribute("x", "numeric", np.arange(4, dtype=np.float64)),
+            Attribute("y", "set", np.array(["p", "q", "r"], dtype=object)),
+        ),
+    )
+    plan = plan_release(
+        table, _Rows.empty(n), (), make_strategy("constant-ratio", ell=2, k_prime=1)
+    )
+    plan_release(table, plan.history, plan.values, make_strategy("geometric", ell=2, alpha=2))
+    # a fixed grouping that publishes every row: the plans above may suppress the tiny table
+    # whole, and then the query kernels would compile at the first real release instead
+    groups = np.arange(n, dtype=np.int64) // 3
+    for fmt in ("generalized", "anatomy"):
+        utility_report(table, groups, format=fmt, queries=10, rng=np.random.default_rng(0))

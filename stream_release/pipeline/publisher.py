@@ -1,0 +1,605 @@
+"""Serial publishing: the one :class:`Publisher` of offline ``anonymize`` and the worker.
+
+Each snapshot becomes the next release of the series whose history is in ``history``:
+read and validate -> encode -> pseudonymise ids -> load history -> plan (group, check every
+bound) -> stage the files -> commit history and release record atomically -> rename the files
+into place. A crash before the commit leaves nothing; a crash after it leaves staged files that
+the next run finalises (the store's sequence says the release happened).
+
+Public and private output never mix (:mod:`stream_release.io.release_files`): the group lines
+and manifests go to ``out_dir``, which can be published as a whole; the assignments, the
+private records, and offline the history and its key go to ``private_dir`` (default
+``out_dir.private``, mode 0700).
+
+A run of several snapshots (:func:`anonymize_files`) is planned whole before anything is
+written: every release is first prepared against an in-memory overlay of the history
+(:class:`~stream_release.history.overlay_store.OverlayHistoryStore`), and only when all of
+them can be made are the same commits applied. A run that fails writes nothing anywhere: no
+file, no history, no key.
+
+The store and the archive are checked against each other before every release: a store that
+lost commits (:class:`~stream_release.errors.StoreRegressed`), a key other than the one the
+history was written under (:class:`~stream_release.errors.KeyMismatch`) and a release file
+that would replace a published one (:class:`~stream_release.errors.ArchiveConflict`) stop
+the series instead of reusing sequence numbers or restarting every history.
+
+Another ``[mechanism] kind`` (:mod:`stream_release.mechanisms`) replaces "load history -> plan"
+by the mechanism's release, with randomness keyed by a secret derived from the
+pseudonymisation key (domain-separated from the pseudonyms), the kind and the sequence, and
+commits the mechanism's state entries instead of a breach history (which it does not keep:
+the commit's history is empty, and the manifest has no ``breach`` block). A series keeps one
+kind: each manifest states it (``mechanism.kind``; none = the global guarantee), and a
+publisher configured with another kind than the series' last release is refused
+(:class:`~stream_release.errors.ConfigError`) before it publishes anything.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from stream_release.config import Settings
+from stream_release.core.grouping.encoding import encode, load_hierarchies
+from stream_release.core.grouping.virtual import with_candidates
+from stream_release.core.table import EncodedTable
+from stream_release.devtools.faults import kill_point
+from stream_release.errors import ConfigError, HistoryStoreError, KeyMismatch, StoreRegressed
+from stream_release.history import REDIS_SCHEMES, make_history_store
+from stream_release.history._validate import key_mismatch_message
+from stream_release.history.overlay_store import OverlayHistoryStore
+from stream_release.history.pseudonym import (
+    KeyMaterial,
+    Pseudonymizer,
+    resolve_key,
+    write_key_file,
+)
+from stream_release.history.types import HistoryRows, HistoryStore, pseudonym_hex
+from stream_release.io.registry import Registry, read_registry
+from stream_release.io.release_files import (
+    ReleaseFiles,
+    ReleasePaths,
+    assignments_csv,
+    decode_record_manifest,
+    default_private_dir,
+    discard_staged,
+    encode_record,
+    finalize_release,
+    is_staged,
+    published_sequences,
+    stage_release,
+)
+from stream_release.io.snapshot import read_snapshot
+from stream_release.mechanisms import GLOBAL_GUARANTEE, make_mechanism
+from stream_release.mechanisms.base import Mechanism, ReleaseRandomness
+from stream_release.pipeline.plan import plan_release
+from stream_release.pipeline.render import (
+    render_mechanism_release,
+    render_release,
+    suppressed_record,
+)
+
+RANDOMNESS_PURPOSE = "mechanism"
+"""What the mechanisms' randomness is derived for (:meth:`Pseudonymizer.derived_key`)."""
+
+
+@dataclass(frozen=True, eq=False)
+class PreparedRelease:
+    """A planned and rendered release, not yet written: its files and its commit.
+
+    ``pseudonyms`` (p,) S16 and ``history``: the individuals whose history the commit replaces
+    (empty for another mechanism kind); ``state``: the mechanism's state entries.
+    """
+
+    sequence: int
+    label: str
+    files: ReleaseFiles
+    pseudonyms: NDArray[np.bytes_]
+    history: HistoryRows
+    values: tuple[str, ...]
+    record: bytes
+    state: Mapping[bytes, bytes] | None
+    cut_label: bool
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        return self.files.manifest
+
+
+@dataclass(eq=False)
+class Publisher:
+    """A series: where its public and private files go and where its history lives.
+
+    ``private_dir`` defaults to ``out_dir.private``. ``new_key``: the key of a new offline
+    series, whose default key file is created just before the first commit
+    (:func:`~stream_release.history.pseudonym.resolve_key`).
+    ``mechanism`` is built from ``settings.mechanism`` (``None`` for the global guarantee);
+    building it may raise :class:`~stream_release.errors.ConfigError` (e.g. a hierarchy level
+    above the hierarchy's height).
+    """
+
+    settings: Settings
+    out_dir: Path
+    store: HistoryStore
+    pseudonymizer: Pseudonymizer
+    private_dir: Path | None = None
+    new_key: KeyMaterial | None = None
+    mechanism: Mechanism | None = field(default=None, init=False, repr=False)
+    kind_checked: int = field(default=0, init=False, repr=False)
+    """The last sequence whose ``mechanism.kind`` is known to be ours."""
+    registry: Registry | None = field(default=None, init=False, repr=False)
+    """The population register of virtual individuals, read at the first release, its rows in
+    pseudonym order (:attr:`registry_pseudonyms`)."""
+    registry_pseudonyms: NDArray[np.bytes_] | None = field(default=None, init=False, repr=False)
+    high_water: int = field(default=0, init=False, repr=False)
+    """The highest sequence this publisher knows was committed or published: a store whose
+    last sequence falls below it lost commits (:meth:`check_continuity`)."""
+
+    def __post_init__(self) -> None:
+        self.out_dir = Path(self.out_dir)
+        if self.private_dir is None:
+            self.private_dir = default_private_dir(self.out_dir)
+        self.mechanism = make_mechanism(self.settings)
+
+    @property
+    def kind(self) -> str:
+        """The configured ``[mechanism] kind``."""
+        return self.settings.mechanism.kind
+
+    @property
+    def private(self) -> Path:
+        """The private directory (assignments, private records; offline, the history)."""
+        assert self.private_dir is not None  # set in __post_init__
+        return self.private_dir
+
+    @classmethod
+    def open(
+        cls,
+        settings: Settings,
+        out_dir: Path,
+        history: str | Path | None = None,
+        *,
+        private_dir: Path | None = None,
+        what_if: bool = False,
+    ) -> Publisher:
+        """Open (or start) the series without writing anything.
+
+        ``private_dir`` defaults to ``out_dir.private``; ``history`` to its ``history``
+        subdirectory (a directory or a Redis URL). A series written before public and private
+        files were apart (the history and the assignments inside ``out_dir``) is refused with
+        the commands that move them. ``what_if``: only for :meth:`what_if` from ``history``
+        (``stream-release plan``): the key and the kind are checked, the archive is not
+        looked at (nothing will be written to it) and no interrupted release is finished.
+        """
+        out_dir = Path(out_dir)
+        private = Path(private_dir) if private_dir is not None else default_private_dir(out_dir)
+        if history is None:
+            _refuse_old_layout(out_dir, private)
+        location: str | Path = history if history is not None else private / "history"
+        is_url = isinstance(location, str) and location.lower().startswith(REDIS_SCHEMES)
+        material = resolve_key(settings.history, default_dir=None if is_url else Path(location))
+        store = make_history_store(location, settings.history.prefix)
+        publisher = cls(
+            settings,
+            out_dir,
+            store,
+            Pseudonymizer(material.key),
+            private_dir=private,
+            new_key=material if material.new_file is not None else None,
+        )
+        try:
+            if what_if:
+                committed = store.last_sequence()
+                publisher.check_key(store)
+                publisher.check_kind(committed, store)
+                publisher.high_water = committed
+            else:
+                publisher.recover()
+        except BaseException:
+            store.close()
+            raise
+        return publisher
+
+    def recover(self) -> None:
+        """Check the series before anything is published, and finish an interrupted release.
+
+        Refuses another key than the history's (:class:`KeyMismatch`) and a series of another
+        mechanism kind (:meth:`check_kind`); finalises a release whose history was committed
+        but whose files were not renamed; refuses an archive and a store that disagree.
+        """
+        committed = self.store.last_sequence()
+        self.check_key(self.store)
+        self.check_kind(committed, self.store)
+        done = published_sequences(self.out_dir) if self.out_dir.is_dir() else []
+        last_file = done[-1] if done else 0
+        nxt = self._paths(last_file + 1)
+        if committed == last_file + 1 and is_staged(nxt):
+            finalize_release(nxt)
+            last_file = committed
+        elif committed == last_file:
+            discard_staged(nxt)
+        elif committed < last_file:
+            raise StoreRegressed(_regressed_message(self.store, committed, last_file))
+        else:
+            raise HistoryStoreError(
+                f"the history store is at release {committed} but {str(self.out_dir)!r} holds "
+                f"releases up to {last_file}: use the --out directory and --history store of "
+                "the same series"
+            )
+        self.high_water = max(self.high_water, committed, last_file)
+
+    def check_key(self, store: HistoryStore) -> None:
+        """Refuse a history written under another pseudonymisation key.
+
+        Raises
+        ------
+        KeyMismatch
+            ``store`` recorded a key check value other than this key's.
+        """
+        recorded = store.key_check()
+        if recorded is not None and recorded != self.pseudonymizer.key_check():
+            raise KeyMismatch(key_mismatch_message(repr(store)))
+
+    def check_continuity(self, committed: int) -> None:
+        """Refuse to cut after the store went backwards (it lost commits).
+
+        Raises
+        ------
+        StoreRegressed
+            ``committed`` (the store's last sequence) is below :attr:`high_water`.
+        """
+        if committed < self.high_water:
+            raise StoreRegressed(_regressed_message(self.store, committed, self.high_water))
+
+    def check_kind(self, last: int, store: HistoryStore | None = None) -> None:
+        """Refuse to continue a series whose release ``last`` was made by another kind.
+
+        Raises
+        ------
+        ConfigError
+            The record of release ``last`` states another ``mechanism.kind`` (none = the
+            global guarantee) than this configuration.
+        """
+        store = store if store is not None else self.store
+        if last < 1 or self.kind_checked == last:
+            return
+        record = store.record(last)
+        if record is None:
+            raise HistoryStoreError(f"the history store has no record of its release {last}")
+        block = decode_record_manifest(record).get("mechanism")
+        kind = block.get("kind", GLOBAL_GUARANTEE) if isinstance(block, dict) else GLOBAL_GUARANTEE
+        if kind != self.kind:
+            raise ConfigError(
+                f"mechanism.kind = {self.kind!r}, but the series in {store!r} was "
+                f"published with mechanism.kind = {kind!r} (release {last}); a series keeps "
+                "its mechanism: use the configuration it was started with, or start a new "
+                "series (another --out and --history, or another history.prefix)"
+            )
+        if store is self.store:
+            self.kind_checked = last
+
+    def publish(
+        self,
+        table: EncodedTable,
+        *,
+        label: str,
+        source: dict[str, Any] | None = None,
+        pseudonyms: NDArray[np.bytes_] | None = None,
+        cut_label: bool = False,
+    ) -> dict[str, Any]:
+        """Publish ``table`` as the next release; returns its manifest.
+
+        ``source``: where the snapshot came from (``file``, ``sha256``), kept in the private
+        record only. ``pseudonyms`` (n,) S16: the rows' pseudonyms when the caller has them
+        already (the streaming service stages rows under their pseudonym and ``table.ids``
+        are their hex); by default they are computed from ``table.ids``. ``cut_label``:
+        commit the label with the release and clear its staging in the same transaction (the
+        service; Redis only).
+        """
+        prepared = self.prepare(
+            table, label=label, source=source, pseudonyms=pseudonyms, cut_label=cut_label
+        )
+        return self.apply(prepared)
+
+    def prepare(
+        self,
+        table: EncodedTable,
+        *,
+        label: str,
+        source: dict[str, Any] | None = None,
+        pseudonyms: NDArray[np.bytes_] | None = None,
+        cut_label: bool = False,
+        store: HistoryStore | None = None,
+    ) -> PreparedRelease:
+        """Plan and render the next release of ``store`` (default: the series' store);
+        writes nothing."""
+        started = time.perf_counter()
+        store = store if store is not None else self.store
+        committed = store.last_sequence()
+        if store is self.store:
+            self.check_continuity(committed)
+        sequence = committed + 1
+        ids_given = pseudonyms is not None
+        if pseudonyms is None:
+            pseudonyms = self.pseudonymizer.pseudonyms(table.ids)
+        order = np.argsort(pseudonyms, kind="stable")
+        if np.any(order != np.arange(order.shape[0])):
+            # rows in pseudonym order: the release does not depend on the input's row order,
+            # so the service (which stages rows by pseudonym) and offline runs agree
+            table, pseudonyms = table.take(order), pseudonyms[order]
+        self.check_kind(sequence - 1, store)
+        if self.mechanism is not None:
+            return self._prepare_mechanism(
+                self.mechanism, table, pseudonyms, label, sequence, source, cut_label, store
+            )
+        virtual = None
+        if self.settings.virtual.registry is not None:
+            table, pseudonyms, virtual = self._with_candidates(table, pseudonyms, ids_given)
+        history = store.load(pseudonyms)
+        privacy = self.settings.privacy
+        plan = plan_release(
+            table,
+            history,
+            store.values(),
+            privacy.make_strategy(),
+            protected=privacy.protected,
+            min_group_size=privacy.min_group_size,
+            grouping=self.settings.grouping,
+            virtual=virtual,
+        )
+        kill_point("planned")
+        groups, manifest = render_release(
+            table,
+            plan,
+            label=label,
+            sequence=sequence,
+            settings=self.settings,
+            elapsed_s=time.perf_counter() - started,
+        )
+        private = _private_record(label, sequence, source)
+        private["suppressed"] = suppressed_record(table, plan)
+        if self.registry is not None:
+            private["registry"] = self.registry.source
+        grouped = plan.group >= 0
+        listed = plan.real | grouped  # the candidates in no group are not in the release
+        files = ReleaseFiles(
+            groups,
+            manifest,
+            assignments_csv(
+                table.ids[listed].tolist(),
+                plan.group[listed].tolist(),
+                virtual=None if plan.virtual is None else plan.virtual[listed].tolist(),
+            ),
+            private,
+        )
+        return PreparedRelease(
+            sequence,
+            label,
+            files,
+            pseudonyms[plan.committed],
+            plan.history,
+            plan.values,
+            encode_record(groups, manifest),
+            None,
+            cut_label,
+        )
+
+    def _with_candidates(
+        self, table: EncodedTable, pseudonyms: NDArray[np.bytes_], ids_are_pseudonyms: bool
+    ) -> tuple[EncodedTable, NDArray[np.bytes_], NDArray[np.bool_]]:
+        """``table`` (in pseudonym order) then every person of the register absent from it
+        (in pseudonym order), their pseudonyms, and which rows are these candidates. The
+        candidates' ids are the register's, or their pseudonyms' hex when ``table``'s ids are
+        pseudonyms (the streaming service)."""
+        if self.registry is None:
+            path = self.settings.virtual.registry
+            assert path is not None
+            schema = self.settings.schema
+            registry = read_registry(path, schema, load_hierarchies(schema))
+            known = self.pseudonymizer.pseudonyms(registry.table.ids)
+            order = np.argsort(known, kind="stable")  # once: every release's pool is in order
+            self.registry = replace(registry, table=registry.table.take(order))
+            self.registry_pseudonyms = known[order]
+        known = self.registry_pseudonyms
+        assert known is not None
+        absent = np.flatnonzero(~np.isin(known, pseudonyms, assume_unique=True))
+        pool = self.registry.table.take(absent)
+        if ids_are_pseudonyms:
+            hexes = np.empty(absent.shape[0], dtype=object)
+            hexes[:] = pseudonym_hex(known[absent])
+            pool = replace(pool, ids=hexes)
+        combined = with_candidates(table, pool)
+        virtual = np.zeros(combined.n_rows, dtype=np.bool_)
+        virtual[table.n_rows :] = True
+        return combined, np.concatenate([pseudonyms, known[absent]]), virtual
+
+    def _prepare_mechanism(
+        self,
+        mechanism: Mechanism,
+        table: EncodedTable,
+        pseudonyms: NDArray[np.bytes_],
+        label: str,
+        sequence: int,
+        source: dict[str, Any] | None,
+        cut_label: bool,
+        store: HistoryStore,
+    ) -> PreparedRelease:
+        """:meth:`prepare` through ``mechanism`` (rows already in pseudonym order)."""
+        started = time.perf_counter()
+        randomness = ReleaseRandomness.derive(
+            self.pseudonymizer.derived_key(RANDOMNESS_PURPOSE), self.kind, sequence
+        )
+        out = mechanism.release(
+            table,
+            pseudonyms,
+            sequence=sequence,
+            randomness=randomness,
+            load_state=store.load_state,
+        )
+        kill_point("planned")
+        groups, manifest = render_mechanism_release(
+            table,
+            out,
+            label=label,
+            sequence=sequence,
+            settings=self.settings,
+            elapsed_s=time.perf_counter() - started,
+        )
+        files = ReleaseFiles(
+            groups,
+            manifest,
+            assignments_csv(table.ids.tolist(), out.group.tolist()),
+            _private_record(label, sequence, source),
+        )
+        # no breach history: an empty commit of individuals, the dictionary unchanged
+        return PreparedRelease(
+            sequence,
+            label,
+            files,
+            np.zeros(0, dtype="S16"),
+            HistoryRows.empty(0),
+            store.values(),
+            encode_record(groups, manifest),
+            out.state,
+            cut_label,
+        )
+
+    def apply(self, prepared: PreparedRelease) -> dict[str, Any]:
+        """Write ``prepared``: stage its files, commit it, rename the files into place;
+        returns its manifest.
+
+        Raises
+        ------
+        ArchiveConflict
+            A file of the release is already published with other content (nothing is
+            committed).
+        StoreRegressed, SequenceConflict, KeyMismatch
+            The store is not where the release was prepared against (nothing is committed).
+        """
+        self.check_continuity(prepared.sequence - 1)
+        paths = self._paths(prepared.sequence)
+        stage_release(paths, prepared.files)
+        kill_point("files_staged")
+        new_key = self.new_key
+        if new_key is not None and new_key.new_file is not None:
+            # a new series: its key file is written with its first release
+            if write_key_file(new_key.new_file, new_key.key) != new_key.key:
+                raise KeyMismatch(key_mismatch_message(repr(str(new_key.new_file))))
+            self.new_key = None
+        self.store.commit(
+            prepared.sequence,
+            prepared.pseudonyms,
+            prepared.history,
+            prepared.values,
+            prepared.record,
+            label=prepared.label if prepared.cut_label else None,
+            state=prepared.state,
+            key_check=self.pseudonymizer.key_check(),
+        )
+        kill_point("committed")
+        self.kind_checked = prepared.sequence
+        self.high_water = max(self.high_water, prepared.sequence)
+        finalize_release(paths)
+        kill_point("finalized")
+        return prepared.manifest
+
+    def dry_run(
+        self, releases: Sequence[tuple[EncodedTable, str, dict[str, Any] | None]]
+    ) -> list[PreparedRelease]:
+        """Prepare ``(table, label, source)`` releases in order against an in-memory overlay
+        of the history: each sees the ones before it; nothing is written."""
+        return list(self.what_if(releases))
+
+    def what_if(
+        self, releases: Sequence[tuple[EncodedTable, str, dict[str, Any] | None]]
+    ) -> Iterator[PreparedRelease]:
+        """:meth:`dry_run` one release at a time: a refusal ends it after the releases
+        before it were yielded (``stream-release plan``)."""
+        overlay = OverlayHistoryStore(self.store)
+        for table, label, source in releases:
+            release = self.prepare(table, label=label, source=source, store=overlay)
+            overlay.commit(
+                release.sequence,
+                release.pseudonyms,
+                release.history,
+                release.values,
+                release.record,
+                state=release.state,
+                key_check=self.pseudonymizer.key_check(),
+            )
+            yield release
+
+    def _paths(self, sequence: int) -> ReleasePaths:
+        return ReleasePaths(self.out_dir, sequence, self.private)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def _private_record(label: str, sequence: int, source: dict[str, Any] | None) -> dict[str, Any]:
+    """The private record of a release (``private-NNNN.json``): what the audit needs and no
+    reader of the public files may see."""
+    record: dict[str, Any] = {"release": label, "sequence": sequence}
+    if source is not None:
+        record["source"] = source
+    return record
+
+
+def _regressed_message(store: HistoryStore, committed: int, known: int) -> str:
+    return (
+        f"the history store {store!r} is at release {committed}, but release {known} was "
+        "already committed or published: the store lost commits (e.g. Redis restarted "
+        "without persistence). Nothing is cut until it is restored from its backup (or the "
+        "series is continued in a new archive and history)"
+    )
+
+
+def _refuse_old_layout(out_dir: Path, private: Path) -> None:
+    """Refuse a series whose private files are still inside its public directory."""
+    old_history = out_dir / "history"
+    old_assignments = sorted(out_dir.glob("assignments-*.csv")) if out_dir.is_dir() else []
+    if not old_history.is_dir() and not old_assignments:
+        return
+    raise ConfigError(
+        f"{str(out_dir)!r} holds private files next to the public ones (the layout before "
+        f"public and private output were apart); move them into {str(private)!r} and run "
+        f"again: mkdir -m 700 {str(private)!r} && mv {str(out_dir)!r}/history "
+        f"{str(out_dir)!r}/assignments-*.csv {str(private)!r}/"
+    )
+
+
+def anonymize_files(
+    settings: Settings,
+    out_dir: Path,
+    snapshots: Sequence[Path],
+    history: str | Path | None = None,
+    *,
+    private_dir: Path | None = None,
+    on_release: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Publish each CSV snapshot, in order, as the next release; returns the manifests.
+
+    Every snapshot is read, validated and planned (against an in-memory overlay of the
+    history) before the first is written, so a bad or infeasible snapshot publishes nothing.
+    """
+    hierarchies = load_hierarchies(settings.schema)
+    tables = []
+    for path in snapshots:
+        raw = read_snapshot(path, settings.schema)
+        source = {"file": str(path), "sha256": raw.sha256}
+        tables.append((encode(raw, settings.schema, hierarchies), Path(path).stem, source))
+    publisher = Publisher.open(settings, out_dir, history, private_dir=private_dir)
+    manifests = []
+    try:
+        for prepared in publisher.dry_run(tables):
+            manifests.append(publisher.apply(prepared))
+            if on_release is not None:
+                on_release(manifests[-1])
+    finally:
+        publisher.close()
+    return manifests

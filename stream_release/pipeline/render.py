@@ -1,0 +1,290 @@
+"""Turn a planned release into what is published: group lines and the manifest.
+
+Shared by offline ``anonymize`` and the streaming worker, so both publish the same content.
+The utility report's kernels release the GIL, so they run in a thread while the lines are
+built and encoded (a million-row release: about a second less on two cores).
+
+:func:`render_release` renders the global guarantee's plan; :func:`render_mechanism_release`
+the release of any other ``[mechanism] kind`` (:mod:`stream_release.mechanisms`).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from stream_release.config import Settings
+from stream_release.core.grouping.generalize import (
+    anatomy_members,
+    generalize_groups,
+    multisets,
+)
+from stream_release.core.grouping.partition import group_size_cap
+from stream_release.core.table import EncodedTable
+from stream_release.core.utility.metrics import group_size_stats, utility_report
+from stream_release.io.release_files import encode_lines, group_lines
+from stream_release.mechanisms.base import MechanismRelease
+from stream_release.pipeline.plan import ReleasePlan
+
+
+def render_release(
+    table: EncodedTable,
+    plan: ReleasePlan,
+    *,
+    label: str,
+    sequence: int,
+    settings: Settings,
+    elapsed_s: float,
+) -> tuple[bytes, dict[str, Any]]:
+    """The bytes of ``release-NNNN.jsonl`` (:func:`encode_lines`) and the manifest of one
+    release (docs/contract.md §4).
+
+    The manifest is public: it names no file and holds no digest of any input (a hash of the
+    snapshot would let whoever knows all rows but one confirm that row's value); the source
+    goes to the private record.
+    """
+    fmt = settings.output.format
+    rng = _query_rng(settings, sequence)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="utility") as pool:
+        utility_future = pool.submit(
+            utility_report,
+            table,
+            plan.group,
+            format=fmt,
+            queries=settings.output.queries,
+            rng=rng,
+            real=None if plan.virtual is None else plan.real,
+        )
+        registry = settings.virtual.registry is not None
+        groups = encode_lines(_lines(table, plan, label, sequence, fmt, registry))
+        utility = utility_future.result()
+    strategy = plan.strategy.describe()
+    strategy["protected"] = list(settings.privacy.protected)
+    strategy["min_group_size"] = settings.privacy.min_group_size
+    strategy["group_size_cap"] = group_size_cap(
+        plan.strategy.base_ratio,
+        settings.privacy.min_group_size,
+        settings.grouping.max_group_factor,
+    )
+    star = plan.suppressed_set
+    manifest: dict[str, Any] = {
+        "release": label,
+        "sequence": sequence,
+        "records_in": plan.records_in,
+        "published": plan.published_real,
+        "suppressed": plan.suppressed,
+        "groups": plan.contents.n_groups,
+        "l": plan.strategy.ell,
+        "strategy": strategy,
+        "format": fmt,
+        "schema": _schema_block(settings, table),
+        "breach": plan.breach_summary(),
+        "suppressed_set": {
+            "rows": star.size,
+            "decoys": int(star.decoys.shape[0]),
+            "share_max": star.share_max(plan.protected),
+            "share_bound": 1.0 / plan.strategy.ell,
+            "breach_max": plan.suppressed_breach,
+        },
+        "utility": utility,
+        "elapsed_s": round(elapsed_s, 6),
+    }
+    if registry:
+        manifest["virtual"] = {
+            "members": int(plan.contents.virtual.sum()),
+            "assumption": VIRTUAL_ASSUMPTION,
+        }
+    return groups, manifest
+
+
+VIRTUAL_ASSUMPTION = (
+    "Groups may hold virtual members: people of a population register absent from this "
+    "snapshot, who count in a group's size and hold no sensitive value (Wong et al., ICDE "
+    "2010, section 8). The guarantee holds only against an adversary who cannot tell who is "
+    "in a snapshot."
+)
+"""What a manifest of a series with a register states (``virtual.assumption``)."""
+
+
+def suppressed_record(table: EncodedTable, plan: ReleasePlan) -> dict[str, Any]:
+    """The suppressed set as the private record keeps it for the audit and the operator:
+    its size, its multiset of values, its decoys, the ids of the rows suppressed by their
+    history (``forced``, as the assignments name them: the audit allows a pair past the bound
+    only to them), among them those no group could take (``unplaced``) and the value of each
+    exhausted one (``exhausted``), and how many members have a pair the set does not hold to
+    the bound (``exempt_members``) (``private-NNNN.json``'s ``suppressed``).
+
+    Never published. The multiset is the snapshot's value totals less the public counts: an
+    adversary the guarantee allows for knows it already, but the publisher need not confirm
+    it. ``forced``, ``exhausted`` and ``exempt_members`` depend on the suppressed individuals'
+    own values: an adversary who reads every history from the public files knows which values
+    would force or exhaust each of them, and such a count would narrow down whose value is
+    which (for ``exempt_members``, together with the planner's rules: only a forced member is
+    exempt).
+    """
+    star = plan.suppressed_set
+    values = table.sensitive_values
+    return {
+        "rows": star.size,
+        "sensitive": {values[v]: int(c) for v, c in enumerate(star.counts.tolist()) if c},
+        "decoys": int(star.decoys.shape[0]),
+        "forced": [str(i) for i in table.ids[star.forced].tolist()],
+        "unplaced": [str(i) for i in table.ids[star.unplaced].tolist()],
+        "exhausted": {
+            str(table.ids[r]): values[int(table.sensitive[r])] for r in star.exhausted.tolist()
+        },
+        "exempt_members": int(star.exempt_members.shape[0]),
+    }
+
+
+PUBLISHED_SIZE_FIGURES = (
+    "avg_group_size",
+    "max_group_size",
+    "min_group_size",
+    "groups",
+    "published",
+)
+"""The figures of :func:`~stream_release.core.utility.metrics.group_size_stats` a mechanism's
+manifest may state without ``input_statistics``: functions of the published group sizes alone."""
+
+LINE_FIELDS = frozenset(
+    {"release", "sequence", "group", "size", "qid", "sensitive", "members", "virtual"}
+)
+"""Keys of a group line (docs/contract.md §4) that a mechanism's extra fields may not use."""
+
+
+def render_mechanism_release(
+    table: EncodedTable,
+    out: MechanismRelease,
+    *,
+    label: str,
+    sequence: int,
+    settings: Settings,
+    elapsed_s: float,
+) -> tuple[bytes, dict[str, Any]]:
+    """The bytes of ``release-NNNN.jsonl`` and the manifest of a mechanism's release.
+
+    Group lines (docs/contract.md §4): ``release``, ``sequence``, ``group``, ``size``, ``qid``,
+    ``sensitive``, then the mechanism's extra fields. The manifest: ``release``,
+    ``sequence``, ``published`` (rows with a group), ``groups``, ``format``, ``schema``,
+    ``mechanism`` (the mechanism's guarantee block) and ``utility`` (``avg_group_size``,
+    ``max_group_size``, ``min_group_size``, ``groups``, ``published`` from the published
+    sizes, plus the mechanism's own figures). No ``l``, ``strategy`` or ``breach``: those are
+    the global guarantee's, and no breach history is kept for another kind.
+
+    Figures of the input (``records_in``, ``suppressed``, ``elapsed_s``, and the utility
+    report against the input: ``suppression``, ``query_error``, ``ncp``, ...) are added only
+    when ``out.input_statistics`` is true (:mod:`stream_release.mechanisms.base`). No source
+    file or digest of it is ever in the manifest (the private record keeps them).
+
+    Raises
+    ------
+    ValueError
+        ``out`` is inconsistent: ``group`` not one entry per row, a group id outside
+        ``0..G-1``, sizes different from the rows assigned, per-line lists of another
+        length, or an extra field that shadows a line field.
+    """
+    _check_mechanism_release(table, out)
+    lines = list(group_lines(label, sequence, out.sizes, out.qids, None, out.sensitive))
+    for line, extra in zip(lines, out.extra or [{}] * len(lines), strict=True):
+        line.update(extra)
+    groups = encode_lines(lines)
+    published = int(np.count_nonzero(out.group >= 0))
+    if out.input_statistics:
+        rng = _query_rng(settings, sequence)
+        utility = utility_report(
+            table,
+            out.group,
+            format="generalized",
+            queries=settings.output.queries,
+            rng=rng,
+        )
+    else:  # the published sizes only (sizes == rows per group: checked above)
+        stats = group_size_stats(out.group)
+        utility = {k: stats[k] for k in PUBLISHED_SIZE_FIGURES}
+    utility.update(out.utility)
+    manifest: dict[str, Any] = {"release": label, "sequence": sequence}
+    if out.input_statistics:
+        manifest["records_in"] = table.n_rows
+    manifest["published"] = published
+    if out.input_statistics:
+        manifest["suppressed"] = table.n_rows - published
+    manifest.update(
+        {
+            "groups": int(out.sizes.shape[0]),
+            "format": "generalized",
+            "schema": _schema_block(settings, table),
+            "mechanism": out.guarantee,
+            "utility": utility,
+        }
+    )
+    if out.input_statistics:
+        manifest["elapsed_s"] = round(elapsed_s, 6)
+    return groups, manifest
+
+
+def _schema_block(settings: Settings, table: EncodedTable) -> dict[str, Any]:
+    """The manifest's ``schema``: the id, QID and sensitive column names."""
+    return {
+        "id": settings.schema.id,
+        "qid": list(table.qid_names),
+        "sensitive": settings.schema.sensitive,
+    }
+
+
+def _query_rng(settings: Settings, sequence: int) -> np.random.Generator:
+    """The generator of release ``sequence``'s query workload (``output.query_seed``)."""
+    return np.random.default_rng([settings.output.query_seed, sequence])
+
+
+def _check_mechanism_release(table: EncodedTable, out: MechanismRelease) -> None:
+    n = table.n_rows
+    if out.group.shape != (n,):
+        raise ValueError(f"mechanism release: group has shape {out.group.shape}, expected ({n},)")
+    g = int(out.sizes.shape[0])
+    for name in ("qids", "sensitive"):
+        if len(getattr(out, name)) != g:
+            raise ValueError(
+                f"mechanism release: {len(getattr(out, name))} {name} for {g} group sizes"
+            )
+    if out.extra and len(out.extra) != g:
+        raise ValueError(f"mechanism release: {len(out.extra)} extra dicts for {g} groups")
+    clash = sorted({key for extra in out.extra for key in extra} & LINE_FIELDS)
+    if clash:
+        raise ValueError(f"mechanism release: extra fields {clash} shadow group line fields")
+    assigned = out.group[out.group >= 0]
+    if assigned.size and int(assigned.max()) >= g:
+        raise ValueError(f"mechanism release: a row is in group {int(assigned.max())} of {g}")
+    counts = np.bincount(assigned, minlength=g)
+    if not np.array_equal(counts, out.sizes):
+        bad = int(np.flatnonzero(counts != out.sizes)[0])
+        raise ValueError(
+            f"mechanism release: group {bad} has size {int(out.sizes[bad])} but "
+            f"{int(counts[bad])} rows"
+        )
+
+
+def _lines(
+    table: EncodedTable,
+    plan: ReleasePlan,
+    label: str,
+    sequence: int,
+    fmt: str,
+    registry: bool,
+) -> list[dict[str, Any]]:
+    """The JSON objects of the group lines, generalized or in anatomy form; with a
+    ``registry``, each states its ``virtual`` members (counted in ``size``)."""
+    c = plan.contents  # computed once, when the release was planned
+    sensitive = multisets(table.sensitive_values, c.pair_ptr, c.pair_value, c.pair_count)
+    if fmt == "anatomy":
+        members = anatomy_members(table, plan.group)
+        lines = list(group_lines(label, sequence, c.size, None, members, sensitive))
+    else:
+        qids = generalize_groups(table, plan.group)
+        lines = list(group_lines(label, sequence, c.size, qids, None, sensitive))
+    if registry:
+        for line, virtual in zip(lines, c.virtual.tolist(), strict=True):
+            line["virtual"] = int(virtual)
+    return lines

@@ -1,0 +1,270 @@
+"""What a series will cost, before anything is published: ``stream-release plan``.
+
+Each candidate setting publishes the snapshots as a what-if series
+(:meth:`~stream_release.pipeline.publisher.Publisher.what_if`: planned against an in-memory overlay
+of the history, nothing written or committed) and reports, per release, whether it is feasible
+(else the refusal, which names the largest feasible setting), suppression, forced and
+exhausted individuals, group sizes and the relative error of count queries (mean, median and
+10 % trimmed mean of the manifest's ``utility``: the mean is dominated by queries with tiny
+true counts). Candidates: the configured setting, then constant-ratio ``k'`` in
+:data:`K_PRIMES` and geometric ``alpha`` in :data:`ALPHAS` at the configured ``l``; with a
+``[virtual] registry``, each with the register and without it.
+
+The forecast extrapolates the individuals exhausted (at the bound for their own value: the
+system cannot protect them cumulatively against an adversary who knows who is in a snapshot,
+README "What is promised") linearly: the distinct individuals exhausted so far plus the mean
+number newly exhausted per release over the later half of the what-if series, for each
+release up to the horizon. It assumes the snapshots' churn goes on as measured.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stream_release.config import Settings, VirtualSettings, load_settings
+from stream_release.core.grouping.encoding import encode, load_hierarchies
+from stream_release.core.table import EncodedTable
+from stream_release.errors import GuaranteeUnsatisfiable
+from stream_release.io.snapshot import read_snapshot
+from stream_release.pipeline.diagnosis import Diagnosis, diagnose, proposals
+from stream_release.pipeline.publisher import PreparedRelease, Publisher
+
+__all__ = [
+    "ALPHAS",
+    "K_PRIMES",
+    "PlanReport",
+    "PlannedRelease",
+    "PlannedSetting",
+    "candidates",
+    "plan_report",
+    "plan_series",
+]
+
+K_PRIMES = (2, 3, 4, 5, 10, 20)
+"""Constant-ratio ``k'`` tried by :func:`candidates`."""
+
+ALPHAS = (1.5, 2.0, 3.0, 5.0)
+"""Geometric ``alpha`` tried by :func:`candidates`."""
+
+
+@dataclass(frozen=True)
+class PlannedRelease:
+    """One release of a what-if series."""
+
+    sequence: int
+    label: str
+    rows: int
+    suppressed: int
+    forced: int
+    exhausted: tuple[str, ...]
+    """The exhausted individuals as the private record names them: counted, never printed."""
+    avg_group: float
+    max_group: int
+    error_mean: float
+    error_median: float
+    error_trimmed: float
+
+    @property
+    def suppression(self) -> float:
+        return self.suppressed / self.rows if self.rows else 0.0
+
+
+@dataclass
+class PlannedSetting:
+    """A candidate setting's what-if series: its releases until the first refusal."""
+
+    name: str
+    privacy: dict[str, Any]
+    releases: list[PlannedRelease] = field(default_factory=list)
+    refused: str | None = None
+    """The refusal of the first infeasible release (``None``: every release is feasible)."""
+
+    @property
+    def feasible(self) -> bool:
+        return self.refused is None
+
+    def exhausted_so_far(self) -> int:
+        """Distinct individuals exhausted in any release of the series."""
+        return len({p for r in self.releases for p in r.exhausted})
+
+    def forecast(self, horizon: int) -> int | None:
+        """Individuals exhausted after ``horizon`` releases at the measured churn (linear in
+        the newly exhausted per release over the later half); ``None`` without two releases."""
+        if len(self.releases) < 2:
+            return None
+        seen: set[str] = set()
+        new = []
+        for r in self.releases:
+            fresh = set(r.exhausted) - seen
+            new.append(len(fresh))
+            seen |= fresh
+        later = new[len(new) // 2 :]
+        rate = sum(later) / len(later)
+        return round(len(seen) + rate * max(horizon - len(self.releases), 0))
+
+
+def candidates(settings: Settings) -> list[tuple[str, dict[str, Any]]]:
+    """``(name, [privacy] overrides)``: the configured setting first, then the grid; with a
+    register, each setting with it (its name ending in ``+ register``) then without it
+    (``virtual`` ``{"registry": None}`` in the overrides)."""
+    plain = _grid(settings)
+    if settings.virtual.registry is None:
+        return plain
+    out = []
+    for name, privacy in plain:
+        out.append((f"{name} + register", privacy))
+        out.append((name, {**privacy, "virtual": {"registry": None}}))
+    return out
+
+
+def _grid(settings: Settings) -> list[tuple[str, dict[str, Any]]]:
+    privacy = settings.privacy
+    configured = {"strategy": privacy.strategy, "l": privacy.l}
+    if privacy.strategy == "constant-ratio":
+        configured["k_prime"] = privacy.k_prime
+    elif privacy.strategy == "geometric":
+        configured["alpha"] = privacy.alpha
+    out = [(_name(configured) + " (configured)", configured)]
+    grid = [{"strategy": "constant-ratio", "l": privacy.l, "k_prime": k} for k in K_PRIMES]
+    grid += [{"strategy": "geometric", "l": privacy.l, "alpha": a} for a in ALPHAS]
+    out += [(_name(g), g) for g in grid if g != configured]
+    return out
+
+
+def _name(privacy: dict[str, Any]) -> str:
+    if privacy["strategy"] == "constant-ratio":
+        return f"constant-ratio l={privacy['l']:g} k'={privacy['k_prime']}"
+    if privacy["strategy"] == "geometric":
+        return f"geometric l={privacy['l']:g} alpha={privacy['alpha']:g}"
+    return f"{privacy['strategy']} l={privacy['l']:g}"
+
+
+@dataclass
+class PlanReport:
+    """What ``stream-release plan`` prints: the candidates' series, the diagnosis of the
+    configured setting, and the proposed settings' series."""
+
+    settings: list[PlannedSetting]
+    diagnosis: Diagnosis
+    proposals: list[PlannedSetting]
+    horizon: int
+    """The series length the proposals are made for (the number of snapshots)."""
+
+
+WHAT_IF_KEY = "stream-release what-if series key, not a secret"
+"""The pseudonymisation key of a what-if series on a new history (no ``--history``, no key
+configured): a plan writes nothing, so no secret is at stake, and a fixed key makes its figures
+the same on every run (the grouping orders individuals by pseudonym)."""
+
+
+def plan_series(
+    config: Path | None,
+    snapshots: Sequence[Path],
+    *,
+    history: str | Path | None = None,
+    settings_overrides: dict[str, Any] | None = None,
+) -> list[PlannedSetting]:
+    """Every candidate setting's what-if series over ``snapshots`` (CSV files), from
+    ``history`` (a store to continue: read, never written) or from an empty one."""
+    return plan_report(
+        config, snapshots, history=history, settings_overrides=settings_overrides
+    ).settings
+
+
+def plan_report(
+    config: Path | None,
+    snapshots: Sequence[Path],
+    *,
+    history: str | Path | None = None,
+    settings_overrides: dict[str, Any] | None = None,
+    advise: bool = False,
+) -> PlanReport:
+    """:func:`plan_series`, and with ``advise`` the diagnosis of the configured setting
+    (:mod:`~stream_release.pipeline.diagnosis`) and the what-if series of its proposals for a
+    series as long as ``snapshots``."""
+    overrides = settings_overrides or {}
+    settings = load_settings(config, **overrides)
+    if history is None and settings.history.key is None and settings.history.key_file is None:
+        history_overrides = {**overrides.get("history", {}), "key": WHAT_IF_KEY}
+        overrides = {**overrides, "history": history_overrides}
+        settings = load_settings(config, **overrides)
+    hierarchies = load_hierarchies(settings.schema)
+    tables = [
+        (encode(read_snapshot(path, settings.schema), settings.schema, hierarchies), path.stem)
+        for path in snapshots
+    ]
+
+    def run(name: str, chosen: dict[str, Any]) -> PlannedSetting:
+        privacy = {k: v for k, v in chosen.items() if k != "virtual"}
+        update = {**overrides, "privacy": {**overrides.get("privacy", {}), **privacy}}
+        candidate = load_settings(config, **update)
+        if "virtual" in chosen:
+            candidate = candidate.model_copy(update={"virtual": VirtualSettings()})
+        return _what_if(candidate, name, privacy, tables, history)
+
+    planned = [run(name, chosen) for name, chosen in candidates(settings)]
+    diagnosis = diagnose(settings, [table for table, _ in tables])
+    horizon = len(tables)
+    offered = proposals(settings, diagnosis, horizon) if advise else []
+    return PlanReport(planned, diagnosis, [run(n, c) for n, c in offered], horizon)
+
+
+def _what_if(
+    settings: Settings,
+    name: str,
+    privacy: dict[str, Any],
+    tables: list[tuple[EncodedTable, str]],
+    history: str | Path | None,
+) -> PlannedSetting:
+    planned = PlannedSetting(name, privacy)
+    with tempfile.TemporaryDirectory(prefix="stream-release-plan-") as tmp:
+        out = Path(tmp) / "out"
+        publisher = Publisher.open(
+            settings, out, history, private_dir=Path(tmp) / "private", what_if=True
+        )
+        try:
+            releases = publisher.what_if([(table, label, None) for table, label in tables])
+            for i, prepared in enumerate(_until_refused(releases, planned)):
+                planned.releases.append(_measure(settings, tables[i][0], prepared))
+        finally:
+            publisher.close()
+    return planned
+
+
+def _until_refused(releases: Any, planned: PlannedSetting) -> Any:
+    """The prepared releases until the first refusal, which ``planned`` records."""
+    try:
+        yield from releases
+    except GuaranteeUnsatisfiable as exc:
+        planned.refused = str(exc)
+
+
+def _measure(settings: Settings, table: EncodedTable, prepared: PreparedRelease) -> PlannedRelease:
+    manifest = prepared.manifest
+    record = prepared.files.private.get("suppressed") or {}
+    u = manifest["utility"]
+    forced = record.get("forced", [])
+    return PlannedRelease(
+        sequence=prepared.sequence,
+        label=prepared.label,
+        rows=table.n_rows,
+        suppressed=int(manifest["suppressed"]),
+        forced=forced if isinstance(forced, int) else len(forced),
+        exhausted=tuple(record.get("exhausted", {})),
+        avg_group=float(u["avg_group_size"]),
+        max_group=int(u["max_group_size"]),
+        error_mean=_figure(u, "query_error"),
+        error_median=_figure(u, "query_error_median"),
+        error_trimmed=_figure(u, "query_error_trimmed"),
+    )
+
+
+def _figure(utility: dict[str, Any], key: str) -> float:
+    """A query-error figure of a manifest's utility block (NaN when no query was kept)."""
+    value = utility.get(key)
+    return float(value) if value is not None else math.nan
