@@ -59,7 +59,6 @@ from numpy.typing import NDArray
 
 from stream_release.audit import audit_directory
 from stream_release.config import Settings, load_settings
-from stream_release.core.grouping.encoding import encode, load_hierarchies
 from stream_release.core.table import Attribute, EncodedTable
 from stream_release.core.utility.metrics import CountQueries, draw_count_queries
 from stream_release.devtools.datasets import (
@@ -70,6 +69,8 @@ from stream_release.devtools.datasets import (
     read_csv_table,
 )
 from stream_release.errors import InvalidParameter
+from stream_release.io.encoding import encode
+from stream_release.io.hierarchy import load_hierarchies
 from stream_release.io.release_files import ReleasePaths, default_private_dir
 from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.mechanisms import GLOBAL_GUARANTEE, section_name

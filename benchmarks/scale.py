@@ -40,7 +40,6 @@ import numpy as np
 
 from stream_release.audit.files import groups_in_order, read_assignments
 from stream_release.config import load_settings
-from stream_release.core.grouping.encoding import encode, load_hierarchies
 from stream_release.core.utility.metrics import error_figures, relative_errors
 from stream_release.devtools.datasets import (
     ADULT_QID,
@@ -49,6 +48,8 @@ from stream_release.devtools.datasets import (
     adult_schema,
     read_csv_table,
 )
+from stream_release.io.encoding import encode
+from stream_release.io.hierarchy import load_hierarchies
 from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.pipeline.publisher import Publisher
 

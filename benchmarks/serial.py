@@ -53,7 +53,6 @@ import numpy as np
 
 from stream_release.audit import audit_directory
 from stream_release.config import load_settings
-from stream_release.core.grouping.encoding import encode, load_hierarchies
 from stream_release.core.table import EncodedTable
 from stream_release.devtools.datasets import (
     ADULT_QID,
@@ -64,6 +63,8 @@ from stream_release.devtools.datasets import (
     read_csv_table,
 )
 from stream_release.errors import GuaranteeUnsatisfiable
+from stream_release.io.encoding import encode
+from stream_release.io.hierarchy import load_hierarchies
 from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.pipeline.publisher import Publisher
 

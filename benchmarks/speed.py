@@ -64,7 +64,6 @@ import redis
 
 from stream_release.audit import audit_directory
 from stream_release.config import Settings, load_settings
-from stream_release.core.grouping.encoding import encode, load_hierarchies
 from stream_release.core.table import EncodedTable
 from stream_release.devtools.datasets import (
     ADULT_QID,
@@ -76,6 +75,8 @@ from stream_release.devtools.datasets import (
 )
 from stream_release.history.keys import RedisKeys
 from stream_release.history.types import HistoryRows
+from stream_release.io.encoding import encode
+from stream_release.io.hierarchy import load_hierarchies
 from stream_release.io.snapshot import read_snapshot, snapshot_from_columns
 from stream_release.pipeline import publisher as series_module
 from stream_release.pipeline.plan import plan_release

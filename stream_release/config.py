@@ -40,6 +40,13 @@ from pydantic_settings import (
 
 from stream_release.core.privacy.strategy import Strategy, make_strategy
 from stream_release.errors import ConfigError, InvalidParameter
+from stream_release.mechanisms.registry import (
+    GLOBAL_GUARANTEE,
+    KINDS,
+    MECHANISMS,
+    registration,
+    section_name,
+)
 
 
 class _Section(BaseModel):
@@ -173,15 +180,6 @@ class MechanismSettings(_Section):
 
     @model_validator(mode="after")
     def _check_sections(self) -> MechanismSettings:
-        # imported here: the mechanism modules import this module
-        from stream_release.mechanisms import (
-            GLOBAL_GUARANTEE,
-            KINDS,
-            MECHANISMS,
-            registration,
-            section_name,
-        )
-
         if self.kind != GLOBAL_GUARANTEE:
             try:
                 registration(self.kind)

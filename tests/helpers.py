@@ -20,7 +20,6 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from stream_release.config import SchemaSettings, TopicSettings
-from stream_release.core.grouping.encoding import encode, load_hierarchies
 from stream_release.core.table import EncodedTable
 from stream_release.devtools.datasets import (
     ADULT_QID,
@@ -30,6 +29,8 @@ from stream_release.devtools.datasets import (
     read_csv_table,
 )
 from stream_release.history.keys import RedisKeys
+from stream_release.io.encoding import encode
+from stream_release.io.hierarchy import load_hierarchies
 from stream_release.io.snapshot import snapshot_from_columns
 
 

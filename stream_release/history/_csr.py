@@ -7,7 +7,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stream_release.history._validate import argsort_pseudonyms
-from stream_release.history.types import PSEUDONYM_DTYPE
+from stream_release.history.types import PSEUDONYM_DTYPE, gather_rows
 
 __all__ = ["gather_rows", "lookup_pseudonyms", "merge_rows"]
 
@@ -30,21 +30,6 @@ def lookup_pseudonyms(
     hit = haystack[clipped] == ordered
     out[order[hit]] = clipped[hit]
     return out
-
-
-def gather_rows(
-    entries: NDArray[np.void], starts: NDArray[np.int64], counts: NDArray[np.int64]
-) -> tuple[NDArray[np.int64], NDArray[np.void]]:
-    """CSR of the rows ``entries[starts[i] : starts[i] + counts[i]]``, vectorised.
-
-    Entry j of the output, in row i, comes from ``starts[i] + (j - indptr[i])``: one
-    ``np.repeat`` of the per-row shift plus an ``arange``.
-    """
-    indptr = np.zeros(counts.shape[0] + 1, dtype=np.int64)
-    np.cumsum(counts, out=indptr[1:])
-    total = int(indptr[-1])
-    src = np.repeat(starts - indptr[:-1], counts) + np.arange(total, dtype=np.int64)
-    return indptr, entries[src]
 
 
 def merge_rows(

@@ -70,11 +70,24 @@ class HistoryRows:
 
     def take(self, rows: NDArray[np.int64]) -> HistoryRows:
         """The history of individuals ``rows`` (row i for ``rows[i]``)."""
-        from stream_release.history._csr import gather_rows  # _csr imports this module
-
         everything = np.arange(self.n_entries, dtype=np.int64)
         indptr, at = gather_rows(everything, self.indptr[rows], np.diff(self.indptr)[rows])
         return HistoryRows(indptr, self.value[at], self.log_p[at], self.links[at])
+
+
+def gather_rows(
+    entries: NDArray[np.void], starts: NDArray[np.int64], counts: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], NDArray[np.void]]:
+    """CSR of the rows ``entries[starts[i] : starts[i] + counts[i]]``, vectorised.
+
+    Entry j of the output, in row i, comes from ``starts[i] + (j - indptr[i])``: one
+    ``np.repeat`` of the per-row shift plus an ``arange``.
+    """
+    indptr = np.zeros(counts.shape[0] + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    total = int(indptr[-1])
+    src = np.repeat(starts - indptr[:-1], counts) + np.arange(total, dtype=np.int64)
+    return indptr, entries[src]
 
 
 class HistoryStore(Protocol):

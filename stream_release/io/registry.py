@@ -18,10 +18,11 @@ from pathlib import Path
 import numpy as np
 
 from stream_release.config import SchemaSettings
-from stream_release.core.grouping.encoding import Hierarchy, encode
 from stream_release.core.grouping.virtual import NO_VALUE
 from stream_release.core.table import EncodedTable
 from stream_release.errors import SchemaError
+from stream_release.io.encoding import encode
+from stream_release.io.hierarchy import Hierarchy
 from stream_release.io.snapshot import Factorized, snapshot_from_columns
 
 __all__ = ["Registry", "read_registry"]
@@ -50,7 +51,7 @@ def read_registry(
     ------
     SchemaError
         As :func:`~stream_release.io.snapshot.read_snapshot` and
-        :func:`~stream_release.core.grouping.encoding.encode` (a missing column, an empty or
+        :func:`~stream_release.io.encoding.encode` (a missing column, an empty or
         repeated id, a value outside its hierarchy), naming the register's file.
     """
     try:

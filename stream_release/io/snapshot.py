@@ -4,7 +4,7 @@ A snapshot is a table with one row per individual: the identifier, the quasi-ide
 the sensitive value (docs/contract.md §1, §3). Reading checks everything that does not need the
 hierarchies: the columns exist, every row has the header's number of fields, no id and no
 sensitive value is empty, and no id appears twice. Encoding against the hierarchies is
-:func:`stream_release.core.grouping.encoding.encode`.
+:func:`stream_release.io.encoding.encode`.
 
 Every column the schema names is *factorized* once here (distinct values in order of first
 appearance plus an ``int32`` code per row, :class:`Factorized`), so that encoding never has to

@@ -1,7 +1,11 @@
-"""The registry of release mechanisms: every ``[mechanism] kind``, where its module lives and
-how to build it. Imports no mechanism (each is imported on first use), so that the
-configuration can name every kind and an audit module can import its kind's parameters
-without the release code.
+"""The registry of release mechanisms: every ``[mechanism] kind``, its section model (name ->
+model) and how to build it.
+
+The configuration (:mod:`stream_release.config`) validates the ``[mechanism.<kind>]`` tables
+with the models registered here, so this module and the section models (each kind's
+``settings`` module) belong to the configuration's layer: they import only the core, the
+errors and the hierarchy reader. A mechanism itself is imported on first use
+(:meth:`Registration.make`), so loading a configuration imports no release code.
 """
 
 from __future__ import annotations
@@ -11,6 +15,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, get_args
 
 from stream_release.errors import ConfigError
+from stream_release.mechanisms.dp_sanitised.settings import DPSanitisedSettings
+from stream_release.mechanisms.reconstruction_rr.settings import ReconstructionRRSettings
+from stream_release.mechanisms.sampled_k_anonymity.settings import SampledKAnonymitySettings
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -36,16 +43,16 @@ __all__ = [
 class Registration:
     """Where a mode lives: one line of :data:`MECHANISMS`.
 
-    Names are resolved on first use (importing the module then), so the configuration can
-    name every kind without importing every mode, and a module that imports
-    :mod:`stream_release.config` causes no import cycle.
+    The factory is resolved on first use (importing its module then), so the configuration
+    can name every kind without importing every mode's release code.
 
     Attributes
     ----------
+    settings : type[BaseModel]
+        The section model (a pydantic model class) of ``[mechanism.<kind>]``.
     module : str
-        Dotted module path, e.g. ``"stream_release.mechanisms.sampled_k_anonymity.mechanism"``.
-    settings : str
-        Name of the section model in the module.
+        Dotted path of the module of the factory, e.g.
+        ``"stream_release.mechanisms.sampled_k_anonymity.mechanism"``.
     factory : str
         Name of what builds the :class:`Mechanism`: called as ``factory(section)`` or, with
         ``pass_settings``, ``factory(section, settings)`` (the whole :class:`~stream_release.
@@ -54,22 +61,18 @@ class Registration:
         See ``factory``.
     """
 
+    settings: type[BaseModel]
     module: str
-    settings: str
     factory: str
     pass_settings: bool = False
 
-    def _attr(self, name: str) -> Any:
-        return getattr(importlib.import_module(self.module), name)
-
     def settings_model(self) -> type[BaseModel]:
         """The section model (a pydantic model class)."""
-        model: type[BaseModel] = self._attr(self.settings)
-        return model
+        return self.settings
 
     def make(self, section: BaseModel, settings: Settings) -> Mechanism:
         """The mechanism for a validated ``section`` of ``settings``."""
-        factory = self._attr(self.factory)
+        factory = getattr(importlib.import_module(self.module), self.factory)
         mechanism: Mechanism = (
             factory(section, settings) if self.pass_settings else factory(section)
         )
@@ -89,19 +92,19 @@ GLOBAL_GUARANTEE: Final = "global-guarantee"
 
 MECHANISMS: Final[dict[str, Registration]] = {
     "sampled-k-anonymity": Registration(
+        SampledKAnonymitySettings,
         "stream_release.mechanisms.sampled_k_anonymity.mechanism",
-        "SampledKAnonymitySettings",
         "make_sampled_k_anonymity",
         pass_settings=True,
     ),
     "reconstruction-private-rr": Registration(
+        ReconstructionRRSettings,
         "stream_release.mechanisms.reconstruction_rr.mechanism",
-        "ReconstructionRRSettings",
         "ReconstructionRR",
     ),
     "dp-sanitised": Registration(
+        DPSanitisedSettings,
         "stream_release.mechanisms.dp_sanitised.mechanism",
-        "DPSanitisedSettings",
         "make_dp_sanitised",
         pass_settings=True,
     ),

@@ -45,7 +45,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stream_release.config import Settings
-from stream_release.core.grouping.encoding import encode, load_hierarchies
 from stream_release.core.grouping.virtual import with_candidates
 from stream_release.core.table import EncodedTable
 from stream_release.devtools.faults import kill_point
@@ -60,6 +59,8 @@ from stream_release.history.pseudonym import (
     write_key_file,
 )
 from stream_release.history.types import HistoryRows, HistoryStore, pseudonym_hex
+from stream_release.io.encoding import encode
+from stream_release.io.hierarchy import load_hierarchies
 from stream_release.io.registry import Registry, read_registry
 from stream_release.io.release_files import (
     ReleaseFiles,

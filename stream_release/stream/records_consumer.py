@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import mode
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -34,8 +34,15 @@ from stream_release.stream.kafka import CLIENT_ERRORS, client_options
 from stream_release.stream.peers import configuration_tag, tagged_assignor
 from stream_release.stream.service import Incoming, PreparedBatch
 
-if TYPE_CHECKING:
-    from stream_release.stream.app import ServiceRunner
+
+class RecordStager(Protocol):
+    """What the consumer needs of the service (:class:`~stream_release.stream.app.
+    ServiceRunner` is one): prepare a batch without the service's lock, then stage it."""
+
+    async def prepare_records(self, messages: list[Incoming]) -> PreparedBatch: ...
+
+    async def stage_records(self, batch: PreparedBatch) -> None: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +79,7 @@ def consumer_options(settings: Settings) -> dict[str, Any]:
 class RecordConsumer(mode.Service):
     """Consumes ``topics.records`` in batches and stages them through ``runner``."""
 
-    def __init__(self, runner: ServiceRunner, settings: Settings, **kwargs: Any) -> None:
+    def __init__(self, runner: RecordStager, settings: Settings, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.runner = runner
         self.settings = settings

@@ -48,7 +48,6 @@ import orjson
 import redis
 
 from stream_release.config import Settings
-from stream_release.core.grouping.encoding import Hierarchy, encode, load_hierarchies
 from stream_release.devtools.faults import kill_point
 from stream_release.errors import (
     ArchiveConflict,
@@ -60,6 +59,8 @@ from stream_release.errors import (
 from stream_release.history.keys import RedisKeys
 from stream_release.history.pseudonym import Pseudonymizer, load_key
 from stream_release.history.redis_store import RedisHistoryStore
+from stream_release.io.encoding import encode
+from stream_release.io.hierarchy import Hierarchy, load_hierarchies
 from stream_release.io.release_files import decode_record, default_private_dir
 from stream_release.pipeline.publisher import Publisher
 from stream_release.stream.messages import (

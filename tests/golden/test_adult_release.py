@@ -16,10 +16,11 @@ from helpers import write_config
 
 from stream_release.audit import audit_directory
 from stream_release.config import load_settings
-from stream_release.core.grouping.encoding import encode, load_hierarchies
 from stream_release.core.utility.metrics import utility_report
 from stream_release.devtools.datasets import read_csv_table
 from stream_release.history.types import HistoryRows
+from stream_release.io.encoding import encode
+from stream_release.io.hierarchy import load_hierarchies
 from stream_release.io.snapshot import read_snapshot
 from stream_release.pipeline.plan import plan_release
 from stream_release.pipeline.publisher import anonymize_files

@@ -90,7 +90,7 @@ def test_each_kind_publishes_offline_and_passes_the_audit(
 ) -> None:
     config = kind_config(tmp_path, shared_data, kind)
     settings = load_settings(config)
-    assert type(settings.mechanism.section).__name__ == MECHANISMS[kind].settings
+    assert type(settings.mechanism.section) is MECHANISMS[kind].settings
     assert make_mechanism(settings) is not None
     out = tmp_path / "out"
     assert (

@@ -24,7 +24,6 @@ from helpers import SMALL_ROWS, encode_columns
 from pydantic import ValidationError
 
 from stream_release.config import OutputSettings, SchemaSettings
-from stream_release.core.grouping.encoding import encode, load_hierarchies
 from stream_release.core.privacy.dp_selftest import empirical_dp_check
 from stream_release.core.privacy.metric_dp import (
     error_lower_bound_compact,
@@ -35,6 +34,8 @@ from stream_release.core.privacy.metric_dp import (
 from stream_release.core.table import EncodedTable
 from stream_release.devtools.datasets import ADULT_QID, ADULT_SENSITIVE, read_csv_table
 from stream_release.errors import ConfigError, HistoryStoreError, SchemaError
+from stream_release.io.encoding import encode
+from stream_release.io.hierarchy import load_hierarchies
 from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.mechanisms.base import MechanismRelease, ReleaseRandomness
 from stream_release.mechanisms.dp_sanitised.audit import verify_release

@@ -25,7 +25,6 @@ from helpers import encode_columns
 from pydantic import ValidationError
 
 from stream_release.config import SchemaSettings
-from stream_release.core.grouping.encoding import encode
 from stream_release.core.privacy.reconstruction_estimate import count_variance
 from stream_release.core.table import Attribute, EncodedTable
 from stream_release.devtools.datasets import (
@@ -36,6 +35,7 @@ from stream_release.devtools.datasets import (
     read_csv_table,
 )
 from stream_release.errors import ConfigError, InvalidParameter, SchemaError
+from stream_release.io.encoding import encode
 from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.mechanisms.base import MechanismRelease, ReleaseRandomness
 from stream_release.mechanisms.reconstruction_rr import estimate as reconstruction_rr_estimate

@@ -82,18 +82,16 @@ import math
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from stream_release.core.privacy.discrete_laplace import GridLaplace
-from stream_release.core.privacy.dp_budget import BUDGET_RTOL, ledger_charge_batch, split_budget
+from stream_release.core.privacy.dp_budget import ledger_charge_batch, split_budget
 from stream_release.core.privacy.metric_dp import (
     rr_debiased_counts,
 )
-from stream_release.core.privacy.validation import check_delta, check_epsilon
 from stream_release.core.table import EncodedTable
 from stream_release.errors import ConfigError, HistoryStoreError, InvalidParameter, SchemaError
 from stream_release.mechanisms.base import (
@@ -104,8 +102,16 @@ from stream_release.mechanisms.base import (
 from stream_release.mechanisms.dp_sanitised.settings import (
     CAVEAT,
     KIND,
+    WHERE,
+    DPSanitisedSettings,
+    SchemaLike,
     _entry,
     _fingerprint,
+    check_hierarchy,
+    check_names,
+    check_numeric,
+    check_schema,
+    no_domain,
     numeric_table,
 )
 
@@ -119,163 +125,12 @@ __all__ = [
     "rr_from_uniform",
 ]
 
-_WHERE = "mechanism.dp_sanitised"
 _PAPER = "Holohan, Leith, Mason. Differential Privacy in Metric Spaces. arXiv:1402.6124"
 _NEIGHBOURS = "substitution of one record, n public (membership not protected)"
 _STATE_VERSION = b"\x01"
 _ENTRY = struct.Struct("<8sdd")
 _DIGEST = 8
 _MAX_DRAWS = 8  # ReleaseRandomness.row_words per call
-
-
-# --- settings -----------------------------------------------------------------------------------
-
-
-class SchemaLike(Protocol):
-    """What :class:`DPSanitised` reads of the schema (``config.SchemaSettings`` fits)."""
-
-    @property
-    def qid(self) -> tuple[str, ...]: ...
-
-    @property
-    def hierarchies(self) -> Mapping[str, Any]: ...
-
-    @property
-    def numeric(self) -> tuple[str, ...] | None: ...
-
-
-class DPSanitisedSettings(BaseModel):
-    """The ``[mechanism.dp_sanitised]`` table: parameters of :class:`DPSanitised`.
-
-    ``epsilon``, ``delta``: one record's budget, split over its sanitised attributes
-    (Theorem 5 of [HLM14]: the same for the whole release). ``scale``: ``"tight"`` (smallest
-    (epsilon, delta)-DP Laplace scale) or ``"paper"`` (Example 5); equal when ``delta = 0``.
-    ``epsilon_budget``, ``delta_budget``: a person's lifetime caps over record versions.
-    ``bounds``: ``[lo, hi]`` of every numeric QID, fixed without looking at the data.
-    ``resolution``: the grid step of a numeric QID's published values (default: 1 for an
-    integer interval of 16 to 1024 units, else a 256th of it). ``domains``: the
-    category list of every ``set`` QID. ``sanitise_sensitive`` (default yes) with
-    ``sensitive_domain`` (its category list). ``weights`` (QID name -> weight, every QID;
-    default equal) and ``sensitive_weight``: the budget split.
-
-    Example (TOML)::
-
-        [mechanism]
-        kind = "dp-sanitised"
-        [mechanism.dp_sanitised]
-        epsilon = 2.0
-        epsilon_budget = 6.0
-        bounds = {age = [17, 90]}
-        sensitive_domain = ["Adm-clerical", "Craft-repair", ...]
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    epsilon: float
-    delta: float = 0.0
-    scale: Literal["tight", "paper"] = "tight"
-    epsilon_budget: float
-    delta_budget: float = 0.0
-    bounds: dict[str, tuple[float, float]] = Field(default_factory=dict)
-    resolution: dict[str, float] = Field(default_factory=dict)
-    domains: dict[str, tuple[str, ...]] = Field(default_factory=dict)
-    sanitise_sensitive: bool = True
-    sensitive_domain: tuple[str, ...] | None = None
-    weights: dict[str, float] | None = None
-    sensitive_weight: float = 1.0
-
-    @model_validator(mode="after")
-    def _check(self) -> DPSanitisedSettings:
-        eps = check_epsilon(self.epsilon, "epsilon")
-        dlt = check_delta(self.delta, "delta")
-        if dlt >= 1.0:
-            raise ValueError(f"delta = {self.delta!r}: must be < 1 (e.g. delta = 0 or 1e-6)")
-        cap_e = check_epsilon(self.epsilon_budget, "epsilon_budget")
-        cap_d = check_delta(self.delta_budget, "delta_budget")
-        if eps > cap_e * (1.0 + BUDGET_RTOL) or dlt > cap_d * (1.0 + BUDGET_RTOL):  # as the ledger
-            raise ValueError(
-                f"epsilon_budget = {cap_e!r}, delta_budget = {cap_d!r}: below one record's "
-                f"(epsilon, delta) = ({eps!r}, {dlt!r}), so no record could be published; set "
-                f"epsilon_budget >= epsilon and delta_budget >= delta (e.g. epsilon_budget = "
-                f"{3 * eps:g} for three record versions per person)"
-            )
-        for name, (lo, hi) in self.bounds.items():
-            if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
-                raise ValueError(
-                    f"bounds.{name} = [{lo!r}, {hi!r}]: need finite lo <= hi, fixed without "
-                    f"looking at the data (e.g. bounds = {{{name} = [0, 100]}})"
-                )
-            if not math.isfinite(hi - lo):
-                raise ValueError(f"bounds.{name} = [{lo!r}, {hi!r}]: hi - lo overflows")
-        for name, step in self.resolution.items():
-            if name not in self.bounds:
-                raise ValueError(
-                    f"resolution.{name} = {step!r}: {name!r} has no bounds; a grid step is for "
-                    "a numeric QID listed in bounds"
-                )
-            if not (step > 0.0 and math.isfinite(step)):
-                raise ValueError(f"resolution.{name} = {step!r}: must be a finite number > 0")
-        both = sorted(set(self.bounds) & set(self.domains))
-        if both:
-            raise ValueError(
-                f"bounds and domains both name {both}: a QID is numeric (bounds) or "
-                "categorical (domains), not both; remove one"
-            )
-        for name, values in self.domains.items():
-            _check_domain(f"domains.{name}", values)
-        if self.sanitise_sensitive:
-            if self.sensitive_domain is None:
-                raise ValueError(
-                    "sensitive_domain = None: the sensitive attribute is sanitised "
-                    "(sanitise_sensitive = true) over a fixed list of its categories; list "
-                    'every possible value (e.g. sensitive_domain = ["flu", "cold", "hiv"]), '
-                    "not only those in the data, or set sanitise_sensitive = false"
-                )
-            _check_domain("sensitive_domain", self.sensitive_domain)
-        weights = dict(self.weights or {})
-        for name, w in [*weights.items(), ("sensitive_weight", self.sensitive_weight)]:
-            if not (w >= 0.0 and math.isfinite(w)):
-                label = name if name == "sensitive_weight" else f"weights.{name}"
-                raise ValueError(f"{label} = {w!r}: must be a finite number >= 0 (e.g. 1)")
-        for name, (lo, hi) in self.bounds.items():
-            zero = (self.weights is not None and weights.get(name, 1.0) == 0.0) or (
-                eps == 0.0 and dlt == 0.0
-            )
-            if hi > lo and zero:
-                raise ValueError(
-                    f"weights.{name} = 0 (or epsilon = delta = 0): numeric QID {name!r} with "
-                    f"bounds [{lo!r}, {hi!r}] gets no budget and no finite Laplace scale can "
-                    "hide it; give it a positive weight"
-                )
-        return self
-
-    def check_settings(self, settings: Any) -> None:
-        """Check the table against the rest of the configuration when it is loaded: every QID
-        of ``settings.schema`` has a data-independent domain (a numeric QID its bounds, a
-        ``set`` QID its domain list, a hierarchy QID nothing here), every name is a QID, and
-        ``settings.output.format`` is ``generalized``. Raises ``ValueError`` naming the key,
-        the value and the fix."""
-        output = getattr(settings, "output", None)
-        fmt = getattr(output, "format", "generalized")
-        if fmt != "generalized":
-            raise ValueError(
-                f"{_WHERE}: output.format = {fmt!r}, but this mode publishes each sanitised "
-                "row's values in the group line; set output.format = 'generalized'"
-            )
-        try:
-            _check_schema(self, settings.schema)
-        except ConfigError as exc:
-            raise ValueError(str(exc)) from None
-
-
-def _check_domain(field: str, values: Sequence[str]) -> None:
-    if len(values) == 0:
-        raise ValueError(f"{field} = []: list every category of the attribute (at least one)")
-    seen: set[str] = set()
-    for v in values:
-        if v in seen:
-            raise ValueError(f"{field}: {v!r} listed twice; list each category once")
-        seen.add(v)
 
 
 # --- the plan of one table: which attribute is sanitised how ---------------------------------
@@ -334,7 +189,7 @@ class DPSanitised:
         self.settings = settings
         self._cached: tuple[tuple[Any, ...], _Plan] | None = None
         if schema is not None:
-            _check_schema(settings, schema)
+            check_schema(settings, schema)
 
     def _plan(self, table: EncodedTable) -> _Plan:
         """The plan for ``table``'s attributes (checked against the settings; cached)."""
@@ -345,7 +200,7 @@ class DPSanitised:
         if self._cached is not None and self._cached[0] == signature:
             return self._cached[1]
         s = self.settings
-        _check_names(s, table.qid_names)
+        check_names(s, table.qid_names)
         specs: list[tuple[str, dict[str, Any]]] = []
         for attribute in table.attributes:
             name = attribute.name
@@ -353,28 +208,28 @@ class DPSanitised:
                 if name in s.domains:  # detected from the data (schema.numeric unset)
                     raise SchemaError(
                         f"QID {name!r}: every value of this snapshot is a number, so it was "
-                        f"encoded as numeric, but {_WHERE}.domains lists its categories; "
+                        f"encoded as numeric, but {WHERE}.domains lists its categories; "
                         f"declare schema.numeric (without {name!r}) so it stays categorical"
                     )
-                _check_numeric(s, name)
+                check_numeric(s, name)
                 spec = {
                     "type": "numeric",
                     "bounds": list(s.bounds[name]),
                     "resolution": s.resolution.get(name),
                 }
             elif attribute.kind == "hierarchy":
-                _check_hierarchy(s, name)
+                check_hierarchy(s, name)
                 leaves = [str(v) for v in attribute.domain.tolist()]
                 spec = {"type": "categorical", "domain": leaves, "source": "hierarchy"}
             else:
                 if name in s.bounds:  # detected from the data (schema.numeric unset)
                     raise SchemaError(
                         f"QID {name!r}: a value of this snapshot is not a number, but "
-                        f"{_WHERE}.bounds gives it bounds; fix the value, or declare "
+                        f"{WHERE}.bounds gives it bounds; fix the value, or declare "
                         f"schema.numeric = [{name!r}, ...] so bad values are rejected on input"
                     )
                 if name not in s.domains:
-                    raise ConfigError(_no_domain(name))
+                    raise ConfigError(no_domain(name))
                 spec = {"type": "categorical", "domain": list(s.domains[name])}
                 spec["source"] = "configured"
             spec["weight"] = (s.weights or {}).get(name, 1.0)
@@ -386,7 +241,7 @@ class DPSanitised:
         weights = [spec["weight"] for _, spec in specs]
         if not any(w > 0 for w in weights):
             raise ConfigError(
-                f"{_WHERE}.weights: every attribute has weight 0; give at least one a "
+                f"{WHERE}.weights: every attribute has weight 0; give at least one a "
                 "positive weight"
             )
         split = split_budget(s.epsilon, s.delta, weights)
@@ -500,42 +355,6 @@ def make_dp_sanitised(section: DPSanitisedSettings, settings: Any) -> DPSanitise
     return DPSanitised(section, schema=settings.schema)
 
 
-def _check_schema(s: DPSanitisedSettings, schema: SchemaLike) -> None:
-    """Every QID of ``schema`` has a data-independent domain; raises ConfigError."""
-    qid = tuple(schema.qid)
-    numeric = None if schema.numeric is None else set(schema.numeric)
-    _check_names(s, qid)
-    for name in qid:
-        if name in schema.hierarchies:
-            _check_hierarchy(s, name)
-        elif numeric is not None and name in numeric:
-            _check_numeric(s, name)
-        elif name not in s.bounds and name not in s.domains:
-            raise ConfigError(_no_domain(name))
-
-
-def _check_names(s: DPSanitisedSettings, qid: Sequence[str]) -> None:
-    known = set(qid)
-    for field, names in (
-        ("bounds", s.bounds),
-        ("domains", s.domains),
-        ("weights", s.weights or {}),
-    ):
-        unknown = sorted(set(names) - known)
-        if unknown:
-            raise ConfigError(
-                f"{_WHERE}.{field} names {unknown}, which are not QIDs (schema.qid = "
-                f"{list(qid)}); fix the names or remove them"
-            )
-    if s.weights is not None:
-        missing = [q for q in qid if q not in s.weights]
-        if missing:
-            raise ConfigError(
-                f"{_WHERE}.weights has no weight for {missing}: give every QID a weight (and "
-                "sensitive_weight for the sensitive attribute), or drop weights for an equal split"
-            )
-
-
 def _attr(spec: dict[str, Any], s: DPSanitisedSettings) -> _Attr:
     fig = _entry(spec, spec["epsilon"], spec["delta"], s.scale)
     if spec["type"] == "numeric":
@@ -579,42 +398,6 @@ def _static_guarantee(plan: _Plan, s: DPSanitisedSettings) -> dict[str, Any]:
     }
 
 
-def _check_numeric(s: DPSanitisedSettings, name: str) -> None:
-    if name in s.domains:
-        raise ConfigError(
-            f"{_WHERE}.domains.{name}: QID {name!r} is numeric; give {_WHERE}.bounds.{name} "
-            "= [lo, hi] instead, or make it categorical by leaving it out of schema.numeric"
-        )
-    if name not in s.bounds:
-        raise ConfigError(_no_bounds(name))
-
-
-def _check_hierarchy(s: DPSanitisedSettings, name: str) -> None:
-    if name in s.bounds or name in s.domains:
-        where = "bounds" if name in s.bounds else "domains"
-        raise ConfigError(
-            f"{_WHERE}.{where}.{name}: QID {name!r} has a hierarchy, so it is published as one "
-            f"of the hierarchy's leaves; remove {where}.{name} or its hierarchy"
-        )
-
-
-def _no_bounds(name: str) -> str:
-    return (
-        f"{_WHERE}.bounds has no entry for numeric QID {name!r}: Laplace sanitisation needs "
-        f"bounds fixed without looking at the data; add bounds = {{{name} = [lo, hi]}} "
-        f"(e.g. {name} = [0, 100]) to [{_WHERE}]; values outside are clipped, never dropped"
-    )
-
-
-def _no_domain(name: str) -> str:
-    return (
-        f"{_WHERE}: QID {name!r} has no data-independent domain: give {_WHERE}.bounds.{name} "
-        f"= [lo, hi] if it is numeric, a hierarchy (schema.hierarchies.{name}), or list every "
-        f"category in {_WHERE}.domains.{name} (the categories present in the data would reveal "
-        "who is in it)"
-    )
-
-
 def _code_map(
     what: str, present: Sequence[object], labels: Sequence[str], field: str
 ) -> NDArray[np.int64]:
@@ -624,7 +407,7 @@ def _code_map(
     if bad:
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
         raise SchemaError(
-            f"{what}: value {bad[0]!r}{more} is not in {_WHERE}.{field}; add it to the list "
+            f"{what}: value {bad[0]!r}{more} is not in {WHERE}.{field}; add it to the list "
             "or map it to a listed category before release"
         )
     return out

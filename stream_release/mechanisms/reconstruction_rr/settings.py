@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationInfo, model_validator
 from stream_release.core.privacy.reconstruction import Bound, rp_cap
 from stream_release.core.privacy.validation import check_open_probability, check_positive
 from stream_release.errors import InvalidParameter, SchemaError
+from stream_release.io.hierarchy import load_hierarchy
 
 __all__ = ["KIND", "ReconstructionRRSettings"]
 
@@ -153,10 +154,6 @@ class ReconstructionRRSettings(BaseModel):
 
 
 def _hierarchy_leaves(path: Path) -> tuple[str, ...]:
-    # imported here: stream_release.core.grouping.encoding imports stream_release.config, which
-    # imports this module's settings
-    from stream_release.core.grouping.encoding import load_hierarchy
-
     try:
         return load_hierarchy(path, "sensitive domain").leaves
     except SchemaError as exc:

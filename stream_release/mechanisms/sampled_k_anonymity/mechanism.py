@@ -91,6 +91,7 @@ from stream_release.core.privacy.sampling_dp import (
 )
 from stream_release.core.table import Attribute, EncodedTable
 from stream_release.errors import ConfigError, InvalidParameter, SchemaError
+from stream_release.io.hierarchy import load_hierarchies
 from stream_release.mechanisms.base import MechanismRelease, ReleaseRandomness, StateLoader
 from stream_release.mechanisms.sampled_k_anonymity.settings import (
     KIND,
@@ -125,9 +126,6 @@ def make_sampled_k_anonymity(
     ConfigError
         A level above the height of its QID's hierarchy (the hierarchy files are read here).
     """
-    # imported here: stream_release.core.grouping.encoding imports stream_release.config
-    from stream_release.core.grouping.encoding import load_hierarchies
-
     hierarchies = load_hierarchies(settings.schema)
     for name, hierarchy in hierarchies.items():
         level = section.levels.get(name)

@@ -17,15 +17,11 @@ import numpy as np
 import pytest
 
 from stream_release.config import SchemaSettings
-from stream_release.core.grouping.encoding import (
-    Hierarchy,
-    encode,
-    load_hierarchies,
-    load_hierarchy,
-)
 from stream_release.core.grouping.generalize import leaf_range, lowest_common_ancestor
 from stream_release.core.table import EncodedTable
 from stream_release.errors import ConfigError, SchemaError
+from stream_release.io.encoding import encode
+from stream_release.io.hierarchy import Hierarchy, load_hierarchies, load_hierarchy
 from stream_release.io.snapshot import RawSnapshot, read_snapshot, snapshot_from_columns
 
 DATA = Path(os.environ.get("SR_SHARED_DATA", "/work/shared/data"))

@@ -1,0 +1,217 @@
+"""The layers of the package and the direction of their imports (README "Layout").
+
+Every ``import`` of a ``stream_release`` module is read from the source (also those inside
+functions; not those under ``if TYPE_CHECKING:``, which run only for the type checker), and:
+
+* each layer imports only the layers :data:`ALLOWED` names for it;
+* no two modules import each other, directly or around a circle.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "stream_release"
+
+FOUNDATION = "foundation"
+"""Modules that import nothing of the package but the errors, importable from every layer:
+the errors, the kill points of the crash matrix, the hierarchy file reader."""
+
+SPECIAL: dict[str, str] = {
+    "stream_release.errors": FOUNDATION,
+    "stream_release.devtools.faults": FOUNDATION,
+    "stream_release.io.hierarchy": FOUNDATION,
+    # the configuration validates each [mechanism.<kind>] table with the registered model
+    "stream_release.mechanisms.registry": "stream_release.config",
+    "stream_release.mechanisms.sampled_k_anonymity.settings": "stream_release.config",
+    "stream_release.mechanisms.reconstruction_rr.settings": "stream_release.config",
+    "stream_release.mechanisms.dp_sanitised.settings": "stream_release.config",
+}
+"""Modules whose layer is not their folder's."""
+
+LAYERS = (
+    # a module belongs to the first layer its name starts with
+    FOUNDATION,
+    "stream_release.core",
+    "stream_release.config",
+    "stream_release.io",
+    "stream_release.history",
+    "stream_release.mechanisms",
+    "stream_release.pipeline",
+    "stream_release.audit",
+    "stream_release.stream",
+    "stream_release.devtools",
+    "stream_release.cli",
+    "stream_release",
+)
+
+_FOUNDATION = {FOUNDATION}
+
+ALLOWED: dict[str, set[str]] = {
+    FOUNDATION: set(),
+    # pure: no I/O, no settings file, nothing above it
+    "stream_release.core": {FOUNDATION},
+    "stream_release.config": {FOUNDATION, "stream_release.core"},
+    "stream_release.io": _FOUNDATION | {"stream_release.core", "stream_release.config"},
+    "stream_release.history": _FOUNDATION | {"stream_release.config"},
+    "stream_release.mechanisms": _FOUNDATION
+    | {
+        "stream_release.core",
+        "stream_release.config",
+        "stream_release.io",
+        "stream_release.history",
+    },
+    "stream_release.pipeline": _FOUNDATION
+    | {
+        "stream_release.core",
+        "stream_release.config",
+        "stream_release.io",
+        "stream_release.history",
+        "stream_release.mechanisms",
+    },
+    # independent of what it checks: its own file reading and arithmetic
+    "stream_release.audit": {FOUNDATION},
+    "stream_release.stream": _FOUNDATION
+    | {
+        "stream_release.core",
+        "stream_release.config",
+        "stream_release.io",
+        "stream_release.history",
+        "stream_release.mechanisms",
+        "stream_release.pipeline",
+    },
+    "stream_release.devtools": _FOUNDATION | {"stream_release.config"},
+    "stream_release.cli": set(LAYERS),
+    "stream_release": set(),
+}
+"""Layer -> the layers it may import (besides itself)."""
+
+
+def layer_of(module: str) -> str:
+    if module in SPECIAL:
+        return SPECIAL[module]
+    return next(layer for layer in LAYERS if module == layer or module.startswith(layer + "."))
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(node: ast.AST, module: str, is_package: bool) -> Iterator[str]:
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.If) and _is_type_checking(child):
+            yield from (
+                name for stmt in child.orelse for name in _imports(stmt, module, is_package)
+            )
+            continue
+        if isinstance(child, ast.Import):
+            yield from (alias.name for alias in child.names)
+        elif isinstance(child, ast.ImportFrom):
+            if child.level:
+                base = module.split(".")
+                base = base if is_package else base[:-1]
+                base = base[: len(base) - child.level + 1]
+                target = ".".join([*base, *([child.module] if child.module else [])])
+            else:
+                target = child.module or ""
+            yield target
+            # ``from package import module`` imports the module too
+            yield from (f"{target}.{alias.name}" for alias in child.names)
+        yield from _imports(child, module, is_package)
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(), str(path))
+        targets = _imports(tree, name, path.name == "__init__.py")
+        graph[name] = {t for t in targets if t in modules and t != name}
+    return graph
+
+
+GRAPH = import_graph()
+
+
+@pytest.mark.parametrize("module", sorted(GRAPH))
+def test_a_module_imports_only_the_layers_below_it(module: str) -> None:
+    layer = layer_of(module)
+    allowed = ALLOWED[layer] | {layer}
+    wrong = sorted(t for t in GRAPH[module] if layer_of(t) not in allowed)
+    assert not wrong, f"{module} ({layer}) imports {wrong}; it may import {sorted(allowed)}"
+
+
+def test_a_kinds_audit_imports_only_its_settings_and_the_core() -> None:
+    # the independent audit runs it (stream_release.audit.mechanisms): no release code
+    for module, targets in GRAPH.items():
+        if not module.startswith("stream_release.mechanisms.") or not module.endswith(".audit"):
+            continue
+        own = module.rsplit(".", 1)[0]
+        wrong = sorted(
+            t
+            for t in targets
+            if layer_of(t) not in {"stream_release.core", FOUNDATION}
+            and t not in {f"{own}.settings", own, "stream_release.mechanisms"}
+        )
+        assert not wrong, f"{module} imports {wrong}"
+
+
+def test_foundation_imports_only_the_errors() -> None:
+    for module, layer in SPECIAL.items():
+        if layer == FOUNDATION:
+            assert GRAPH[module] <= {"stream_release.errors"}, module
+
+
+def test_no_import_cycle() -> None:
+    # Tarjan's strongly connected components; a component of more than one module is a circle
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in GRAPH[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for node in sorted(GRAPH):
+        if node not in index:
+            visit(node)
+    assert not circles, f"import circles: {circles}"
+
+
+def test_the_graph_is_read_from_the_sources() -> None:
+    # the rules above test something: the graph has the edges we know of
+    assert "stream_release.core.privacy.breach" in GRAPH["stream_release.core.privacy.strategy"]
+    assert "stream_release.pipeline.plan" in GRAPH["stream_release.pipeline.publisher"]
+    assert layer_of("stream_release.devtools.faults") == FOUNDATION
+    assert layer_of("stream_release.devtools.datasets") == "stream_release.devtools"
