@@ -45,7 +45,7 @@ import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 from numpy.typing import NDArray
@@ -218,36 +218,36 @@ class FileHistoryStore:
                 f"cannot create the history directory {str(self._dir)!r}: {exc}"
             ) from exc
         with self._locked():
-            state = self._state()
-            if c.sequence != state.sequence + 1:
+            stored = self._state()
+            if c.sequence != stored.sequence + 1:
                 raise SequenceConflict(
                     f"commit of release {c.sequence} refused: the last committed release in "
-                    f"{str(self._dir)!r} is {state.sequence}, so the next must be "
-                    f"{state.sequence + 1}"
+                    f"{str(self._dir)!r} is {stored.sequence}, so the next must be "
+                    f"{stored.sequence + 1}"
                 )
-            if c.values[: len(state.values)] != state.values:
+            if c.values[: len(stored.values)] != stored.values:
                 raise SequenceConflict(
                     f"commit of release {c.sequence} refused: the stored value dictionary "
-                    f"({len(state.values)} values) is not a prefix of the given one "
+                    f"({len(stored.values)} values) is not a prefix of the given one "
                     f"({len(c.values)} values); reload the dictionary and plan the release again"
                 )
-            if check is not None and state.key_check not in (None, check):
+            if check is not None and stored.key_check not in (None, check):
                 raise KeyMismatch(key_mismatch_message(repr(self)))
             # The given individuals in pseudonym order, as a CSR over c.entries.
             new_ps = c.pseudonyms[c.order]
             new_starts = c.indptr[:-1][c.order]
             new_counts = np.diff(c.indptr)[c.order]
             merged = merge_rows(
-                state.pseudonyms,
-                state.indptr,
-                state.entries,
+                stored.pseudonyms,
+                stored.indptr,
+                stored.entries,
                 new_ps,
                 new_starts,
                 new_counts,
                 c.entries,
             )
-            states = {**state.state, **new_entries} if new_entries else state.state
-            recorded = state.key_check if state.key_check is not None else check
+            states = {**stored.state, **new_entries} if new_entries else stored.state
+            recorded = stored.key_check if stored.key_check is not None else check
             new_state = _State(c.sequence, *merged, c.values, states, recorded)
             self._write_atomic(self._record_path(c.sequence), lambda f: f.write(c.record))
             self._write_atomic(self._path, lambda f: _save(f, new_state))
@@ -403,18 +403,17 @@ def _unpack_state(
 
 
 def _save(f: BinaryIO, state: _State) -> None:
-    extra: dict[str, NDArray[np.uint8]] = {}
+    # Any: np.savez's keywords also include ``allow_pickle: bool``
+    arrays: dict[str, Any] = _pack_state(state.state)
     if state.key_check is not None:
-        extra["key_check"] = np.frombuffer(state.key_check, dtype=np.uint8)
-    np.savez(
-        f,
-        **_pack_state(state.state),
-        **extra,
-        sequence=np.int64(state.sequence),
-        pseudonyms=state.pseudonyms,
-        indptr=state.indptr,
-        value=state.entries["value"],
-        log_p=state.entries["log_p"],
-        links=state.entries["links"],
-        values=np.array(state.values, dtype=str) if state.values else np.zeros(0, dtype="U1"),
-    )
+        arrays["key_check"] = np.frombuffer(state.key_check, dtype=np.uint8)
+    arrays |= {
+        "sequence": np.int64(state.sequence),
+        "pseudonyms": state.pseudonyms,
+        "indptr": state.indptr,
+        "value": state.entries["value"],
+        "log_p": state.entries["log_p"],
+        "links": state.entries["links"],
+        "values": np.array(state.values, dtype=str) if state.values else np.zeros(0, dtype="U1"),
+    }
+    np.savez(f, **arrays)

@@ -55,6 +55,7 @@ from these methods.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -161,8 +162,7 @@ class RedisKeys:
         digits[:, 0::2] = _HEX_DIGITS[raw >> 4]
         digits[:, 1::2] = _HEX_DIGITS[raw & 0x0F]
         out[:, head.size + hex_width :] = tail
-        keys: list[bytes] = out.view(f"S{width}").reshape(n).tolist()
-        return keys
+        return cast("list[bytes]", out.view(f"S{width}").reshape(n).tolist())
 
     @property
     def labels(self) -> str:

@@ -225,7 +225,7 @@ class Pseudonymizer:
         try:
             for item in items:
                 h = copy()
-                h.update(encode(item, "utf-8"))  # type: ignore[arg-type]
+                h.update(encode(item, "utf-8"))
                 append(h.digest())
         except TypeError:
             kind = type(item).__name__

@@ -157,7 +157,7 @@ class RedisHistoryStore:
         if seq < 1:
             return None
         raw = self._call(f"read record {seq}", lambda: self._client.get(self._keys.record(seq)))
-        return None if raw is None else bytes(raw)
+        return None if raw is None else _as_bytes(raw)
 
     def load(self, pseudonyms: NDArray[np.bytes_]) -> HistoryRows:
         """History of ``pseudonyms`` (n,) S16, row i for ``pseudonyms[i]``.
@@ -207,7 +207,7 @@ class RedisHistoryStore:
     def key_check(self) -> bytes | None:
         """The check value of the key the history was written under (None: not recorded)."""
         raw = self._call("read the key check", lambda: self._client.get(self._keys.key_check))
-        return None if raw is None else bytes(raw)
+        return None if raw is None else _as_bytes(raw)
 
     # -- the commit --------------------------------------------------------------------------
 
@@ -299,9 +299,9 @@ class RedisHistoryStore:
             self._keys.key_check,
         )
         with self._client.pipeline(transaction=True) as pipe:
-            pipe.watch(seq_key, values_key, check_key)
+            pipe.watch(seq_key, values_key, check_key)  # type: ignore[no-untyped-call]
             recorded = pipe.get(check_key)
-            if key_check is not None and recorded is not None and bytes(recorded) != key_check:
+            if key_check is not None and recorded is not None and _as_bytes(recorded) != key_check:
                 raise KeyMismatch(key_mismatch_message(repr(self)))
             current = self._parse_sequence(pipe.get(seq_key))
             if current != sequence - 1:
@@ -320,13 +320,17 @@ class RedisHistoryStore:
             pipe.multi()
             step = 2 * CHUNK
             for start in range(0, len(mset_args), step):
-                pipe.execute_command("MSET", *mset_args[start : start + step])
+                pipe.execute_command(  # type: ignore[no-untyped-call]
+                    "MSET", *mset_args[start : start + step]
+                )
             for start in range(0, len(emptied), CHUNK):
                 pipe.delete(*emptied[start : start + CHUNK])
             if len(values) > len(stored):
                 pipe.rpush(values_key, *values[len(stored) :])
             for start in range(0, len(state_args), step):
-                pipe.execute_command("MSET", *state_args[start : start + step])
+                pipe.execute_command(  # type: ignore[no-untyped-call]
+                    "MSET", *state_args[start : start + step]
+                )
             pipe.set(self._keys.record(sequence), record)
             if key_check is not None and recorded is None:
                 pipe.set(check_key, key_check)
@@ -369,14 +373,20 @@ class RedisHistoryStore:
                 "number: the store is corrupt"
             ) from None
 
-    def _decode_values(self, raw: Iterable[bytes]) -> tuple[str, ...]:
+    def _decode_values(self, raw: Iterable[bytes | str]) -> tuple[str, ...]:
         try:
-            return tuple(bytes(v).decode("utf-8") for v in raw)
+            return tuple(_as_bytes(v).decode("utf-8") for v in raw)
         except UnicodeDecodeError:
             raise HistoryStoreError(
                 f"Redis list {self._keys.values!r} on {self._where} holds a value that is not "
                 "UTF-8: the store is corrupt"
             ) from None
+
+
+def _as_bytes(reply: bytes | str) -> bytes:
+    """A Redis reply as bytes (the clients here never decode replies; redis-py's types allow
+    either)."""
+    return reply if isinstance(reply, bytes) else reply.encode("utf-8")
 
 
 def redact_url(url: str) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -31,6 +31,9 @@ def pseudonym_hex(pseudonyms: NDArray[np.bytes_]) -> list[str]:
 
 ENTRY_DTYPE = np.dtype([("value", "<u4"), ("log_p", "<f8"), ("links", "<u4")])
 """One (value, log_p, links) history entry as stored: 16 bytes little-endian."""
+
+
+_Scalar = TypeVar("_Scalar", bound=np.generic)
 
 
 @dataclass(frozen=True, eq=False)
@@ -76,8 +79,8 @@ class HistoryRows:
 
 
 def gather_rows(
-    entries: NDArray[np.void], starts: NDArray[np.int64], counts: NDArray[np.int64]
-) -> tuple[NDArray[np.int64], NDArray[np.void]]:
+    entries: NDArray[_Scalar], starts: NDArray[np.int64], counts: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], NDArray[_Scalar]]:
     """CSR of the rows ``entries[starts[i] : starts[i] + counts[i]]``, vectorised.
 
     Entry j of the output, in row i, comes from ``starts[i] + (j - indptr[i])``: one

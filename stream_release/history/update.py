@@ -35,7 +35,17 @@ def merge_linkages(
 
 
 @njit(cache=True)
-def _merge(o_ptr, o_val, o_logp, o_links, rows, groups, p_ptr, p_val, p_fac):  # pragma: no cover
+def _merge(  # pragma: no cover
+    o_ptr: NDArray[np.int64],
+    o_val: NDArray[np.int32],
+    o_logp: NDArray[np.float64],
+    o_links: NDArray[np.int32],
+    rows: NDArray[np.int64],
+    groups: NDArray[np.int64],
+    p_ptr: NDArray[np.int64],
+    p_val: NDArray[np.int64],
+    p_fac: NDArray[np.float64],
+) -> tuple[NDArray[np.int64], NDArray[np.int32], NDArray[np.float64], NDArray[np.int32]]:
     n = rows.shape[0]
     indptr = np.zeros(n + 1, np.int64)
     for i in range(n):  # pass 1: sizes of the unions

@@ -39,6 +39,9 @@ from stream_release.errors import ConfigError, InvalidParameter, KafkaError
 CLIENT_ERRORS: tuple[type[BaseException], ...] = (aiokafka_errors.KafkaError, OSError)
 """What an aiokafka call raises when the cluster fails (``TimeoutError`` is an ``OSError``)."""
 
+_CONNECT_ERRORS: tuple[type[BaseException], ...] = (*CLIENT_ERRORS, KeyError)
+"""What a connection attempt raises: a ``KeyError`` is a SCRAM reply without ``'v'``."""
+
 _BOOTSTRAP_FIX = (
     "check that kafka.bootstrap (SR_KAFKA_BOOTSTRAP) names a running broker reachable from here"
 )
@@ -295,7 +298,7 @@ async def connection_problem(settings: KafkaSettings) -> BaseException | None:
                 sasl_plain_username=options.get("sasl_plain_username"),
                 sasl_plain_password=options.get("sasl_plain_password"),
             )
-        except (*CLIENT_ERRORS, KeyError) as exc:  # KeyError: a SCRAM reply without 'v'
+        except _CONNECT_ERRORS as exc:
             if not isinstance(exc, OSError | aiokafka_errors.KafkaConnectionError):
                 return exc
             found = exc
@@ -367,7 +370,7 @@ def _ssl_context(settings: KafkaSettings) -> ssl.SSLContext:
         "ssl_keyfile": settings.ssl_keyfile,
     }
     try:
-        return create_ssl_context(
+        context: ssl.SSLContext = create_ssl_context(
             cafile=settings.ssl_cafile,
             certfile=settings.ssl_certfile,
             keyfile=settings.ssl_keyfile,
@@ -378,3 +381,4 @@ def _ssl_context(settings: KafkaSettings) -> ssl.SSLContext:
             f"config kafka: cannot load the TLS files ({given or 'system CAs'}): "
             f"{getattr(exc, 'strerror', None) or exc}; check that they exist and are PEM"
         ) from exc
+    return context

@@ -14,7 +14,7 @@ import json
 from enum import StrEnum
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -234,7 +234,7 @@ class Rejected(_Message):
     _reason: RejectReason = PrivateAttr(default=RejectReason.INVALID_FIELD)
 
     @classmethod
-    def because(cls, reason: RejectReason, **fields: Any) -> Rejected:
+    def because(cls, reason: RejectReason, **fields: Any) -> Self:
         """A :class:`Rejected` of ``fields`` whose :attr:`reason` is ``reason``."""
         rejected = cls(**fields)
         rejected._reason = reason

@@ -84,7 +84,7 @@ def tagged_assignor(tag: bytes) -> type[RoundRobinPartitionAssignor]:
     """aiokafka's round-robin assignor (same protocol name, same assignment) whose member
     metadata carries ``tag``."""
 
-    class TaggedRoundRobin(RoundRobinPartitionAssignor):
+    class TaggedRoundRobin(RoundRobinPartitionAssignor):  # type: ignore[misc]  # untyped
         @classmethod
         def metadata(cls, topics: Any) -> ConsumerProtocolMemberMetadata:
             return ConsumerProtocolMemberMetadata(cls.version, list(topics), tag)

@@ -118,6 +118,7 @@ class Redactor:
         with ``key``, as it is sent: unchanged in ``"full"`` mode, redacted otherwise."""
         fields = rejected.model_dump()
         if self.mode == "redact":
+            hidden: list[Any]
             if rejected.reason is RejectReason.OVERSIZE:
                 raw, hidden = self._opaque(value), []
             else:

@@ -33,8 +33,9 @@ import logging
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from importlib import resources
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple, TypeVar, cast
 
 import numpy as np
 import orjson
@@ -225,7 +226,7 @@ class RedisStaging:
                 pseudonyms[start : start + BATCH], rows[start : start + BATCH], strict=True
             ):
                 args += [p, r]
-            codes = self._call("stage rows", lambda a=args: self._stage_rows(keys=keys, args=a))
+            codes = self._call("stage rows", partial(self._stage_rows, keys=keys, args=args))
             if start + BATCH < len(rows):
                 kill_point("stage_partial")
             outcomes = [_STAGE_OUTCOMES[c] for c in codes[:-1]]
@@ -295,7 +296,8 @@ class RedisStaging:
     def status_outbox(self) -> list[bytes]:
         """The status messages not yet sent, oldest first."""
         key = self._keys.status_outbox
-        return list(self._call("read the status outbox", lambda: self._client.lrange(key, 0, -1)))
+        sent = self._call("read the status outbox", lambda: self._client.lrange(key, 0, -1))
+        return cast("list[bytes]", list(sent))
 
     def status_sent(self, count: int) -> None:
         """Drop the ``count`` oldest status messages (sent)."""
@@ -307,7 +309,7 @@ class RedisStaging:
         raw = self._call(
             "list open releases", lambda: self._client.smembers(self._keys.open_labels)
         )
-        return sorted(x.decode("utf-8") for x in raw)
+        return sorted(x.decode("utf-8") for x in cast("set[bytes]", raw))
 
     def ready(self) -> list[ReleaseStatus]:
         """The releases that can be cut now."""
@@ -325,7 +327,10 @@ class RedisStaging:
             codes = np.frombuffer(copy.codes, dtype=np.int32)
             distinct = list(copy.distinct)
         else:
-            raw = self._call("read staged rows", lambda: self._client.hgetall(key))
+            raw = cast(
+                "dict[bytes, bytes]",
+                self._call("read staged rows", lambda: self._client.hgetall(key)),
+            )
             unsorted = np.array(list(raw), dtype=PSEUDONYM_DTYPE)
             numbers: dict[bytes, int] = {}
             codes = np.fromiter(

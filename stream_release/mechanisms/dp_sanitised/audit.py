@@ -121,7 +121,7 @@ def _spec(where: str, entry: object) -> dict[str, Any]:
         if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
             raise ValueError(f"{where}.bounds = {entry['bounds']!r}: need finite lo <= hi")
         step = entry.get("resolution")
-        if step is not None and not (isinstance(step, numbers.Real) and step > 0):
+        if step is not None and not (isinstance(step, numbers.Real) and float(step) > 0):
             raise ValueError(f"{where}.resolution = {step!r}: not a number > 0")
         return {"type": "numeric", "bounds": [lo, hi], "resolution": step, "weight": weight}
     if entry["type"] == "categorical":
@@ -185,8 +185,8 @@ def _check_parameters(
     if not (
         isinstance(cap_e, numbers.Real)
         and isinstance(cap_d, numbers.Real)
-        and eps <= cap_e * (1 + BUDGET_RTOL)
-        and dlt <= cap_d * (1 + BUDGET_RTOL)
+        and eps <= float(cap_e) * (1 + BUDGET_RTOL)
+        and dlt <= float(cap_d) * (1 + BUDGET_RTOL)
     ):
         problems.append(
             f"mechanism.budget = {budget!r}: caps must be numbers >= one record's "

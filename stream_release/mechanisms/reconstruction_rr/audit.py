@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from stream_release.mechanisms.reconstruction_rr.settings import (
     KIND,
@@ -68,7 +68,8 @@ def verify_release(manifest: Mapping[str, Any], lines: Sequence[Mapping[str, Any
         return [f"manifest parameters are invalid: {exc}"]
     if block.get("m") != settings.m:
         problems.append(f"manifest m = {block.get('m')!r} but its domain has {settings.m} values")
-    stated = block.get("cap") if isinstance(block.get("cap"), Mapping) else {}
+    cap_block = block.get("cap")
+    stated = cap_block if isinstance(cap_block, Mapping) else {}
     for bound, value in settings.caps.items():
         got = stated.get(bound)
         if not _is_number(got) or not math.isclose(got, value, rel_tol=_REL_TOL):
@@ -103,10 +104,10 @@ def verify_release(manifest: Mapping[str, Any], lines: Sequence[Mapping[str, Any
                 qid_names = names
             elif names != qid_names:
                 problems.append(f"{where}: qid attributes {list(names)}, others {list(qid_names)}")
-            key = _canonical(qid)
-            if key in seen_qids:
+            canonical = _canonical(qid)
+            if canonical in seen_qids:
                 problems.append(f"{where}: micro group {dict(qid)} published twice")
-            seen_qids.add(key)
+            seen_qids.add(canonical)
         size, trials, trials_total = (_field(line, k) for k in ("size", "trials", "trials_total"))
         weight = _field(line, "weight")
         if not (_is_int(size) and size >= 1):
@@ -205,9 +206,9 @@ def _check_counts(where: str, sensitive: Any, size: int, domain: set[str]) -> li
     return problems
 
 
-def _is_int(x: object) -> bool:
+def _is_int(x: object) -> TypeGuard[int]:
     return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
-def _is_number(x: object) -> bool:
+def _is_number(x: object) -> TypeGuard[float]:
     return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(float(x))

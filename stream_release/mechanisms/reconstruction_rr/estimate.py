@@ -76,6 +76,11 @@ def reconstruct(
             f"value = {value!r}: not in the release's sensitive domain {domain}; pick one of them"
         )
     p, m = block.get("p"), block.get("m", len(domain))
+    if not isinstance(p, (int, float)) or isinstance(p, bool):
+        raise InvalidParameter(
+            f"manifest: mechanism p = {p!r} is not a number; give the manifest of a "
+            f"{KIND!r} release"
+        )
     match = _predicate(where)
     chosen = [line for line in lines if match(line.get("qid") or {})]
     if not chosen:

@@ -15,7 +15,7 @@ import json
 import math
 import numbers
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -77,7 +77,7 @@ def verify_release(manifest: Mapping[str, Any], lines: Sequence[Mapping[str, Any
     if not isinstance(series, Mapping):
         problems.append("manifest mechanism.series is missing")
     elif manifest.get("sequence") == 1:
-        problems += _check_series(series, 1, float(epsilon), float(figures["log_delta"]))
+        problems += _check_series(series, 1, section.epsilon, float(figures["log_delta"]))
     return problems
 
 
@@ -232,5 +232,5 @@ def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
