@@ -125,13 +125,15 @@ def candidates(settings: Settings) -> list[tuple[str, dict[str, Any]]]:
 
 def _grid(settings: Settings) -> list[tuple[str, dict[str, Any]]]:
     privacy = settings.privacy
-    configured = {"strategy": privacy.strategy, "l": privacy.l}
+    configured: dict[str, Any] = {"strategy": privacy.strategy, "l": privacy.l}
     if privacy.strategy == "constant-ratio":
         configured["k_prime"] = privacy.k_prime
     elif privacy.strategy == "geometric":
         configured["alpha"] = privacy.alpha
     out = [(_name(configured) + " (configured)", configured)]
-    grid = [{"strategy": "constant-ratio", "l": privacy.l, "k_prime": k} for k in K_PRIMES]
+    grid: list[dict[str, Any]] = [
+        {"strategy": "constant-ratio", "l": privacy.l, "k_prime": k} for k in K_PRIMES
+    ]
     grid += [{"strategy": "geometric", "l": privacy.l, "alpha": a} for a in ALPHAS]
     out += [(_name(g), g) for g in grid if g != configured]
     return out

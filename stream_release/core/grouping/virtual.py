@@ -23,6 +23,7 @@ References
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -100,7 +101,7 @@ def with_candidates(table: EncodedTable, pool: EncodedTable) -> EncodedTable:
 
 def _is_number(text: str) -> bool:
     try:
-        return np.isfinite(float(text))
+        return math.isfinite(float(text))
     except ValueError:
         return False
 
