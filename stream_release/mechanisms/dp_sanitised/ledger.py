@@ -78,9 +78,9 @@ def charge(
             general.append(i)
     if general:
         people = {
-            persons[i].hex(): decode_ledger(stored[persons[i]])
+            persons[i].hex(): decode_ledger(value)
             for i in general
-            if stored[persons[i]] is not None
+            if (value := stored[persons[i]]) is not None
         }
         ledger = {"epsilon_cap": s.epsilon_budget, "delta_cap": s.delta_budget, "people": people}
         batch = ledger_charge_batch(

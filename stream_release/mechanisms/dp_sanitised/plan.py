@@ -87,6 +87,7 @@ def make_plan(s: DPSanitisedSettings, table: EncodedTable) -> TablePlan:
     specs: list[tuple[str, dict[str, Any]]] = []
     for attribute in table.attributes:
         name = attribute.name
+        spec: dict[str, Any]
         if attribute.kind == "numeric":
             if name in s.domains:  # detected from the data (schema.numeric unset)
                 raise SchemaError(
