@@ -232,7 +232,7 @@ def estimate_dp(
 ) -> NDArray[np.float64]:
     """``dp-sanitised``: the QIDs taken as published (sanitised), the sensitive value de-biased
     through randomised response's keep / other probabilities over the matching rows,
-    ``(C_s - n p_other) / (keep - p_other)`` (:func:`~stream_release.core.privacy.metric_dp.
+    ``(C_s - n p_other) / (keep - p_other)`` (:func:`~stream_release.core.privacy.metric_dp_rr.
     rr_debiased_counts` on the matching rows)."""
     return (published - rows * p_other) / (keep - p_other)
 

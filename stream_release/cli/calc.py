@@ -47,7 +47,7 @@ CALCULATORS: tuple[_Calculator, ...] = (
         "delta of Bernoulli sampling + safe k-anonymization",
         f"delta of sampling + safe k-anonymization: Theorem 3.9 of {_LQS} "
         "(Chernoff bound: Theorem 6 of the 2011 version)",
-        "sampling_dp:calc_delta",
+        "sampling_dp_calculators:calc_delta",
         (
             _Flag("k", int, "suppression threshold k >= 1"),
             _Flag("beta", float, "sampling probability, 0 < beta < 1"),
@@ -58,7 +58,7 @@ CALCULATORS: tuple[_Calculator, ...] = (
         "amplify",
         "(epsilon, delta) of an (epsilon, delta)-DP mechanism run on a beta-sample",
         f"amplification by sampling: Theorem 1 of {_LQS}",
-        "sampling_dp:calc_amplify",
+        "sampling_dp_calculators:calc_amplify",
         (
             _EPSILON,
             _Flag("delta", float, "privacy parameter delta, 0 <= delta <= 1"),

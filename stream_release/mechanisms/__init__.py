@@ -13,7 +13,8 @@
 The configuration validates the active kind's section with the registered model
 (:mod:`stream_release.config`), the publisher builds the mechanism with :func:`make_mechanism`
 (offline ``anonymize`` and the worker alike, :class:`~stream_release.pipeline.publisher.Publisher`)
-and the audit runs the kind's own ``<mode>_audit`` module (:mod:`stream_release.audit.mechanisms`).
+and the audit runs the kind's own ``<kind>/audit.py`` module
+(:mod:`stream_release.audit.mechanisms`).
 """
 
 from __future__ import annotations

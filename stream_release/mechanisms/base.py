@@ -26,17 +26,18 @@ therefore writes them into the manifest only for a release whose
 :attr:`MechanismRelease.input_statistics` is true; the private files hold them in every
 case.
 
-Registration (:mod:`stream_release.mechanisms`). A mode is one module holding its section
-model (a plain pydantic model, ``ConfigDict(extra="forbid", frozen=True)``; the TOML table
-``[mechanism.<kind with _ for ->]``), a factory (the :class:`Mechanism` class built from the
-section, or a function ``(section, settings)`` for a mode that needs the rest of the
-configuration); one :class:`Registration` line in ``MECHANISMS`` makes it available. Its
-audit is a module of its own, ``<mode>_audit`` with ``verify_series(releases) -> list[str]``,
-that imports none of the mode's release code (only its ``<mode>_params`` module and the
-privacy formulas), named in :data:`stream_release.audit.mechanisms.VERIFIERS`. A section
-model may define ``check_settings(self, settings) -> None`` (raising ``ValueError``) to check
-itself against the rest of the configuration (QID names, hierarchies) when the configuration
-is loaded.
+Registration (:mod:`stream_release.mechanisms`). A mode is one folder ``mechanisms/<kind>/``:
+its ``settings`` module holds the section model (a plain pydantic model,
+``ConfigDict(extra="forbid", frozen=True)``; the TOML table ``[mechanism.<kind with _ for ->]``),
+its ``mechanism`` module a factory (the :class:`Mechanism` class built from the section, or a
+function ``(section, settings)`` for a mode that needs the rest of the configuration); one
+:class:`Registration` line in ``MECHANISMS`` makes it available. Its audit is a module of its
+own, ``mechanisms/<kind>/audit.py`` with ``verify_series(releases) -> list[str]``, that imports
+none of the mode's release code (only its ``settings`` module and ``core``; checked by
+``tests/unit/test_layers.py``), named in :data:`stream_release.audit.mechanisms.VERIFIERS`.
+A section model may define ``check_settings(self, settings) -> None`` (raising ``ValueError``)
+to check itself against the rest of the configuration (QID names, hierarchies) when the
+configuration is loaded.
 """
 
 from __future__ import annotations
@@ -98,8 +99,13 @@ class ReleaseRandomness:
         self, purpose: str, keys: Sequence[bytes], draws: int = 1
     ) -> NDArray[np.float64]:
         """:meth:`row_words` as uniforms in [0, 1): the top 53 bits of each word."""
-        words = self.row_words(purpose, keys, draws)
-        return (words >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
+        return word_uniforms(self.row_words(purpose, keys, draws))
+
+
+def word_uniforms(words: NDArray[np.uint64]) -> NDArray[np.float64]:
+    """Uniforms in [0, 1) from uniform 64-bit words, of their shape: the top 53 bits of each
+    word times ``2^-53`` (every value a multiple of ``2^-53``, each equally likely)."""
+    return (words >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
 
 
 @dataclass(frozen=True)

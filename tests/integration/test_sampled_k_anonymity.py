@@ -32,7 +32,7 @@ from test_worker import (
 from stream_release.audit import audit_directory
 from stream_release.cli.main import main
 from stream_release.config import TopicSettings, load_settings
-from stream_release.core.privacy.sampling_dp import calc_delta
+from stream_release.core.privacy.sampling_dp_calculators import calc_delta
 from stream_release.pipeline.publisher import Publisher
 
 K, BETA, EPSILON = 10, 0.3, 1.5

@@ -25,12 +25,12 @@ from pydantic import ValidationError
 
 from stream_release.config import OutputSettings, SchemaSettings
 from stream_release.core.privacy.dp_selftest import empirical_dp_check
-from stream_release.core.privacy.metric_dp import (
+from stream_release.core.privacy.metric_dp_laplace import laplace_scale_tight
+from stream_release.core.privacy.metric_dp_lower_bounds import (
     error_lower_bound_compact,
     error_lower_bound_finite,
-    laplace_scale_tight,
-    rr_keep,
 )
+from stream_release.core.privacy.metric_dp_rr import rr_from_uniform, rr_keep
 from stream_release.core.table import EncodedTable
 from stream_release.devtools.datasets import ADULT_QID, ADULT_SENSITIVE, read_csv_table
 from stream_release.errors import ConfigError, HistoryStoreError, SchemaError
@@ -44,7 +44,6 @@ from stream_release.mechanisms.dp_sanitised.mechanism import (
     DPSanitised,
     DPSanitisedSettings,
     make_dp_sanitised,
-    rr_from_uniform,
 )
 
 KEY = b"k" * 32

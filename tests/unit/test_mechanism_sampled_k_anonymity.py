@@ -23,7 +23,8 @@ from helpers import EDUCATION_HIERARCHY
 
 from stream_release.config import SchemaSettings, Settings, load_settings
 from stream_release.core.privacy.dp_selftest import hockey_stick_divergence
-from stream_release.core.privacy.sampling_dp import calc_delta, sample_mask
+from stream_release.core.privacy.sampling_dp_calculators import calc_delta
+from stream_release.core.privacy.sampling_dp_release import sample_mask
 from stream_release.core.table import EncodedTable
 from stream_release.errors import ConfigError, SchemaError
 from stream_release.io.encoding import encode

@@ -12,21 +12,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from stream_release.core.privacy.metric_dp import (
-    _diameter,
-    _domain_size,
-    _epsilon_delta,
-    _kappa,
-    error_lower_bound_compact,
-    error_lower_bound_finite,
+from stream_release.core.privacy.metric_dp import _diameter, _domain_size, _epsilon_delta, _kappa
+from stream_release.core.privacy.metric_dp_laplace import (
     laplace_exact_delta,
     laplace_expected_error,
     laplace_scale_paper,
     laplace_scale_tight,
-    rr_exact_delta,
-    rr_expected_error,
-    rr_keep,
 )
+from stream_release.core.privacy.metric_dp_lower_bounds import (
+    error_lower_bound_compact,
+    error_lower_bound_finite,
+)
+from stream_release.core.privacy.metric_dp_rr import rr_exact_delta, rr_expected_error, rr_keep
 from stream_release.errors import InvalidParameter
 
 __all__ = [
@@ -134,13 +131,15 @@ def calc_lower_bound(
     Describe the attribute's domain D in one of two ways:
 
     * **numeric interval**: ``diameter = hi - lo`` only. Theorem 6; the mechanism is clamped
-      Laplace at the tight scale (:func:`sanitise_numeric`).
+      Laplace at the tight scale (:func:`~stream_release.core.privacy.metric_dp_laplace.
+      sanitise_numeric`).
     * **finite set of categories**: ``domain_size = m + 1``, with ``kappa`` the smallest
       distance between two distinct values and ``diameter`` the largest. Both default to 1,
       the discrete metric (all categories equally far apart). Theorem 7 (with ``kappa``) and
       Theorem 6 (with ``diameter``); the bound is the larger. The mechanism is randomised
       response; its error is reported when all distances are equal (``kappa == diameter``),
-      and otherwise needs the full metric (:func:`rr_expected_error` with ``distances``).
+      and otherwise needs the full metric (:func:`~stream_release.core.privacy.metric_dp_rr.
+      rr_expected_error` with ``distances``).
 
     Parameters
     ----------

@@ -30,13 +30,15 @@ from stream_release.core.privacy.reconstruction import (
     BOUNDS,
     Bound,
     _cap,
-    _check_cap_args,
     _check_cap_at_least_one,
+    _perturb,
+)
+from stream_release.core.privacy.reconstruction_kernels import (
+    _check_cap_args,
     _check_choice,
     _check_rng,
     _check_rows,
     _group_max,
-    _perturb,
     _runs,
 )
 

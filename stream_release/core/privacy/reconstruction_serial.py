@@ -27,17 +27,19 @@ from numpy.typing import ArrayLike, NDArray
 from stream_release.core.privacy.reconstruction import (
     BOUNDS,
     Bound,
-    _check_cap_args,
     _check_cap_at_least_one,
+    _perturb,
+)
+from stream_release.core.privacy.reconstruction_algorithm import _systematic
+from stream_release.core.privacy.reconstruction_kernels import (
+    _check_cap_args,
     _check_choice,
     _check_codes,
     _check_rng,
     _check_rows,
     _int_array,
-    _perturb,
     _runs,
 )
-from stream_release.core.privacy.reconstruction_algorithm import _systematic
 from stream_release.core.privacy.validation import check_domain_size, check_open_probability
 from stream_release.errors import InvalidParameter
 

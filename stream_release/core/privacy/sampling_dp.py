@@ -15,23 +15,31 @@ The release ``SDGS(D; g, k, beta)``: keep each record independently with probabi
 Here ``n`` is the (adversarially chosen) number of records of D in the cell of the target
 record ``t``, counting ``t``, and ``j`` the number of copies of that cell in the output.
 
-What this module provides (pure functions: no I/O, no clock, no global random state):
+What these modules provide (pure functions: no I/O, no clock, no global random state):
 
-* the accounting: :func:`gamma`, :func:`epsilon_min`, :func:`delta_of` (with
+* the accounting, here: :func:`gamma`, :func:`epsilon_min`, :func:`delta_of` (with
   :func:`log_delta_of` and :func:`worst_group_size`), the Chernoff closed form
   :func:`delta_chernoff` (Theorem 6 of [LQS11]_), the :math:`\epsilon_1`-safe variant
-  :func:`delta_of_eps_safe` (Theorem 3.11 of [LQS12]_), amplification by sampling
-  :func:`amplify` (Theorem 1 of [LQS12]_) and basic composition :func:`compose_basic`;
-* the two data steps of one release: :func:`sample_mask` (a fresh :math:`\Lambda_\beta`) and
-  :func:`safe_k_anonymize_mask` (k-suppression of generalized tuples);
-* the calculators behind ``stream-release calc delta`` / ``calc amplify``:
-  :func:`calc_delta` and :func:`calc_amplify`, returning plain dicts.
+  :func:`delta_of_eps_safe` (Theorem 3.11 of [LQS12]_);
+* amplification by sampling (Theorem 1 of [LQS12]_) and basic composition, in
+  :mod:`stream_release.core.privacy.sampling_dp_budget`: :func:`~stream_release.core.privacy.
+  sampling_dp_budget.amplify`, :func:`~stream_release.core.privacy.sampling_dp_budget.
+  compose_basic`;
+* the two data steps of one release, in :mod:`stream_release.core.privacy.sampling_dp_release`:
+  :func:`~stream_release.core.privacy.sampling_dp_release.sample_mask` (a fresh
+  :math:`\Lambda_\beta`) and :func:`~stream_release.core.privacy.sampling_dp_release.
+  safe_k_anonymize_mask` (k-suppression of generalized tuples);
+* the calculators behind ``stream-release calc delta`` / ``calc amplify``, in
+  :mod:`stream_release.core.privacy.sampling_dp_calculators`: :func:`~stream_release.core.
+  privacy.sampling_dp_calculators.calc_delta` and :func:`~stream_release.core.privacy.
+  sampling_dp_calculators.calc_amplify`, returning plain dicts.
 
 Scope and sharp edges (see the digest ``seed-sampling-kanon-dp.md``)
 ---------------------------------------------------------------------
 * Sampling must be Bernoulli (independent coins), fresh for every release. A DPS-only mechanism
   such as SDGS must be the only thing computed on its sample ([LQS12]_ §2.6); releases on
-  fresh samples compose by :func:`compose_basic` ([LQS12]_ §2.7).
+  fresh samples compose by :func:`~stream_release.core.privacy.sampling_dp_budget.compose_basic`
+  ([LQS12]_ §2.7).
 * ``g`` must not depend on the data (strongly-safe, Definition 3.7), or be chosen by an
   :math:`\epsilon_1`-DP mechanism (:func:`delta_of_eps_safe`).
 * :math:`d \ge \beta^k` for every :math:`\epsilon`: a cell of exactly ``k`` records, all
@@ -50,17 +58,14 @@ References
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import NDArray
 from scipy.special import logsumexp, rel_entr
 from scipy.stats import binom
 
 from stream_release.core.privacy.validation import (
     check_beta,
-    check_count,
-    check_delta,
     check_epsilon,
     check_k,
 )
@@ -408,261 +413,3 @@ def delta_chernoff(k: int, beta: float, epsilon: float) -> float:
     '1.8728e-05'
     """
     return math.exp(log_delta_chernoff(k, beta, epsilon))
-
-
-# --- amplification and composition --------------------------------------------------------------
-
-
-def amplify(epsilon: float, delta: float, beta: float) -> tuple[float, float]:
-    r"""Privacy of an :math:`(\epsilon,\delta)`-DP mechanism run on a Bernoulli sample.
-
-    Theorem 1 of [LQS12]_ with :math:`\beta_1 = 1`: if A is :math:`(\epsilon,\delta)`-DP then
-    :math:`A \circ \Lambda_\beta` is :math:`(\epsilon', \beta\delta)`-DP with
-
-    .. math:: \epsilon' = \ln(1 + \beta(e^\epsilon - 1)),
-              \quad\text{i.e.}\quad \frac{e^{\epsilon'} - 1}{e^\epsilon - 1} = \beta.
-
-    ([LQS11]_ Theorem 3 / Corollary 4 has the :math:`\delta = 0` case only.)
-
-    Parameters
-    ----------
-    epsilon : float
-        Finite, ``>= 0``.
-    delta : float
-        In ``[0, 1]``.
-    beta : float
-        Sampling probability, ``0 < beta <= 1`` (``1`` returns the input unchanged).
-
-    Returns
-    -------
-    (epsilon', delta') : tuple of float
-
-    Notes
-    -----
-    Evaluated as ``log1p(beta * expm1(epsilon))``; above ``epsilon = 700`` (where ``expm1``
-    overflows) as :math:`\epsilon + \ln(\beta + (1-\beta)e^{-\epsilon})`. Several DP
-    mechanisms may share one sample if composed first and amplified once ([LQS12]_ §2.7);
-    sampling must be Bernoulli.
-
-    Examples
-    --------
-    Table 1 of [LQS12]_: :math:`(\ln 11, 10^{-5})` at beta = 0.1 becomes
-    :math:`(\ln 2, 10^{-6})`.
-
-    >>> eps, delta = amplify(math.log(11), 1e-5, 0.1)
-    >>> round(math.exp(eps), 12), round(delta * 1e6, 12)
-    (2.0, 1.0)
-    """
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
-    beta = check_beta(beta, allow_one=True)
-    if beta == 1.0:
-        return epsilon, delta
-    if epsilon <= _EXPM1_MAX:
-        eps_out = math.log1p(beta * math.expm1(epsilon))
-    else:
-        eps_out = epsilon + math.log(beta + (1.0 - beta) * math.exp(-epsilon))
-    return eps_out, beta * delta
-
-
-def compose_basic(budgets: Iterable[tuple[float, float]]) -> tuple[float, float]:
-    r"""Basic composition of a series of :math:`(\epsilon_i, \delta_i)`-DP releases.
-
-    :math:`(\sum_i \epsilon_i, \sum_i \delta_i)`, the composition [LQS12]_ §2.7 uses for
-    releases on **fresh** samples (e.g. 50 releases of (0.02, 0) give (1, 0)). It does not
-    apply to DPS-only mechanisms sharing one sample ([LQS12]_ §2.6; [LQS11]_ Theorem 2
-    assumes independent samples).
-
-    Parameters
-    ----------
-    budgets : iterable of (epsilon, delta)
-        Each ``epsilon`` finite and ``>= 0``, each ``delta`` in ``[0, 1]``. Empty gives
-        ``(0.0, 0.0)``.
-
-    Returns
-    -------
-    (sum of epsilon, sum of delta) : tuple of float
-        Summed with ``math.fsum``. The delta sum is not capped; a value ``>= 1`` is a
-        vacuous guarantee.
-
-    Examples
-    --------
-    >>> compose_basic([(0.02, 0.0)] * 50)
-    (1.0, 0.0)
-    """
-    epsilons: list[float] = []
-    deltas: list[float] = []
-    for i, pair in enumerate(budgets):
-        try:
-            eps_i, delta_i = pair
-        except (TypeError, ValueError) as exc:
-            raise InvalidParameter(
-                f"budgets[{i}] = {pair!r}: must be a pair (epsilon, delta)"
-            ) from exc
-        epsilons.append(check_epsilon(eps_i, f"budgets[{i}].epsilon"))
-        deltas.append(check_delta(delta_i, f"budgets[{i}].delta"))
-    return math.fsum(epsilons), math.fsum(deltas)
-
-
-# --- the data steps of one release ---------------------------------------------------------------
-
-
-def sample_mask(n: int, beta: float, rng: np.random.Generator) -> NDArray[np.bool_]:
-    r"""One Bernoulli sample :math:`\Lambda_\beta`: keep each of ``n`` records w.p. ``beta``.
-
-    The sampling step of SDGS (Algorithm 4 of [LQS11]_; Theorem 3.9 and Theorem 1 of
-    [LQS12]_ assume independent coins, so the sample size is random). Draw a fresh mask for
-    every release and discard the sample afterwards.
-
-    Parameters
-    ----------
-    n : int
-        Number of records, ``>= 0``.
-    beta : float
-        Keep probability, ``0 < beta <= 1``.
-    rng : numpy.random.Generator
-        Passed in (never the global state). In production seed it from OS entropy
-        (``numpy.random.default_rng()``); the guarantee assumes the adversary cannot predict
-        the coins.
-
-    Returns
-    -------
-    (n,) bool
-        ``True`` for the kept records: ``rng.random(n) < beta``.
-    """
-    n = check_count(n)
-    beta = check_beta(beta, allow_one=True)
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(
-            f"rng = {rng!r}: must be a numpy.random.Generator (e.g. numpy.random.default_rng());"
-            " the global random state is not used"
-        )
-    return rng.random(n) < beta
-
-
-def safe_k_anonymize_mask(generalized_codes: ArrayLike, k: int) -> NDArray[np.bool_]:
-    r"""Keep-mask of k-suppression: drop every generalized tuple occurring fewer than k times.
-
-    The ``Apply(g, T, k)`` step of [LQS12]_ §3.2 (Algorithm 3/4 of [LQS11]_) on already
-    generalized rows. Privacy (Theorem 3.9 of [LQS12]_) needs the generalization to be fixed
-    before seeing the data, every attribute treated as a QID, and ``T`` a fresh Bernoulli
-    sample (:func:`sample_mask`).
-
-    Parameters
-    ----------
-    generalized_codes : (n_records, n_attributes) int array
-        Row ``i`` is the generalized tuple ``g(t_i)`` as integer codes.
-    k : int
-        Suppression threshold, ``>= 1``.
-
-    Returns
-    -------
-    (n_records,) bool
-        ``True`` where the row's generalized tuple occurs ``>= k`` times in the input.
-
-    Examples
-    --------
-    >>> safe_k_anonymize_mask([[1, 2], [1, 2], [3, 4], [1, 2]], 2).tolist()
-    [True, True, False, True]
-    """
-    k = check_k(k)
-    codes = np.asarray(generalized_codes)
-    if codes.ndim != 2:
-        raise InvalidParameter(
-            f"generalized_codes has shape {codes.shape}: must be a 2-D "
-            "(n_records, n_attributes) integer array"
-        )
-    if codes.size and not np.issubdtype(codes.dtype, np.integer):
-        raise InvalidParameter(
-            f"generalized_codes has dtype {codes.dtype}: must hold integer codes "
-            "(encode values to ints once, at ingestion)"
-        )
-    n_records, n_attributes = codes.shape
-    if n_records == 0:
-        return np.zeros(0, dtype=np.bool_)
-    if n_attributes == 0:  # every row is the empty tuple: one cell of n_records
-        return np.full(n_records, n_records >= k, dtype=np.bool_)
-    _, inverse, counts = np.unique(codes, axis=0, return_inverse=True, return_counts=True)
-    return counts[inverse.reshape(-1)] >= k
-
-
-# --- calculators (stream-release calc ...) -------------------------------------------------------
-
-
-def calc_delta(k: int, beta: float, epsilon: float) -> dict[str, float | int | bool]:
-    r"""Everything ``stream-release calc delta --k K --beta B --epsilon E`` reports.
-
-    Theorem 3.9 of [LQS12]_ (δ), Theorem 6 of [LQS11]_ (Chernoff bound), Definition 3 of
-    [LQS12]_ (DPS needs ``beta > delta``). Plain JSON-serialisable values:
-
-    ``k, beta, epsilon``
-        the inputs (validated);
-    ``epsilon_min``
-        :math:`-\ln(1-\beta)`;
-    ``gamma``
-        :math:`1 - (1-\beta)e^{-\epsilon}`;
-    ``delta, log_delta, log10_delta``
-        :math:`d(k,\beta,\epsilon)`, its natural and decimal log (``delta`` may underflow to
-        0.0; the logs do not);
-    ``argmax_n, n_m``
-        the maximizing cell size and the paper's :math:`\lceil k/\gamma - 1\rceil`;
-    ``delta_chernoff, log_delta_chernoff``
-        the closed-form upper bound;
-    ``delta_floor, log_delta_floor``
-        :math:`\beta^k`, below which no δ is reachable;
-    ``dps``
-        ``delta < beta``, i.e. the release is :math:`(\beta,\epsilon,\delta)`-DPS.
-
-    Examples
-    --------
-    >>> report = calc_delta(20, 0.1, 1.0)
-    >>> report["argmax_n"], f"{report['delta']:.3g}", report["dps"]
-    (29, '4.07e-14', True)
-    """
-    k, beta, epsilon = _validated(k, beta, epsilon)
-    log_d, argmax_n = _d_kernel(k, beta, epsilon)
-    n_m = int(_plateau_ends(np.array([k], dtype=np.int64), _odds_r(beta, epsilon))[0])
-    log_chernoff = log_delta_chernoff(k, beta, epsilon)
-    log_floor = k * math.log(beta)
-    return {
-        "k": k,
-        "beta": beta,
-        "epsilon": epsilon,
-        "epsilon_min": -math.log1p(-beta),
-        "gamma": -math.expm1(math.log1p(-beta) - epsilon),
-        "delta": math.exp(log_d),
-        "log_delta": log_d,
-        "log10_delta": log_d / math.log(10.0),
-        "argmax_n": argmax_n,
-        "n_m": n_m,
-        "delta_chernoff": math.exp(log_chernoff),
-        "log_delta_chernoff": log_chernoff,
-        "delta_floor": math.exp(log_floor),
-        "log_delta_floor": log_floor,
-        "dps": log_d < math.log(beta),
-    }
-
-
-def calc_amplify(epsilon: float, delta: float, beta: float) -> dict[str, float]:
-    r"""Everything ``stream-release calc amplify --epsilon E --delta D --beta B`` reports.
-
-    Theorem 1 of [LQS12]_ (see :func:`amplify`). Plain JSON-serialisable values: the inputs
-    ``epsilon, delta, beta`` and the outputs ``epsilon_amplified, delta_amplified``.
-
-    Examples
-    --------
-    >>> report = calc_amplify(1.0, 0.0, 0.1)
-    >>> round(report["epsilon_amplified"], 3), report["delta_amplified"]
-    (0.159, 0.0)
-    """
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
-    beta = check_beta(beta, allow_one=True)
-    eps_out, delta_out = amplify(epsilon, delta, beta)
-    return {
-        "epsilon": epsilon,
-        "delta": delta,
-        "beta": beta,
-        "epsilon_amplified": eps_out,
-        "delta_amplified": delta_out,
-    }

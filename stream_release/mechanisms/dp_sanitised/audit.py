@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from stream_release.core.privacy.dp_budget import BUDGET_RTOL, split_budget
-from stream_release.core.privacy.metric_dp import rr_debiased_counts
+from stream_release.core.privacy.metric_dp_rr import rr_debiased_counts
 from stream_release.core.privacy.validation import check_delta, check_epsilon
 from stream_release.errors import InvalidParameter
 from stream_release.mechanisms.dp_sanitised.settings import (
@@ -48,7 +48,7 @@ def verify_release(manifest: Mapping[str, Any], lines: Sequence[Mapping[str, Any
     errors and Theorem 6/7 lower bounds, the parameters digest; checks every numeric value
     inside its bounds (and on its grid), every category inside its domain, every line's
     sensitive counts summing to its size, no two lines with the same sanitised row, and the
-    dashboard counts against the lines (:func:`~stream_release.core.privacy.metric_dp.
+    dashboard counts against the lines (:func:`~stream_release.core.privacy.metric_dp_rr.
     rr_debiased_counts` of the published sanitised values).
 
     Parameters

@@ -20,14 +20,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from stream_release.core.privacy.discrete_laplace import GridLaplace, grid_laplace
 from stream_release.core.privacy.dp_budget import BUDGET_RTOL
-from stream_release.core.privacy.metric_dp import (
+from stream_release.core.privacy.metric_dp_laplace import laplace_scale_paper, laplace_scale_tight
+from stream_release.core.privacy.metric_dp_lower_bounds import (
     error_lower_bound_compact,
     error_lower_bound_finite,
-    laplace_scale_paper,
-    laplace_scale_tight,
-    rr_expected_error,
-    rr_keep,
 )
+from stream_release.core.privacy.metric_dp_rr import rr_expected_error, rr_keep
 from stream_release.core.privacy.validation import check_delta, check_epsilon
 from stream_release.errors import ConfigError
 

@@ -17,7 +17,7 @@ What is fixed data-independently
   ``domain_hierarchy``, e.g. ``adult_hierarchy_occupation.csv``), never the values seen so far.
   A snapshot value outside the domain is refused (:class:`~stream_release.errors.SchemaError`).
 * The cap: ``f = 1`` for every group (``cap_policy = "worst_case"`` of :func:`~stream_release.
-  privacy.reconstruction_algorithm.rp_randomize`); a per-group ``s(f_max)`` would leak
+  core.privacy.reconstruction_algorithm.rp_randomize`); a per-group ``s(f_max)`` would leak
   ``f_max`` through the published counts and fall below trials already published when a group
   drifts.
 
@@ -92,6 +92,7 @@ import orjson
 from numpy.typing import NDArray
 
 from stream_release.core.grouping.generalize import generalize_groups
+from stream_release.core.privacy.reconstruction import perturb_from_uniforms
 from stream_release.core.privacy.reconstruction_serial import serial_rp_randomize
 from stream_release.core.table import EncodedTable
 from stream_release.errors import (
@@ -115,6 +116,7 @@ from stream_release.mechanisms.reconstruction_rr.settings import (
     SERIAL_RULE,
     ReconstructionRRSettings,
 )
+from stream_release.mechanisms.rows import distinct_rows, exact_bytes
 
 __all__ = [
     "KIND",
@@ -333,13 +335,12 @@ class ReconstructionRR:
     def _sticky(
         self, randomness: ReleaseRandomness, row_keys: Sequence[bytes], codes: NDArray[np.int64]
     ) -> NDArray[np.int64]:
-        """Eq. (1) with keyed uniforms: keep if ``u0 < p``, else ``floor(u1 m)``."""
+        """Eq. (1) with keyed uniforms: keep if ``u0 < p``, else ``floor(u1 m)``
+        (:func:`~stream_release.core.privacy.reconstruction.perturb_from_uniforms`)."""
         if not row_keys:
             return np.zeros(0, dtype=np.int64)
-        m = self.settings.m
         u = randomness.row_uniforms("perturb", row_keys, draws=2)
-        replacement = np.minimum((u[:, 1] * m).astype(np.int64), m - 1)
-        return np.where(u[:, 0] < self.settings.p, codes, replacement)
+        return perturb_from_uniforms(codes, u, self.settings.p, self.settings.m)
 
     def _counts(
         self, group: NDArray[np.int64], published: NDArray[np.int64], n_groups: int
@@ -362,13 +363,7 @@ def _micro_groups(qid: NDArray[np.int32]) -> NDArray[np.int64]:
         return np.zeros(0, dtype=np.int64)
     if qid.ndim != 2 or qid.shape[1] == 0:
         return np.zeros(n, dtype=np.int64)
-    order = np.lexsort(qid.T[::-1])
-    ordered = qid[order]
-    new = np.ones(n, dtype=bool)
-    new[1:] = np.any(ordered[1:] != ordered[:-1], axis=1)
-    group = np.empty(n, dtype=np.int64)
-    group[order] = np.cumsum(new) - 1
-    return group
+    return distinct_rows(qid)[1]
 
 
 def _keyed_hash(secret: bytes) -> Callable[[bytes], bytes]:
@@ -390,9 +385,7 @@ def _exact_bytes(pseudonyms: NDArray[Any]) -> list[bytes]:
         raise InvalidParameter(
             f"pseudonyms: dtype {pseudonyms.dtype}, need fixed-width bytes (S16 keyed hashes)"
         )
-    width = pseudonyms.dtype.itemsize
-    raw = np.ascontiguousarray(pseudonyms).tobytes()
-    return [raw[i : i + width] for i in range(0, len(raw), width)]
+    return exact_bytes(pseudonyms)
 
 
 def _parse_count(entry: bytes | None) -> int:

@@ -19,7 +19,7 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
-from stream_release.core.privacy.sampling_dp import compose_basic
+from stream_release.core.privacy.sampling_dp_budget import compose_basic
 from stream_release.mechanisms.sampled_k_anonymity.settings import (
     _REL_TOL,
     KIND,

@@ -4,8 +4,9 @@ Each release runs ``SDGS(D; g, k, beta)`` (Algorithm 4 of [LQS11]_; Theorem 3.9 
 on its snapshot ``D``:
 
 1. *Sample.* Keep each row independently with probability ``beta`` (Bernoulli sampling
-   :math:`\Lambda_\beta`, :func:`~stream_release.core.privacy.sampling_dp.sample_mask`): one coin
-   per row, drawn from ``randomness.generator("sample")`` over the rows in pseudonym order.
+   :math:`\Lambda_\beta`, :func:`~stream_release.core.privacy.sampling_dp_release.
+   sample_mask`): one coin per row, drawn from ``randomness.generator("sample")`` over the rows
+   in pseudonym order.
    The generator is keyed by the pseudonymisation key and the release's sequence, so every
    release draws a fresh sample (what the series total below needs), a release cut again
    (after a crash, or offline on the same snapshot) draws the same one, and nobody without
@@ -24,7 +25,7 @@ on its snapshot ``D``:
    Nothing of ``g`` is derived from the data (no ranges, quantiles or detected types:
    the configuration must declare numeric QIDs in ``schema.numeric``).
 3. *Suppress* every generalized tuple occurring fewer than ``k`` times
-   (:func:`~stream_release.core.privacy.sampling_dp.safe_k_anonymize_mask`).
+   (:func:`~stream_release.core.privacy.sampling_dp_release.safe_k_anonymize_mask`).
 
 **The sensitive value is part of the tuple.** Both papers prove the theorem for the
 strengthened k-anonymity in which *every* attribute is a quasi-identifier ([LQS12]_ Def. 3.6,
@@ -48,10 +49,10 @@ The guarantee (manifest ``mechanism`` block)
 --------------------------------------------
 * ``epsilon``, ``delta``: the release is :math:`(\epsilon, \delta)`-DP for neighbours that add
   or remove one record, with :math:`\delta = d(k, \beta, \epsilon)` of Theorem 3.9 of [LQS12]_
-  (Theorem 1 of [LQS11]_), computed exactly (:func:`~stream_release.core.privacy.sampling_dp.
-  calc_delta`), for any configured :math:`\epsilon \ge -\ln(1-\beta)`; also its decimal log,
-  the worst cell size, the Chernoff bound of Theorem 6 of [LQS11]_ and the floor
-  :math:`\beta^k`.
+  (Theorem 1 of [LQS11]_), computed exactly (:func:`~stream_release.core.privacy.
+  sampling_dp_calculators.calc_delta`), for any configured :math:`\epsilon \ge -\ln(1-\beta)`;
+  also its decimal log, the worst cell size, the Chernoff bound of Theorem 6 of [LQS11]_ and
+  the floor :math:`\beta^k`.
 * ``series``: releases 1..sequence each draw a fresh sample, so by basic composition
   ([LQS12]_ §2.7) a record present in all of them is protected by
   :math:`(\sum_j \epsilon_j, \sum_j \delta_j)`, summed over the releases' own parameters
@@ -84,11 +85,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from stream_release.core.privacy.sampling_dp import (
-    compose_basic,
-    safe_k_anonymize_mask,
-    sample_mask,
-)
+from stream_release.core.privacy.sampling_dp_budget import compose_basic
+from stream_release.core.privacy.sampling_dp_release import safe_k_anonymize_mask, sample_mask
 from stream_release.core.table import Attribute, EncodedTable
 from stream_release.errors import ConfigError, InvalidParameter, SchemaError
 from stream_release.io.hierarchy import load_hierarchies

@@ -25,7 +25,7 @@ from pydantic import (
     field_validator,
 )
 
-from stream_release.core.privacy.sampling_dp import calc_delta
+from stream_release.core.privacy.sampling_dp_calculators import calc_delta
 from stream_release.errors import InvalidParameter
 
 if TYPE_CHECKING:
@@ -64,8 +64,9 @@ _TOP = 1
 
 @functools.lru_cache(maxsize=64)
 def accounting(k: int, beta: float, epsilon: float) -> dict[str, float | int | bool]:
-    """:func:`~stream_release.core.privacy.sampling_dp.calc_delta` (Theorem 3.9 of [LQS12]_),
-    cached: the configuration, every release and the audit ask for the same few triples."""
+    """:func:`~stream_release.core.privacy.sampling_dp_calculators.calc_delta` (Theorem 3.9 of
+    [LQS12]_), cached: the configuration, every release and the audit ask for the same few
+    triples."""
     return calc_delta(k, beta, epsilon)
 
 

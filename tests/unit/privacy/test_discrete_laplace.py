@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from stream_release.core.privacy.discrete_laplace import MAX_STEPS, default_steps, grid_laplace
-from stream_release.core.privacy.metric_dp import laplace_expected_error
+from stream_release.core.privacy.metric_dp_laplace import laplace_expected_error
 from stream_release.errors import InvalidParameter
 
 

@@ -27,7 +27,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import integrate, stats
 
-from stream_release.core.privacy import dp_budget, dp_calculators, dp_selftest, metric_dp
+from stream_release.core.privacy import (
+    dp_budget,
+    dp_calculators,
+    dp_selftest,
+    metric_dp,
+    metric_dp_laplace,
+    metric_dp_lower_bounds,
+    metric_dp_rr,
+)
 from stream_release.core.privacy.dp_budget import (
     BUDGET_RTOL,
     compose_budget,
@@ -43,23 +51,35 @@ from stream_release.core.privacy.dp_calculators import (
     calc_rr_keep,
 )
 from stream_release.core.privacy.dp_selftest import empirical_dp_check, hockey_stick_divergence
-from stream_release.core.privacy.metric_dp import (
-    error_lower_bound_compact,
-    error_lower_bound_finite,
+from stream_release.core.privacy.metric_dp_laplace import (
     laplace_exact_delta,
     laplace_expected_error,
     laplace_scale_paper,
     laplace_scale_tight,
+    sanitise_numeric,
+)
+from stream_release.core.privacy.metric_dp_lower_bounds import (
+    error_lower_bound_compact,
+    error_lower_bound_finite,
+)
+from stream_release.core.privacy.metric_dp_rr import (
     rr_debiased_counts,
     rr_exact_delta,
     rr_expected_error,
     rr_keep,
     sanitise_categorical,
-    sanitise_numeric,
 )
 from stream_release.errors import InvalidParameter
 
-MODULES = (metric_dp, dp_budget, dp_selftest, dp_calculators)
+MODULES = (
+    metric_dp,
+    metric_dp_laplace,
+    metric_dp_rr,
+    metric_dp_lower_bounds,
+    dp_budget,
+    dp_selftest,
+    dp_calculators,
+)
 
 PROPERTY = settings(max_examples=100, deadline=None, database=None)
 LN3 = math.log(3.0)

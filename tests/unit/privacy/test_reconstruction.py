@@ -21,21 +21,24 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from stream_release.core.privacy import reconstruction as rc
+from stream_release.core.privacy import reconstruction_check as rc_check
 from stream_release.core.privacy import reconstruction_estimate as rc_estimate
 from stream_release.core.privacy.reconstruction import (
     calc_rp_cap,
     epsilon_max,
-    is_reconstruction_private,
     max_retention_probability,
-    micro_groups,
     perturb,
     perturbation_matrix,
     rp_cap,
     rp_cap_theorem_5_11,
     rp_cap_theorem_5_13,
-    tail_bounds,
 )
 from stream_release.core.privacy.reconstruction_algorithm import rp_randomize
+from stream_release.core.privacy.reconstruction_check import (
+    is_reconstruction_private,
+    micro_groups,
+    tail_bounds,
+)
 from stream_release.core.privacy.reconstruction_estimate import (
     count_variance,
     estimate_count,
@@ -55,7 +58,7 @@ BASE = {"p": 0.5, "epsilon": 0.5, "delta": 0.3}
 
 
 def test_doctests_pass() -> None:
-    results = [doctest.testmod(module) for module in (rc, rc_estimate)]
+    results = [doctest.testmod(module) for module in (rc, rc_check, rc_estimate)]
     assert sum(result.attempted for result in results) > 10
     assert sum(result.failed for result in results) == 0
 

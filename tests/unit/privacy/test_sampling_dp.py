@@ -18,10 +18,6 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from stream_release.core.privacy.sampling_dp import (
-    amplify,
-    calc_amplify,
-    calc_delta,
-    compose_basic,
     delta_chernoff,
     delta_of,
     delta_of_eps_safe,
@@ -29,10 +25,11 @@ from stream_release.core.privacy.sampling_dp import (
     gamma,
     log_delta_chernoff,
     log_delta_of,
-    safe_k_anonymize_mask,
-    sample_mask,
     worst_group_size,
 )
+from stream_release.core.privacy.sampling_dp_budget import amplify, compose_basic
+from stream_release.core.privacy.sampling_dp_calculators import calc_amplify, calc_delta
+from stream_release.core.privacy.sampling_dp_release import safe_k_anonymize_mask, sample_mask
 from stream_release.core.privacy.validation import (
     check_beta,
     check_count,
