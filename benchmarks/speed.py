@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import functools
 import hashlib
 import inspect
@@ -401,10 +400,13 @@ def instrumented(publisher: Publisher, clock: StepClock) -> Iterator[Publisher]:
     for name, obj in originals.items():
         setattr(series_module, name, clock.wrap(name, obj))
     try:
-        yield dataclasses.replace(
-            publisher,
-            store=_Timed(publisher.store, clock, "store"),
-            pseudonymizer=_Timed(publisher.pseudonymizer, clock, "pseudonymizer"),
+        yield Publisher(  # the same series, as a fresh publisher (no state carried over)
+            publisher.settings,
+            publisher.out_dir,
+            _Timed(publisher.store, clock, "store"),
+            _Timed(publisher.pseudonymizer, clock, "pseudonymizer"),
+            private_dir=publisher.private_dir,
+            new_key=publisher.new_key,
         )
     finally:
         for name, obj in originals.items():

@@ -41,8 +41,9 @@ if _typing.TYPE_CHECKING:
     from stream_release.history import make_history_store
     from stream_release.history.pseudonym import generate_key
     from stream_release.io.snapshot import read_snapshot, snapshot_from_columns
+    from stream_release.pipeline.anonymize import anonymize_files
     from stream_release.pipeline.plan import ReleasePlan, plan_release
-    from stream_release.pipeline.publisher import Publisher, anonymize_files
+    from stream_release.pipeline.publisher import Publisher
 
 try:
     __version__ = _version("stream-release")
@@ -67,7 +68,7 @@ _EXPORTS: dict[str, str] = {
     "StoreRegressed": "stream_release.errors",
     "Strategy": "stream_release.core.privacy.strategy",
     "StreamReleaseError": "stream_release.errors",
-    "anonymize_files": "stream_release.pipeline.publisher",
+    "anonymize_files": "stream_release.pipeline.anonymize",
     "audit_directory": "stream_release.audit",
     "generate_key": "stream_release.history.pseudonym",
     "load_settings": "stream_release.config",

@@ -59,8 +59,8 @@ from stream_release.devtools.local_services import (
     worker_env,
 )
 from stream_release.errors import StreamReleaseError
+from stream_release.pipeline.anonymize import anonymize_files
 from stream_release.pipeline.plan import warm_up
-from stream_release.pipeline.publisher import anonymize_files
 
 Echo = Callable[[str], None]
 

@@ -261,7 +261,7 @@ def _bounds(args: argparse.Namespace) -> int:
 
 def _anonymize(args: argparse.Namespace) -> int:
     from stream_release.config import load_settings
-    from stream_release.pipeline.publisher import anonymize_files
+    from stream_release.pipeline.anonymize import anonymize_files
 
     settings = load_settings(args.config)
 

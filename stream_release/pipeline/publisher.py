@@ -11,11 +11,9 @@ and manifests go to ``out_dir``, which can be published as a whole; the assignme
 private records, and offline the history and its key go to ``private_dir`` (default
 ``out_dir.private``, mode 0700).
 
-A run of several snapshots (:func:`anonymize_files`) is planned whole before anything is
-written: every release is first prepared against an in-memory overlay of the history
-(:class:`~stream_release.history.overlay_store.OverlayHistoryStore`), and only when all of
-them can be made are the same commits applied. A run that fails writes nothing anywhere: no
-file, no history, no key.
+A run of several snapshots (:func:`~stream_release.pipeline.anonymize.anonymize_files`) is
+planned whole before anything is written (:meth:`Publisher.dry_run`, then
+:meth:`Publisher.apply`).
 
 The store and the archive are checked against each other before every release: a store that
 lost commits (:class:`~stream_release.errors.StoreRegressed`), a key other than the one the
@@ -36,8 +34,8 @@ publisher configured with another kind than the series' last release is refused
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +43,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stream_release.config import Settings
-from stream_release.core.grouping.virtual import with_candidates
 from stream_release.core.table import EncodedTable
 from stream_release.devtools.faults import kill_point
 from stream_release.errors import ConfigError, HistoryStoreError, KeyMismatch, StoreRegressed
@@ -58,10 +55,7 @@ from stream_release.history.pseudonym import (
     resolve_key,
     write_key_file,
 )
-from stream_release.history.types import HistoryRows, HistoryStore, pseudonym_hex
-from stream_release.io.encoding import encode
-from stream_release.io.hierarchy import load_hierarchies
-from stream_release.io.registry import Registry, read_registry
+from stream_release.history.types import HistoryRows, HistoryStore
 from stream_release.io.release_files import (
     ReleaseFiles,
     ReleasePaths,
@@ -75,9 +69,9 @@ from stream_release.io.release_files import (
     published_sequences,
     stage_release,
 )
-from stream_release.io.snapshot import read_snapshot
 from stream_release.mechanisms import GLOBAL_GUARANTEE, make_mechanism
 from stream_release.mechanisms.base import Mechanism, ReleaseRandomness
+from stream_release.pipeline.candidates import CandidatePool
 from stream_release.pipeline.plan import plan_release
 from stream_release.pipeline.render import (
     render_mechanism_release,
@@ -112,51 +106,65 @@ class PreparedRelease:
         return self.files.manifest
 
 
-@dataclass(eq=False)
 class Publisher:
     """A series: where its public and private files go and where its history lives.
 
-    ``private_dir`` defaults to ``out_dir.private``. ``new_key``: the key of a new offline
-    series, whose default key file is created just before the first commit
-    (:func:`~stream_release.history.pseudonym.resolve_key`).
-    ``mechanism`` is built from ``settings.mechanism`` (``None`` for the global guarantee);
-    building it may raise :class:`~stream_release.errors.ConfigError` (e.g. a hierarchy level
-    above the hierarchy's height).
+    Parameters
+    ----------
+    settings : Settings
+        The configuration; ``settings.mechanism`` builds :attr:`mechanism`, which may raise
+        :class:`~stream_release.errors.ConfigError` (e.g. a hierarchy level above the
+        hierarchy's height).
+    out_dir : Path
+        The public directory (group lines, manifests).
+    store : HistoryStore
+        The series' history.
+    pseudonymizer : Pseudonymizer
+        The keyed hash of the ids.
+    private_dir : Path or None
+        The private directory (assignments, private records; offline, the history); default
+        ``out_dir.private``.
+    new_key : KeyMaterial or None
+        The key of a new offline series, whose default key file is created just before the
+        first commit (:func:`~stream_release.history.pseudonym.resolve_key`).
     """
 
-    settings: Settings
-    out_dir: Path
-    store: HistoryStore
-    pseudonymizer: Pseudonymizer
-    private_dir: Path | None = None
-    new_key: KeyMaterial | None = None
-    mechanism: Mechanism | None = field(default=None, init=False, repr=False)
-    kind_checked: int = field(default=0, init=False, repr=False)
-    """The last sequence whose ``mechanism.kind`` is known to be ours."""
-    registry: Registry | None = field(default=None, init=False, repr=False)
-    """The population register of virtual individuals, read at the first release, its rows in
-    pseudonym order (:attr:`registry_pseudonyms`)."""
-    registry_pseudonyms: NDArray[np.bytes_] | None = field(default=None, init=False, repr=False)
-    high_water: int = field(default=0, init=False, repr=False)
-    """The highest sequence this publisher knows was committed or published: a store whose
-    last sequence falls below it lost commits (:meth:`check_continuity`)."""
-
-    def __post_init__(self) -> None:
-        self.out_dir = Path(self.out_dir)
-        if self.private_dir is None:
-            self.private_dir = default_private_dir(self.out_dir)
-        self.mechanism = make_mechanism(self.settings)
+    def __init__(
+        self,
+        settings: Settings,
+        out_dir: Path,
+        store: HistoryStore,
+        pseudonymizer: Pseudonymizer,
+        *,
+        private_dir: Path | None = None,
+        new_key: KeyMaterial | None = None,
+    ) -> None:
+        self.settings = settings
+        self.out_dir = Path(out_dir)
+        self.store = store
+        self.pseudonymizer = pseudonymizer
+        self.private_dir = (
+            Path(private_dir) if private_dir is not None else default_private_dir(self.out_dir)
+        )
+        self.mechanism: Mechanism | None = make_mechanism(settings)
+        """The mechanism of ``[mechanism] kind``; ``None`` for the global guarantee."""
+        self.new_key = new_key
+        """The key of a new series until its key file is written (with the first commit),
+        then ``None``."""
+        self.candidates: CandidatePool | None = None
+        """The population register of virtual individuals, read at the first release that
+        uses it (``[virtual] registry``)."""
+        self.kind_checked_sequence = 0
+        """The last sequence whose record's ``mechanism.kind`` is known to be ours (0: none
+        yet)."""
+        self.highest_committed = 0
+        """The highest sequence this publisher knows was committed or published: a store whose
+        last sequence falls below it lost commits (:meth:`check_continuity`)."""
 
     @property
     def kind(self) -> str:
         """The configured ``[mechanism] kind``."""
         return self.settings.mechanism.kind
-
-    @property
-    def private(self) -> Path:
-        """The private directory (assignments, private records; offline, the history)."""
-        assert self.private_dir is not None  # set in __post_init__
-        return self.private_dir
 
     @classmethod
     def open(
@@ -198,7 +206,7 @@ class Publisher:
                 committed = store.last_sequence()
                 publisher.check_key(store)
                 publisher.check_kind(committed, store)
-                publisher.high_water = committed
+                publisher.highest_committed = committed
             else:
                 publisher.recover()
         except BaseException:
@@ -232,7 +240,7 @@ class Publisher:
                 f"releases up to {last_file}: use the --out directory and --history store of "
                 "the same series"
             )
-        self.high_water = max(self.high_water, committed, last_file)
+        self.highest_committed = max(self.highest_committed, committed, last_file)
 
     def check_key(self, store: HistoryStore) -> None:
         """Refuse a history written under another pseudonymisation key.
@@ -252,10 +260,10 @@ class Publisher:
         Raises
         ------
         StoreRegressed
-            ``committed`` (the store's last sequence) is below :attr:`high_water`.
+            ``committed`` (the store's last sequence) is below :attr:`highest_committed`.
         """
-        if committed < self.high_water:
-            raise StoreRegressed(_regressed_message(self.store, committed, self.high_water))
+        if committed < self.highest_committed:
+            raise StoreRegressed(_regressed_message(self.store, committed, self.highest_committed))
 
     def check_kind(self, last: int, store: HistoryStore | None = None) -> None:
         """Refuse to continue a series whose release ``last`` was made by another kind.
@@ -267,7 +275,7 @@ class Publisher:
             global guarantee) than this configuration.
         """
         store = store if store is not None else self.store
-        if last < 1 or self.kind_checked == last:
+        if last < 1 or self.kind_checked_sequence == last:
             return
         record = store.record(last)
         if record is None:
@@ -282,7 +290,7 @@ class Publisher:
                 "series (another --out and --history, or another history.prefix)"
             )
         if store is self.store:
-            self.kind_checked = last
+            self.kind_checked_sequence = last
 
     def publish(
         self,
@@ -339,8 +347,12 @@ class Publisher:
                 self.mechanism, table, pseudonyms, label, sequence, source, cut_label, store
             )
         virtual = None
-        if self.settings.virtual.registry is not None:
-            table, pseudonyms, virtual = self._with_candidates(table, pseudonyms, ids_given)
+        register = self.settings.virtual.registry
+        if register is not None:
+            if self.candidates is None:
+                schema = self.settings.schema
+                self.candidates = CandidatePool.read(register, schema, self.pseudonymizer)
+            table, pseudonyms, virtual = self.candidates.join_absent(table, pseudonyms, ids_given)
         history = store.load(pseudonyms)
         privacy = self.settings.privacy
         plan = plan_release(
@@ -364,8 +376,8 @@ class Publisher:
         )
         private = _private_record(label, sequence, source)
         private["suppressed"] = suppressed_record(table, plan)
-        if self.registry is not None:
-            private["registry"] = self.registry.source
+        if self.candidates is not None:
+            private["registry"] = self.candidates.registry.source
         grouped = plan.group >= 0
         listed = plan.real | grouped  # the candidates in no group are not in the release
         files = ReleaseFiles(
@@ -389,35 +401,6 @@ class Publisher:
             None,
             cut_label,
         )
-
-    def _with_candidates(
-        self, table: EncodedTable, pseudonyms: NDArray[np.bytes_], ids_are_pseudonyms: bool
-    ) -> tuple[EncodedTable, NDArray[np.bytes_], NDArray[np.bool_]]:
-        """``table`` (in pseudonym order) then every person of the register absent from it
-        (in pseudonym order), their pseudonyms, and which rows are these candidates. The
-        candidates' ids are the register's, or their pseudonyms' hex when ``table``'s ids are
-        pseudonyms (the streaming service)."""
-        if self.registry is None:
-            path = self.settings.virtual.registry
-            assert path is not None
-            schema = self.settings.schema
-            registry = read_registry(path, schema, load_hierarchies(schema))
-            known = self.pseudonymizer.pseudonyms(registry.table.ids)
-            order = np.argsort(known, kind="stable")  # once: every release's pool is in order
-            self.registry = replace(registry, table=registry.table.take(order))
-            self.registry_pseudonyms = known[order]
-        known = self.registry_pseudonyms
-        assert known is not None
-        absent = np.flatnonzero(~np.isin(known, pseudonyms, assume_unique=True))
-        pool = self.registry.table.take(absent)
-        if ids_are_pseudonyms:
-            hexes = np.empty(absent.shape[0], dtype=object)
-            hexes[:] = pseudonym_hex(known[absent])
-            pool = replace(pool, ids=hexes)
-        combined = with_candidates(table, pool)
-        virtual = np.zeros(combined.n_rows, dtype=np.bool_)
-        virtual[table.n_rows :] = True
-        return combined, np.concatenate([pseudonyms, known[absent]]), virtual
 
     def _prepare_mechanism(
         self,
@@ -503,8 +486,8 @@ class Publisher:
             key_check=self.pseudonymizer.key_check(),
         )
         kill_point("committed")
-        self.kind_checked = prepared.sequence
-        self.high_water = max(self.high_water, prepared.sequence)
+        self.kind_checked_sequence = prepared.sequence
+        self.highest_committed = max(self.highest_committed, prepared.sequence)
         finalize_release(paths)
         kill_point("finalized")
         return prepared.manifest
@@ -536,7 +519,7 @@ class Publisher:
             yield release
 
     def _paths(self, sequence: int) -> ReleasePaths:
-        return ReleasePaths(self.out_dir, sequence, self.private)
+        return ReleasePaths(self.out_dir, sequence, self.private_dir)
 
     def close(self) -> None:
         self.store.close()
@@ -572,35 +555,3 @@ def _refuse_old_layout(out_dir: Path, private: Path) -> None:
         f"again: mkdir -m 700 {str(private)!r} && mv {str(out_dir)!r}/history "
         f"{str(out_dir)!r}/assignments-*.csv {str(private)!r}/"
     )
-
-
-def anonymize_files(
-    settings: Settings,
-    out_dir: Path,
-    snapshots: Sequence[Path],
-    history: str | Path | None = None,
-    *,
-    private_dir: Path | None = None,
-    on_release: Callable[[dict[str, Any]], None] | None = None,
-) -> list[dict[str, Any]]:
-    """Publish each CSV snapshot, in order, as the next release; returns the manifests.
-
-    Every snapshot is read, validated and planned (against an in-memory overlay of the
-    history) before the first is written, so a bad or infeasible snapshot publishes nothing.
-    """
-    hierarchies = load_hierarchies(settings.schema)
-    tables = []
-    for path in snapshots:
-        raw = read_snapshot(path, settings.schema)
-        source = {"file": str(path), "sha256": raw.sha256}
-        tables.append((encode(raw, settings.schema, hierarchies), Path(path).stem, source))
-    publisher = Publisher.open(settings, out_dir, history, private_dir=private_dir)
-    manifests = []
-    try:
-        for prepared in publisher.dry_run(tables):
-            manifests.append(publisher.apply(prepared))
-            if on_release is not None:
-                on_release(manifests[-1])
-    finally:
-        publisher.close()
-    return manifests

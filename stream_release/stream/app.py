@@ -63,6 +63,7 @@ from faust.types import EventT
 from stream_release.config import KafkaSettings, Settings
 from stream_release.devtools.faults import kill_point
 from stream_release.errors import HistoryStoreError, KafkaError
+from stream_release.stream.intake import Incoming, PreparedBatch
 from stream_release.stream.kafka import (
     CLIENT_ERRORS,
     client_options,
@@ -70,18 +71,13 @@ from stream_release.stream.kafka import (
     kafka_error,
 )
 from stream_release.stream.messages import Rejected
+from stream_release.stream.notices import blocked_notice
 from stream_release.stream.observability import HttpEndpoint, Metrics, health_payload
 from stream_release.stream.records_consumer import RecordConsumer
 from stream_release.stream.redaction import SentRejected
 from stream_release.stream.release_producer import ReleaseProducer, Releases
 from stream_release.stream.seal_watch import SealWatch
-from stream_release.stream.service import (
-    Incoming,
-    Outgoing,
-    PreparedBatch,
-    ReleaseService,
-    blocked_notice,
-)
+from stream_release.stream.service import Outgoing, ReleaseService
 from stream_release.stream.staging import ReleaseStatus
 
 log = logging.getLogger(__name__)

@@ -253,7 +253,7 @@ def health_payload(
     rejected records; else ``degraded`` (503) with ``reasons``: one line per problem.
     ``published_sequence``: the last sequence marked published (``None`` when Redis cannot
     tell). ``config_error`` / ``store_error``: ``None``, or the held release (``release``,
-    ``error``; :class:`~stream_release.stream.service.ConfigProblem`, ``StoreProblem``).
+    ``error``; :class:`~stream_release.stream.notices.ConfigProblem`, ``StoreProblem``).
     ``kafka``: whether the broker answered; ``refused``: the last refused release's status
     message; ``blocked``: those of the blocked releases
     (:class:`~stream_release.stream.messages.ReleaseNotice`).

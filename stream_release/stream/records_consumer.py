@@ -30,9 +30,9 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from stream_release.config import KafkaSettings, Settings
 from stream_release.devtools.faults import kill_point
+from stream_release.stream.intake import Incoming, PreparedBatch
 from stream_release.stream.kafka import CLIENT_ERRORS, client_options
 from stream_release.stream.peers import configuration_tag, tagged_assignor
-from stream_release.stream.service import Incoming, PreparedBatch
 
 
 class RecordStager(Protocol):

@@ -16,6 +16,10 @@ The worker feeds it the messages it consumes and sends what it returns:
 4. :meth:`published` / :meth:`waiting` / :meth:`redis_answers` / ``config_problem``: what
    the health endpoint and the metrics report (:mod:`stream_release.stream.observability`).
 
+The consumed messages and batches, the check of a record and the refusals of staging are
+:mod:`stream_release.stream.intake`'s; the status messages of a release not published and the
+problems that hold a cut, :mod:`stream_release.stream.notices`'.
+
 What a cut does with a release that cannot be made (:meth:`ReleaseService.cut_ready`), by
 whose fault it is:
 
@@ -38,11 +42,10 @@ whose fault it is:
 from __future__ import annotations
 
 import logging
-import math
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
 import redis
@@ -60,76 +63,34 @@ from stream_release.history.keys import RedisKeys
 from stream_release.history.pseudonym import Pseudonymizer, load_key
 from stream_release.history.redis_store import RedisHistoryStore
 from stream_release.io.encoding import encode
-from stream_release.io.hierarchy import Hierarchy, load_hierarchies
+from stream_release.io.hierarchy import load_hierarchies
 from stream_release.io.release_files import decode_record, default_private_dir
 from stream_release.pipeline.publisher import Publisher
-from stream_release.stream.messages import (
-    Rejected,
-    Rejection,
-    RejectReason,
-    ReleaseNotice,
-    SnapshotRecord,
-    decode_seal,
+from stream_release.stream.intake import (
+    SEAL_ERRORS,
+    STAGE_ERRORS,
+    Accepted,
+    Incoming,
+    PreparedBatch,
+    RecordValidator,
+    ReleaseRows,
+    kafka_coordinates,
+    rejected_message,
+    release_label_of,
 )
-from stream_release.stream.messages import (
-    decode_record as decode_snapshot_record,
+from stream_release.stream.messages import Rejected, Rejection, ReleaseNotice, decode_seal
+from stream_release.stream.messages import decode_record as decode_snapshot_record
+from stream_release.stream.notices import (
+    CONFIG_FIX,
+    STORE_FIX,
+    ConfigProblem,
+    StoreProblem,
+    refusal_notice,
 )
 from stream_release.stream.redaction import Redactor, fitted
-from stream_release.stream.staging import (
-    RedisStaging,
-    ReleaseStatus,
-    SealOutcome,
-    StageOutcome,
-    staged_row,
-)
+from stream_release.stream.staging import RedisStaging, ReleaseStatus, StageOutcome
 
 log = logging.getLogger(__name__)
-
-STAGE_ERRORS = {
-    StageOutcome.DUPLICATE_ID: (
-        RejectReason.DUPLICATE_ID,
-        "duplicate id: release {label!r} already holds another row for this id",
-    ),
-    StageOutcome.LATE: (
-        RejectReason.LATE,
-        "late: release {label!r} is already cut (published, or refused as infeasible)",
-    ),
-    StageOutcome.OVER_SEAL: (
-        RejectReason.OVER_SEAL,
-        "release {label!r} already holds the number of ids its seal announced",
-    ),
-    StageOutcome.TOO_LARGE: (
-        RejectReason.TOO_LARGE,
-        "too large: release {label!r} already holds service.max_release_rows = {limit} ids; "
-        "split the snapshot into smaller releases, or raise the setting "
-        "(SR_SERVICE_MAX_RELEASE_ROWS) where the worker and Redis have the memory",
-    ),
-}
-"""The staging outcomes that refuse a row: their reason code and error message."""
-SEAL_ERRORS = {
-    SealOutcome.CONFLICT: (
-        RejectReason.SEAL_CONFLICT,
-        "seal conflict: release {label!r} was sealed with another record count",
-    ),
-    SealOutcome.TOO_LARGE: (
-        RejectReason.TOO_LARGE,
-        "too large: the seal of release {label!r} announces {records} ids, more than "
-        "service.max_release_rows = {limit}; split the snapshot into smaller releases, or "
-        "raise the setting (SR_SERVICE_MAX_RELEASE_ROWS) where the worker and Redis have the "
-        "memory",
-    ),
-}
-"""The staging outcomes that refuse a seal: their reason code and error message."""
-
-
-class Incoming(NamedTuple):
-    """A consumed message and its coordinates (a tuple: one is built per consumed record)."""
-
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes
 
 
 @dataclass(frozen=True)
@@ -139,111 +100,6 @@ class Outgoing:
     topic: str
     key: bytes
     value: bytes
-
-
-class ReleaseRows(NamedTuple):
-    """The valid rows of one release in a prepared batch, in arrival order."""
-
-    messages: list[Incoming]
-    pseudonyms: list[bytes]
-    rows: list[bytes]
-    """Staged form (:func:`~stream_release.stream.staging.staged_row`)."""
-
-
-class PreparedBatch(NamedTuple):
-    """A batch of ``sr.records`` messages decoded, validated and pseudonymised."""
-
-    messages: list[Incoming]
-    rejected: list[Rejected]
-    """Refused by decoding or validation, in batch order."""
-    releases: dict[str, ReleaseRows]
-    """The valid rows by release label."""
-    rejected_by_label: dict[str, list[str]]
-    """``topic:partition:offset`` of the refused records whose release label is known."""
-
-
-class Accepted(NamedTuple):
-    """What :meth:`ReleaseService.accept_records` did with a batch."""
-
-    rejected: list[Rejected]
-    """The refused messages, in batch order."""
-    complete: bool
-    """Some release of the batch is now complete (sealed, every sealed id staged)."""
-
-
-class RecordValidator:
-    """Checks a record's QID values against the configuration and gives its staged row."""
-
-    def __init__(self, settings: Settings, hierarchies: dict[str, Hierarchy]) -> None:
-        names = list(settings.schema.qid)
-        self._names = names
-        self._leaves = [
-            (names.index(name), name, set(h.leaves))
-            for name, h in hierarchies.items()
-            if name in names
-        ]
-        self._numeric = [(names.index(name), name) for name in settings.schema.numeric or ()]
-
-    def staged_row(self, record: SnapshotRecord) -> bytes | Rejection:
-        """The row to stage for ``record`` (:func:`~stream_release.stream.staging.staged_row`:
-        its QID values as strings in schema order, then its sensitive value), or why it
-        cannot be staged: a value outside its hierarchy, a numeric QID that is not a number.
-        One pass per record: this is the worker's hot path."""
-        qid = record.qid
-        values = [str(qid[name]) for name in self._names]
-        for index, name, leaves in self._leaves:
-            if values[index] not in leaves:
-                return Rejection(
-                    error=(
-                        f"record: qid.{name} = {values[index]!r} is not a leaf of its hierarchy; "
-                        "add it to the hierarchy or fix the value"
-                    ),
-                    reason=RejectReason.HIERARCHY,
-                )
-        for index, name in self._numeric:
-            try:
-                finite = math.isfinite(float(values[index]))
-            except ValueError:
-                finite = False
-            if not finite:
-                return Rejection(
-                    error=f"record: qid.{name} = {qid[name]!r} is not a finite number",
-                    reason=RejectReason.INVALID_FIELD,
-                )
-        return staged_row(values, record.sensitive)
-
-
-class ConfigProblem(NamedTuple):
-    """A release the configuration cannot make (:meth:`ReleaseService.cut_ready`)."""
-
-    release: str
-    """The label of the release left staged."""
-    error: str
-    """The :class:`~stream_release.errors.ConfigError`'s message: the key, value and fix."""
-
-
-class StoreProblem(NamedTuple):
-    """A release held because the history store went backwards (:meth:`ReleaseService.
-    cut_ready`)."""
-
-    release: str
-    """The label of the release left staged."""
-    error: str
-    """What is wrong and how to fix it (no id, no value)."""
-
-
-STORE_FIX = (
-    "restore the history store (Redis) from its backup, or continue the series in a new "
-    "archive and history; nothing is cut until then"
-)
-"""What the operator does about a :class:`StoreProblem` (logged with it)."""
-
-
-CONFIG_FIX = (
-    "fix the configuration the message names and restart the worker; the release stays "
-    "staged (nothing is refused) and is cut then, followed by the releases after it"
-)
-"""What the operator does about a :class:`ConfigProblem` (logged with it)."""
 
 
 class ReleaseService:
@@ -312,14 +168,14 @@ class ReleaseService:
             record = decode_snapshot_record(message.value, self.settings.schema, max_bytes=limit)
             if isinstance(record, Rejection):
                 rejected.append(self._rejected(message, record))
-                label = _label_of(message.value, limit)
+                label = release_label_of(message.value, limit)
                 if label is not None:
-                    rejected_by_label[label].append(_coordinates(message))
+                    rejected_by_label[label].append(kafka_coordinates(message))
                 continue
             row = self.validator.staged_row(record)
             if isinstance(row, Rejection):
                 rejected.append(self._rejected(message, row))
-                rejected_by_label[record.release].append(_coordinates(message))
+                rejected_by_label[record.release].append(kafka_coordinates(message))
                 continue
             by_label[record.release].append((message, record.id, row))
         releases = {
@@ -350,7 +206,7 @@ class ReleaseService:
                     refusal = Rejection(error=error.format(label=label, limit=limit), reason=reason)
                     rejected.append(self._rejected(message, refusal))
                     if outcome is StageOutcome.TOO_LARGE:  # its id can never be staged
-                        blocking[label].append(_coordinates(message))
+                        blocking[label].append(kafka_coordinates(message))
         for label, coordinates in blocking.items():
             self.staging.note_rejected(label, coordinates)
         return Accepted(rejected, complete)
@@ -375,7 +231,9 @@ class ReleaseService:
     def _rejected(self, message: Incoming, refusal: Rejection) -> Rejected:
         """The rejection of ``message`` as it is sent (``service.rejected_raw``), short enough
         for one Kafka message (:func:`~stream_release.stream.redaction.fitted`)."""
-        sent = self.redactor.rejection(_rejected(message, refusal), message.value, message.key)
+        sent = self.redactor.rejection(
+            rejected_message(message, refusal), message.value, message.key
+        )
         return fitted(sent, self.settings.kafka.max_message_bytes)
 
     # -- 2. cut and commit ---------------------------------------------------------------------
@@ -536,84 +394,3 @@ class ReleaseService:
             return bool(self.client.ping())
         except redis.RedisError:
             return False
-
-
-REFUSAL_FIX = (
-    "its label is closed: publish the snapshot again under a new label once the data or the "
-    "settings allow it (`stream-release anonymize` on the snapshot shows the same reason)"
-)
-UNSATISFIABLE_REASON = (
-    "the guarantee cannot be met on this release (the worker's message names a row or a group "
-    "of the snapshot, so it is not repeated here)"
-)
-SCHEMA_REASON = (
-    "a staged record does not encode under the configuration (a value outside a hierarchy "
-    "or a mechanism's configured domain, or a QID kind that contradicts schema.numeric)"
-)
-BLOCKED_FIX = (
-    "send the rejected records again, corrected, under the same label, or publish the "
-    "corrected snapshot under a new label (sr.rejected names each record's error)"
-)
-
-
-def refusal_notice(label: str, exc: GuaranteeUnsatisfiable | SchemaError) -> ReleaseNotice:
-    """The status message of release ``label`` refused by ``exc``.
-
-    An unsatisfiable guarantee whose message is ``public`` (counts of the release, the settings
-    and the largest feasible setting) is explained by it. Any other message may name a row, a
-    group's QID values or an offending value (a quasi-identifier), so it is replaced by what
-    kind of failure it is; ``stream-release anonymize`` on the snapshot gives the rest.
-    """
-    if isinstance(exc, GuaranteeUnsatisfiable):
-        reason = str(exc) if exc.public else UNSATISFIABLE_REASON
-    else:
-        reason = SCHEMA_REASON
-    return ReleaseNotice(
-        release=label, status="refused", error=type(exc).__name__, reason=reason, fix=REFUSAL_FIX
-    )
-
-
-def blocked_notice(status: ReleaseStatus) -> ReleaseNotice:
-    """The status message of a sealed release its rejected records keep short."""
-    return ReleaseNotice(
-        release=status.label,
-        status="blocked",
-        error="records_rejected",
-        reason=(
-            f"sealed with {status.sealed} ids, {status.staged} staged and {status.rejected} "
-            f"of its records rejected: the {status.missing} missing ids cannot arrive from "
-            "the records received"
-        ),
-        fix=BLOCKED_FIX,
-        sealed=status.sealed,
-        staged=status.staged,
-        rejected=status.rejected,
-    )
-
-
-def _coordinates(message: Incoming) -> str:
-    return f"{message.topic}:{message.partition}:{message.offset}"
-
-
-def _label_of(value: bytes, max_bytes: int) -> str | None:
-    """The ``release`` of a refused record when it names one (a JSON object with a non-empty
-    string ``release``), else ``None``."""
-    if len(value) > max_bytes:
-        return None
-    try:
-        decoded = orjson.loads(value)
-    except orjson.JSONDecodeError:
-        return None
-    label = decoded.get("release") if isinstance(decoded, dict) else None
-    return label if isinstance(label, str) and label.strip() else None
-
-
-def _rejected(message: Incoming, refusal: Rejection) -> Rejected:
-    return Rejected.because(
-        refusal.reason,
-        error=refusal.error,
-        topic=message.topic,
-        partition=message.partition,
-        offset=message.offset,
-        raw=message.value.decode("utf-8", errors="replace"),
-    )

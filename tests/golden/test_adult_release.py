@@ -22,8 +22,8 @@ from stream_release.history.types import HistoryRows
 from stream_release.io.encoding import encode
 from stream_release.io.hierarchy import load_hierarchies
 from stream_release.io.snapshot import read_snapshot
+from stream_release.pipeline.anonymize import anonymize_files
 from stream_release.pipeline.plan import plan_release
-from stream_release.pipeline.publisher import anonymize_files
 
 
 @pytest.fixture(scope="module")

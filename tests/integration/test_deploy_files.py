@@ -320,7 +320,7 @@ def test_the_example_config_publishes_a_year_of_the_bundled_data(
     snapshots with paper §8's churn, every occupation protected, no group below 2."""
     from stream_release.audit import audit_directory
     from stream_release.devtools.datasets import ADULT_SENSITIVE, bundled_adult, make_series
-    from stream_release.pipeline.publisher import anonymize_files
+    from stream_release.pipeline.anonymize import anonymize_files
 
     _clear_sr_env(monkeypatch)
     settings = load_settings(CONFIG, history={"key": "deploy-test-key-0123456789abcdef"})

@@ -17,8 +17,9 @@ from helpers import adult_series, write_config
 from stream_release.audit import audit_directory
 from stream_release.config import load_settings
 from stream_release.devtools.datasets import read_csv_table
-from stream_release.pipeline.publisher import anonymize_files
-from stream_release.stream.service import Incoming, ReleaseService
+from stream_release.pipeline.anonymize import anonymize_files
+from stream_release.stream.intake import Incoming
+from stream_release.stream.service import ReleaseService
 
 pytestmark = pytest.mark.integration
 KEY = "service-test-key-0123456789abcdef"

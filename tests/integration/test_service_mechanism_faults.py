@@ -28,7 +28,9 @@ from worker_stubs import StubProducer, StubReleases
 from stream_release.audit import audit_directory
 from stream_release.config import Settings, load_settings
 from stream_release.stream.app import ServiceRunner
-from stream_release.stream.service import CONFIG_FIX, Incoming, ReleaseService
+from stream_release.stream.intake import Incoming
+from stream_release.stream.notices import CONFIG_FIX
+from stream_release.stream.service import ReleaseService
 
 pytestmark = pytest.mark.integration
 

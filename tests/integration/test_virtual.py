@@ -14,7 +14,7 @@ from stream_release.audit import audit_directory
 from stream_release.cli.main import main
 from stream_release.config import load_settings
 from stream_release.errors import ConfigError, GuaranteeUnsatisfiable, SchemaError
-from stream_release.pipeline.publisher import anonymize_files
+from stream_release.pipeline.anonymize import anonymize_files
 from stream_release.stream.messages import GroupLine, Manifest
 
 

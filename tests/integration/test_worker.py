@@ -30,7 +30,7 @@ from stream_release.config import TopicSettings, load_settings
 from stream_release.devtools.datasets import ADULT_QID
 from stream_release.devtools.local_services import worker_argv, worker_env
 from stream_release.history.pseudonym import Pseudonymizer
-from stream_release.pipeline.publisher import anonymize_files
+from stream_release.pipeline.anonymize import anonymize_files
 
 pytestmark = pytest.mark.integration
 

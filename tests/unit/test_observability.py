@@ -22,6 +22,7 @@ from worker_stubs import StubProducer, StubReleases
 
 from stream_release.config import Settings
 from stream_release.stream.app import ServiceRunner
+from stream_release.stream.intake import SEAL_ERRORS, STAGE_ERRORS, Incoming, RecordValidator
 from stream_release.stream.messages import (
     Rejected,
     Rejection,
@@ -32,13 +33,7 @@ from stream_release.stream.messages import (
     json_schemas,
 )
 from stream_release.stream.observability import HttpEndpoint, Metrics, health_payload
-from stream_release.stream.service import (
-    SEAL_ERRORS,
-    STAGE_ERRORS,
-    Incoming,
-    Outgoing,
-    RecordValidator,
-)
+from stream_release.stream.service import Outgoing
 from stream_release.stream.staging import ReleaseStatus, SealOutcome, StageOutcome
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"

@@ -19,10 +19,11 @@ from worker_stubs import StubProducer, StubReleases
 
 from stream_release.config import Settings
 from stream_release.stream.app import ServiceRunner, create_app, limit_malloc_arenas
+from stream_release.stream.intake import Accepted, Incoming, PreparedBatch
 from stream_release.stream.messages import Rejected
 from stream_release.stream.peers import configuration_tag, member_tag
 from stream_release.stream.records_consumer import consumer_options
-from stream_release.stream.service import Accepted, Incoming, Outgoing, PreparedBatch
+from stream_release.stream.service import Outgoing
 
 SETTINGS = Settings(schema={"qid": ["age"]}, service={"retry_interval_s": 0.001})
 TOPICS = SETTINGS.kafka.topics

@@ -1,0 +1,54 @@
+"""Settings: one frozen pydantic-settings object, loaded from TOML and ``SR_<SECTION>_<KEY>``.
+
+Every tunable of the package lives here (STYLE.md rule 4). Environment variables override the
+file: ``SR_`` + the section + ``_`` + the key, upper case (``SR_PRIVACY_L=3``,
+``SR_PRIVACY_K_PRIME=5``, ``SR_REDIS_URL=...``). A key of a table inside a section follows a
+double underscore, as deep as the tables go (``SR_KAFKA_TOPICS__CONTROL=ward7.control`` for
+``[kafka.topics] control``, ``SR_MECHANISM_DP_SANITISED__EPSILON=2`` for
+``[mechanism.dp_sanitised] epsilon``); lists and tables are given as JSON
+(``SR_PRIVACY_PROTECTED='["flu"]'``, ``SR_KAFKA_TOPICS='{"control": "c"}'``). Relative paths are
+relative to the file.
+
+The package's modules are private; every name is imported from here: the section models
+(:mod:`._sections`, ``[mechanism]`` in :mod:`._mechanism`), the environment source
+(:mod:`._environment`), :class:`Settings` (:mod:`._settings`), the one-line error of a
+configuration that does not validate (:mod:`._describe`) and :func:`load_settings`
+(:mod:`._load`).
+"""
+
+from __future__ import annotations
+
+from stream_release.config._environment import NESTED
+from stream_release.config._load import load_settings
+from stream_release.config._mechanism import MechanismKind, MechanismSettings
+from stream_release.config._sections import (
+    GroupingSettings,
+    HistorySettings,
+    KafkaSettings,
+    OutputSettings,
+    PrivacySettings,
+    RedisSettings,
+    SchemaSettings,
+    ServiceSettings,
+    TopicSettings,
+    VirtualSettings,
+)
+from stream_release.config._settings import Settings
+
+__all__ = [
+    "NESTED",
+    "GroupingSettings",
+    "HistorySettings",
+    "KafkaSettings",
+    "MechanismKind",
+    "MechanismSettings",
+    "OutputSettings",
+    "PrivacySettings",
+    "RedisSettings",
+    "SchemaSettings",
+    "ServiceSettings",
+    "Settings",
+    "TopicSettings",
+    "VirtualSettings",
+    "load_settings",
+]

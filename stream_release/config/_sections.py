@@ -1,0 +1,305 @@
+"""The section models of the configuration: one frozen pydantic model per table of the file.
+
+``[schema]``, ``[privacy]``, ``[output]``, ``[grouping]``, ``[virtual]``, ``[history]``,
+``[kafka]`` (with ``[kafka.topics]``), ``[redis]`` and ``[service]``; ``[mechanism]`` is
+:mod:`stream_release.config._mechanism`'s. Each model checks its own keys when it is built;
+:class:`~stream_release.config.Settings` holds one of each.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+
+from stream_release.core.privacy.strategy import Strategy, make_strategy
+from stream_release.errors import InvalidParameter
+
+
+class Section(BaseModel):
+    """A table of the configuration: frozen, and a key it does not define is an error."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SchemaSettings(Section):
+    id: str = "id"
+    sensitive: str = "sensitive"
+    qid: tuple[str, ...] = ()
+    hierarchies: dict[str, Path] = Field(default_factory=dict)
+    numeric: tuple[str, ...] | None = None
+    """QIDs to treat as numeric; ``None`` = detect (every value parses as a number)."""
+
+    @model_validator(mode="after")
+    def _check_columns(self) -> SchemaSettings:
+        if not self.qid:
+            raise ValueError("schema.qid is empty: list the quasi-identifier columns")
+        names = [self.id, self.sensitive, *self.qid]
+        if len(set(names)) != len(names):
+            raise ValueError(
+                f"schema: a column is named twice among id, sensitive and qid: {names}"
+            )
+        unknown = sorted(set(self.hierarchies) - set(self.qid))
+        if unknown:
+            raise ValueError(f"schema.hierarchies names {unknown}, which are not in schema.qid")
+        return self
+
+
+class PrivacySettings(Section):
+    l: float = 2.0  # noqa: E741 - the paper's symbol
+    strategy: Literal["constant-ratio", "geometric", "minimal", "localized"] = "constant-ratio"
+    k_prime: int = 20
+    alpha: float = 2.0
+    protected: tuple[str, ...] = ()
+    min_group_size: int = Field(default=2, ge=1)
+    """k-anonymity floor on every published group. 2 by default: with only some values
+    protected, holders of unprotected values would otherwise be published as exact-QID
+    singletons. 1 only when set explicitly (every manifest states the floor)."""
+
+    def make_strategy(self) -> Strategy:
+        """The validated :class:`Strategy` these settings describe."""
+        return make_strategy(self.strategy, ell=self.l, k_prime=self.k_prime, alpha=self.alpha)
+
+    @model_validator(mode="after")
+    def _check_parameters(self) -> PrivacySettings:
+        try:
+            self.make_strategy()
+        except InvalidParameter as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+
+class OutputSettings(Section):
+    format: Literal["generalized", "anatomy"] = "generalized"
+    queries: int = Field(default=5000, ge=0)
+    """Random count queries behind ``utility.query_error`` (Wong et al. 2010, §8)."""
+    query_seed: int = 0
+
+
+class GroupingSettings(Section):
+    max_group_factor: float = Field(default=2.0, ge=1.0)
+    """A group is never grown beyond this multiple of ``max(base ratio, min_group_size)``
+    (the cap); a row whose own value would need more is *forced* into the suppressed set
+    (Wong et al. 2010, §6.3), where its pairs whose Theorem 1 ratio exceeds the cap, for values a
+    forced row holds, are not held to the bound (README, "What is promised"). A larger cap
+    forces fewer rows but makes groups larger (``benchmarks/suppressed_set.py`` measures the
+    suppression and refusals of a setting)."""
+    insertion_window: int = Field(default=32, ge=0)
+    """How far (rows in k-d order, each side) a leftover row looks for a group that stays valid
+    with it before it is suppressed. Larger: less suppression, wider groups (higher NCP and, on
+    Adult, higher query error: 512 took geometric alpha = 3 from 9.1 % to 6.0 % suppression
+    but NCP from 0.42 to 0.49)."""
+
+
+class VirtualSettings(Section):
+    """``[virtual]``: virtual individuals (Wong et al. 2010, §8).
+
+    ``registry``: a CSV of a population register (the id column and the QID columns of
+    ``[schema]``, no sensitive value). People of the register who are absent from a snapshot
+    may join its groups to dilute them: they count in a group's size and hold no value. Valid
+    only where the adversary cannot tell who is in a snapshot (README, "Virtual
+    individuals")."""
+
+    registry: Path | None = None
+
+
+class HistorySettings(Section):
+    key_file: Path | None = None
+    """File holding the pseudonymisation key (keyed hash of ids). Or set ``SR_HISTORY_KEY``."""
+    key: str | None = Field(default=None, repr=False)
+    prefix: str = "sr"
+    """Namespace of every Redis key."""
+
+
+class TopicSettings(Section):
+    """Kafka topic names (docs/contract.md §5)."""
+
+    records: str = "sr.records"
+    control: str = "sr.control"
+    releases: str = "sr.releases"
+    manifests: str = "sr.manifests"
+    rejected: str = "sr.rejected"
+    status: str = "sr.status"
+    """Why a sealed release was not published (refused, blocked by rejected records), keyed
+    by its label: for the producer, like ``rejected``."""
+
+    @property
+    def every(self) -> list[str]:
+        """Every topic name: records, control, releases, manifests, rejected, status."""
+        return [
+            self.records,
+            self.control,
+            self.releases,
+            self.manifests,
+            self.rejected,
+            self.status,
+        ]
+
+
+class KafkaSettings(Section):
+    """The Kafka client settings; security settings pass through to aiokafka / faust."""
+
+    bootstrap: str = "127.0.0.1:9092"
+    client_id: str = "stream-release"
+    group_id: str = "stream-release"
+    """Consumer group of the worker. Its Faust agents (seals on ``topics.control``) join
+    ``group_id``; its batch consumer of ``topics.records`` joins ``group_id + "-records"``
+    (a plain aiokafka group: it cannot share Faust's group protocol). Grant both to the
+    worker's Kafka user."""
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_cafile: Path | None = None
+    ssl_certfile: Path | None = None
+    ssl_keyfile: Path | None = None
+    idempotent: bool = True
+    """Idempotent producer (exactly-once writes per partition). Some Kafka-protocol brokers
+    (e.g. the Tansu broker of the demo) do not support it: set false."""
+    transactions: bool = True
+    """The worker sends each release (its group lines and its manifest) in one Kafka
+    transaction: a consumer with ``isolation.level = read_committed`` sees a release whole or
+    not at all. Needs ``idempotent``; set false for a broker without transactions (the demo's
+    Tansu). Consumers reading uncommitted messages still see each release once by its
+    ``sequence``."""
+    transactional_id: str | None = None
+    """The worker's transactional id; default ``group_id + "-releases"``. It must be stable
+    across restarts of one worker (a restarted worker fences its predecessor's open
+    transaction) and differ between workers. Grant the worker's Kafka user WRITE and
+    DESCRIBE on it."""
+    max_message_bytes: int = Field(default=1_048_576, ge=1024)
+    """Larger messages are rejected (sr.rejected) without being parsed; also the producer's
+    largest request."""
+    request_timeout_ms: int = Field(default=5000, ge=100)
+    """Time a connection attempt or a request may take before it fails. Short, so that an
+    unreachable broker is reported in seconds; raise it for slow or distant clusters."""
+    replication_factor: int = Field(default=1, ge=1)
+    """Replication factor of the topics this package creates when they are missing (single-
+    broker default; a production cluster wants 3). Existing topics are left as they are."""
+    topics: TopicSettings = Field(default_factory=TopicSettings)
+
+    @property
+    def records_group_id(self) -> str:
+        """The consumer group of the worker's records consumer: ``group_id + "-records"``."""
+        return f"{self.group_id}-records"
+
+    @property
+    def release_transactional_id(self) -> str | None:
+        """The transactional id of the worker's release producer; ``None`` without
+        transactions."""
+        if not self.transactions:
+            return None
+        return self.transactional_id or f"{self.group_id}-releases"
+
+    @model_validator(mode="after")
+    def _check_transactions(self) -> KafkaSettings:
+        if self.transactions and not self.idempotent:
+            raise ValueError(
+                "kafka.transactions = true needs kafka.idempotent = true (a transactional "
+                "producer is idempotent); set both true, or transactions = false for a broker "
+                "without them (SR_KAFKA_TRANSACTIONS=false)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _check_security(self) -> KafkaSettings:
+        sasl = self.security_protocol.startswith("SASL_")
+        ssl = self.security_protocol.endswith("SSL")
+        if sasl and (self.sasl_username is None or self.sasl_password is None):
+            raise ValueError(
+                f"security_protocol {self.security_protocol!r} needs sasl_username and "
+                "sasl_password (SR_KAFKA_SASL_USERNAME, SR_KAFKA_SASL_PASSWORD)"
+            )
+        given = [
+            name
+            for name in ("sasl_mechanism", "sasl_username", "sasl_password")
+            if not sasl and getattr(self, name) is not None
+        ] + [
+            name
+            for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile")
+            if not ssl and getattr(self, name) is not None
+        ]
+        if given:
+            raise ValueError(
+                f"{', '.join(given)} set but security_protocol is {self.security_protocol!r}, "
+                "which does not use them; set security_protocol (SASL_SSL, SASL_PLAINTEXT or "
+                "SSL) or remove them"
+            )
+        return self
+
+
+class RedisSettings(Section):
+    url: str = "redis://127.0.0.1:6379/0"
+
+
+class ServiceSettings(Section):
+    """The streaming worker (``stream-release worker``, docs/contract.md §5)."""
+
+    archive: Path = Path("archive")
+    """Where the worker writes the public files of every release (group lines, manifests):
+    publishable as a whole."""
+    private_archive: Path | None = None
+    """Where the worker writes the private files of every release (assignments, private
+    records), never to be published; default ``<archive>.private`` (created mode 0700)."""
+    metrics_port: int = Field(default=9464, ge=0, le=65535)
+    """Port of the worker's HTTP endpoint: ``/metrics`` (Prometheus) and ``/health`` (JSON);
+    0 disables it."""
+    metrics_host: str = "0.0.0.0"
+    """Address the endpoint listens on (all interfaces, for a scraper in another container)."""
+    log_format: Literal["json", "text"] = "json"
+    """The worker's log lines on stdout: JSON objects (for a log pipeline) or plain text
+    (:mod:`stream_release.stream.logs`)."""
+    rejected_raw: Literal["redact", "full"] = "redact"
+    """What a message on ``topics.rejected`` shows of the refused message: ``redact`` (its
+    ids and Kafka key replaced by their keyed pseudonyms, undeclared fields hidden) or
+    ``full`` (as received, docs/contract.md §5 to the letter);
+    :mod:`stream_release.stream.redaction`."""
+    batch_records: int = Field(default=5000, ge=1)
+    """Records staged in Redis per batch: the worker takes up to this many ``sr.records``
+    messages (or seals) at once, stages them in one round of Redis calls, then lets their
+    offsets be committed. Larger batches spread the per-batch round trips (staging call,
+    offset commit) over more records."""
+    batch_window_s: float = Field(default=0.5, gt=0)
+    """Longest wait (seconds) for a batch to fill before the messages already received are
+    staged; bounds the delay a lone message (e.g. a seal) adds to its release."""
+    retry_interval_s: float = Field(default=5.0, gt=0)
+    """Period (seconds) of the background check that cuts ready releases and re-sends committed
+    but unsent ones (after a failed send), besides the check after each batch; also the pause
+    before staging a batch again after Redis failed."""
+    session_timeout_s: float = Field(default=30.0, gt=0)
+    """Consumer-group session timeout (seconds): a worker silent this long is considered dead
+    and its partitions reassigned. Some brokers (Tansu) hold a group's first join for about
+    half of it, so tests use a few seconds."""
+    heartbeat_interval_s: float = Field(default=3.0, gt=0)
+    """Consumer-group heartbeat period (seconds); below ``session_timeout_s`` (a third or
+    less is usual)."""
+    rebalance_timeout_s: float = Field(default=60.0, gt=0)
+    """Longest time (seconds) a rebalance waits for the group's members to rejoin."""
+    max_release_rows: int = Field(default=2_000_000, ge=1)
+    """Most distinct ids one release may hold. The worker stages a release's rows in Redis
+    (about 200 bytes each) and holds them all in memory while it cuts the release (about
+    2 KiB each at the peak: 300,000 Adult rows took 550 MiB), so a larger snapshot is refused
+    before it can exhaust either: a seal announcing more ids is rejected (reason
+    ``too_large``), and so is every new id beyond this many staged for one release;
+    ``stream-release publish`` refuses such a snapshot before reading it. Raise it (for the
+    worker and the publisher) where the memory is there, or split the snapshot into several
+    releases."""
+    stop_timeout_s: float = Field(default=8.0, gt=0)
+    """SIGTERM or Ctrl-C stops the worker within this many seconds, whatever Redis and the
+    broker are doing: past it the clean stop is cut short (nothing is lost: see
+    :mod:`stream_release.stream.shutdown`). Below compose's 10 s grace period."""
+    seal_alert_after_s: float = Field(default=600.0, gt=0)
+    """A sealed release still missing records this many seconds after the worker first saw it
+    waiting gets a warning log line (``event`` ``seal_incomplete``: release, sealed, staged,
+    missing, waited seconds), again every as many seconds while it waits; the alert rule of
+    ``deploy/prometheus/alerts.yml`` fires on ``sr_seal_incomplete`` after as long."""
+
+    @model_validator(mode="after")
+    def _check_timeouts(self) -> ServiceSettings:
+        if self.heartbeat_interval_s >= self.session_timeout_s:
+            raise ValueError(
+                f"service.heartbeat_interval_s = {self.heartbeat_interval_s} must be below "
+                f"service.session_timeout_s = {self.session_timeout_s}"
+            )
+        return self

@@ -1,0 +1,52 @@
+"""Offline ``anonymize``: CSV snapshots published in order as the next releases of a series.
+
+A run of several snapshots (:func:`anonymize_files`) is planned whole before anything is
+written: every release is first prepared against an in-memory overlay of the history
+(:class:`~stream_release.history.overlay_store.OverlayHistoryStore`), and only when all of
+them can be made are the same commits applied. A run that fails writes nothing anywhere: no
+file, no history, no key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from stream_release.config import Settings
+from stream_release.io.encoding import encode
+from stream_release.io.hierarchy import load_hierarchies
+from stream_release.io.snapshot import read_snapshot
+from stream_release.pipeline.publisher import Publisher
+
+
+def anonymize_files(
+    settings: Settings,
+    out_dir: Path,
+    snapshots: Sequence[Path],
+    history: str | Path | None = None,
+    *,
+    private_dir: Path | None = None,
+    on_release: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Publish each CSV snapshot, in order, as the next release; returns the manifests.
+
+    Every snapshot is read, validated and planned (against an in-memory overlay of the
+    history) before the first is written, so a bad or infeasible snapshot publishes nothing.
+    """
+    hierarchies = load_hierarchies(settings.schema)
+    tables = []
+    for path in snapshots:
+        raw = read_snapshot(path, settings.schema)
+        source = {"file": str(path), "sha256": raw.sha256}
+        tables.append((encode(raw, settings.schema, hierarchies), Path(path).stem, source))
+    publisher = Publisher.open(settings, out_dir, history, private_dir=private_dir)
+    manifests = []
+    try:
+        for prepared in publisher.dry_run(tables):
+            manifests.append(publisher.apply(prepared))
+            if on_release is not None:
+                on_release(manifests[-1])
+    finally:
+        publisher.close()
+    return manifests

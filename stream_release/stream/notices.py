@@ -1,0 +1,102 @@
+"""What the release service reports about the releases it does not publish.
+
+The status messages (``sr.status``) of a release refused by its data (:func:`refusal_notice`)
+or blocked by its rejected records (:func:`blocked_notice`), and the problems ``/health``
+reports while a cut is held by the configuration (:class:`ConfigProblem`) or by a history
+store that went backwards (:class:`StoreProblem`), each with the fix the operator is told
+(:meth:`~stream_release.stream.service.ReleaseService.cut_ready`).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from stream_release.errors import GuaranteeUnsatisfiable, SchemaError
+from stream_release.stream.messages import ReleaseNotice
+from stream_release.stream.staging import ReleaseStatus
+
+
+class ConfigProblem(NamedTuple):
+    """A release the configuration cannot make (:meth:`ReleaseService.cut_ready`)."""
+
+    release: str
+    """The label of the release left staged."""
+    error: str
+    """The :class:`~stream_release.errors.ConfigError`'s message: the key, value and fix."""
+
+
+class StoreProblem(NamedTuple):
+    """A release held because the history store went backwards (:meth:`ReleaseService.
+    cut_ready`)."""
+
+    release: str
+    """The label of the release left staged."""
+    error: str
+    """What is wrong and how to fix it (no id, no value)."""
+
+
+STORE_FIX = (
+    "restore the history store (Redis) from its backup, or continue the series in a new "
+    "archive and history; nothing is cut until then"
+)
+"""What the operator does about a :class:`StoreProblem` (logged with it)."""
+
+
+CONFIG_FIX = (
+    "fix the configuration the message names and restart the worker; the release stays "
+    "staged (nothing is refused) and is cut then, followed by the releases after it"
+)
+"""What the operator does about a :class:`ConfigProblem` (logged with it)."""
+
+
+REFUSAL_FIX = (
+    "its label is closed: publish the snapshot again under a new label once the data or the "
+    "settings allow it (`stream-release anonymize` on the snapshot shows the same reason)"
+)
+UNSATISFIABLE_REASON = (
+    "the guarantee cannot be met on this release (the worker's message names a row or a group "
+    "of the snapshot, so it is not repeated here)"
+)
+SCHEMA_REASON = (
+    "a staged record does not encode under the configuration (a value outside a hierarchy "
+    "or a mechanism's configured domain, or a QID kind that contradicts schema.numeric)"
+)
+BLOCKED_FIX = (
+    "send the rejected records again, corrected, under the same label, or publish the "
+    "corrected snapshot under a new label (sr.rejected names each record's error)"
+)
+
+
+def refusal_notice(label: str, exc: GuaranteeUnsatisfiable | SchemaError) -> ReleaseNotice:
+    """The status message of release ``label`` refused by ``exc``.
+
+    An unsatisfiable guarantee whose message is ``public`` (counts of the release, the settings
+    and the largest feasible setting) is explained by it. Any other message may name a row, a
+    group's QID values or an offending value (a quasi-identifier), so it is replaced by what
+    kind of failure it is; ``stream-release anonymize`` on the snapshot gives the rest.
+    """
+    if isinstance(exc, GuaranteeUnsatisfiable):
+        reason = str(exc) if exc.public else UNSATISFIABLE_REASON
+    else:
+        reason = SCHEMA_REASON
+    return ReleaseNotice(
+        release=label, status="refused", error=type(exc).__name__, reason=reason, fix=REFUSAL_FIX
+    )
+
+
+def blocked_notice(status: ReleaseStatus) -> ReleaseNotice:
+    """The status message of a sealed release its rejected records keep short."""
+    return ReleaseNotice(
+        release=status.label,
+        status="blocked",
+        error="records_rejected",
+        reason=(
+            f"sealed with {status.sealed} ids, {status.staged} staged and {status.rejected} "
+            f"of its records rejected: the {status.missing} missing ids cannot arrive from "
+            "the records received"
+        ),
+        fix=BLOCKED_FIX,
+        sealed=status.sealed,
+        staged=status.staged,
+        rejected=status.rejected,
+    )
