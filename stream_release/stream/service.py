@@ -103,19 +103,18 @@ class Outgoing:
 
 
 class ReleaseService:
-    """Staging, cutting, committing and re-sending releases for one configuration."""
+    """Staging, cutting, committing and re-sending releases for one configuration.
 
-    config_problem: ConfigProblem | None = None
-    """Set when the last cut stopped at a release the configuration cannot make (``None``
-    once a cut gets past it): ``/health`` reports it."""
-    store_problem: StoreProblem | None = None
-    """Set when the last cut stopped because the history store is behind what was already
-    published (``None`` once a cut gets past it): ``/health`` reports it."""
-    refused: list[str]
-    """The labels the last cut refused (``sr_releases_refused_total``)."""
-    last_refusal: ReleaseNotice | None = None
-    """The last release refused by this process, until a release after it is committed
-    (``/health``)."""
+    State, read by ``/health`` and the metrics:
+
+    * ``config_problem``: set when the last cut stopped at a release the configuration cannot
+      make (``None`` once a cut gets past it);
+    * ``store_problem``: set when the last cut stopped because the history store is behind
+      what was already published (``None`` once a cut gets past it);
+    * ``refused``: the labels the last cut refused (``sr_releases_refused_total``);
+    * ``last_refusal``: the last release refused by this process, until a release after it
+      is committed.
+    """
 
     def __init__(
         self,
@@ -126,7 +125,10 @@ class ReleaseService:
     ) -> None:
         self.settings = settings
         self.client = client
-        self.refused = []
+        self.config_problem: ConfigProblem | None = None
+        self.store_problem: StoreProblem | None = None
+        self.refused: list[str] = []
+        self.last_refusal: ReleaseNotice | None = None
         self.keys = RedisKeys(settings.history.prefix)
         self.store = RedisHistoryStore(client, settings.history.prefix)
         self.staging = RedisStaging(
