@@ -220,7 +220,7 @@ def rp_cap_theorem_5_13(p: float, epsilon: float, delta: float, m: int, f: float
     20.6395
     """
     p, epsilon, delta, m, f = _check_cap_args(p, epsilon, delta, m, f)
-    return float(_cap(p, epsilon, delta, m, np.float64(f), "theorem_5_13"))
+    return float(_cap(p, epsilon, delta, m, np.asarray(f, dtype=np.float64), "theorem_5_13"))
 
 
 def rp_cap_theorem_5_11(p: float, epsilon: float, delta: float, m: int, f: float = 1.0) -> float:
@@ -246,7 +246,7 @@ def rp_cap_theorem_5_11(p: float, epsilon: float, delta: float, m: int, f: float
     summed as that series (``θ²/2 + θ³/6 + ...``) to avoid cancellation.
     """
     p, epsilon, delta, m, f = _check_cap_args(p, epsilon, delta, m, f)
-    return float(_cap(p, epsilon, delta, m, np.float64(f), "theorem_5_11"))
+    return float(_cap(p, epsilon, delta, m, np.asarray(f, dtype=np.float64), "theorem_5_11"))
 
 
 def rp_cap(
@@ -346,8 +346,8 @@ def calc_rp_cap(
     """
     p, epsilon, delta, m, f = _check_cap_args(p, epsilon, delta, domain_size, f, "domain_size")
     w = f * p + (1.0 - p) / m
-    s13 = float(_cap(p, epsilon, delta, m, np.float64(f), "theorem_5_13"))
-    s11 = float(_cap(p, epsilon, delta, m, np.float64(f), "theorem_5_11"))
+    s13 = float(_cap(p, epsilon, delta, m, np.asarray(f, dtype=np.float64), "theorem_5_13"))
+    s11 = float(_cap(p, epsilon, delta, m, np.asarray(f, dtype=np.float64), "theorem_5_11"))
     return {
         "p": p,
         "epsilon": epsilon,
@@ -390,7 +390,7 @@ def _full_exponent(theta: NDArray[np.float64]) -> NDArray[np.float64]:
 
 
 def _check_cap_at_least_one(p: float, epsilon: float, delta: float, m: int, bound: str) -> float:
-    worst = float(_cap(p, epsilon, delta, m, np.float64(1.0), bound))
+    worst = float(_cap(p, epsilon, delta, m, np.asarray(1.0, dtype=np.float64), bound))
     if worst < 1.0:
         raise InvalidParameter(
             f"p = {p}, epsilon = {epsilon}, delta = {delta}: the cap at f = 1 is "

@@ -261,7 +261,8 @@ def _systematic(
     cum = csum - (csum - rem)[first][segment]
     offset = rng.integers(0, s[first], dtype=np.int64)[segment]
     extra = (cum + offset) // s - (cum - rem + offset) // s
-    return (floor + extra).astype(np.int64)
+    counts: NDArray[np.int64] = (floor + extra).astype(np.int64)
+    return counts
 
 
 def _strict_sample_size(
@@ -299,7 +300,7 @@ def _scale(
     """Copies per trial: ``floor(b')`` plus one for ``|g| mod n_g`` trials (exact) or with
     probability ``frac(b')`` each (randomized); trials sorted by group, ``n_target`` each."""
     base, extra = np.divmod(size, n_target)
-    t = trial_gidx.shape[0]
+    t = int(trial_gidx.shape[0])
     if scaling == "randomized":
         bump = rng.random(t) * n_target[trial_gidx] < extra[trial_gidx]
     else:

@@ -48,7 +48,8 @@ class _Runs:
 def _runs(group: NDArray[np.int64], codes: NDArray[np.int64], *tiebreak: ArrayLike) -> _Runs:
     """Sort rows (n >= 1) by group, code, then ``tiebreak`` keys in order."""
     n = group.shape[0]
-    order = np.lexsort((*reversed(tiebreak), codes, group))
+    keys: list[NDArray[Any]] = [*(np.asarray(key) for key in reversed(tiebreak)), codes, group]
+    order = np.lexsort(keys)
     g_sorted, c_sorted = group[order], codes[order]
     new_group = np.ones(n, dtype=bool)
     new_group[1:] = g_sorted[1:] != g_sorted[:-1]

@@ -168,7 +168,8 @@ def _log_binom_tail(
     inside = j <= nn
     terms = np.full(j.shape, -np.inf)
     terms[inside] = binom.logpmf(j[inside], nn[inside], beta)
-    return logsumexp(terms, axis=1)
+    tails: NDArray[np.float64] = logsumexp(terms, axis=1)
+    return tails
 
 
 def _odds_r(beta: float, epsilon: float) -> float:
@@ -186,7 +187,8 @@ def _plateau_ends(thresholds: NDArray[np.int64], r: float) -> NDArray[np.float64
     As floats (exact integers below 2**53), so a huge ``r`` is compared with ``_MAX_N``
     before any cast to int64.
     """
-    return thresholds + np.floor(thresholds * (r * (1.0 + TIE_RTOL)))
+    ends: NDArray[np.float64] = thresholds + np.floor(thresholds * (r * (1.0 + TIE_RTOL)))
+    return ends
 
 
 def _d_kernel(k: int, beta: float, epsilon: float) -> tuple[float, int]:

@@ -257,7 +257,8 @@ class SampledKAnonymity:
                     f"mechanism.sampled_k_anonymity.levels.{name} = {level}, but the hierarchy "
                     f"of {name!r} has levels 0..{attribute.levels.shape[1] - 1}"
                 )
-            return attribute.levels[codes, level].astype(np.int64)
+            generalized: NDArray[np.int64] = attribute.levels[codes, level].astype(np.int64)
+            return generalized
         if level == 0:
             return codes.astype(np.int64)
         return np.zeros(codes.shape[0], dtype=np.int64)
