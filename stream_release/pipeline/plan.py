@@ -76,8 +76,7 @@ class GroupContents:
 
     @classmethod
     def of(cls, table: EncodedTable, layout: ReleaseLayout) -> GroupContents:
-        """The contents of the groups of ``layout`` (a release of ``table``), read from its
-        sensitive pairs.
+        """The contents of the groups of ``layout`` (a release of ``table``), from its pairs.
 
         Virtual members (:data:`~stream_release.core.grouping.virtual.NO_VALUE`) count in
         ``size`` and hold no value: their pairs are left out (:attr:`virtual` counts them).
@@ -95,10 +94,8 @@ class GroupContents:
         return cls(sizes, pair_group, values.astype(np.int64), counts, ptr)
 
     def with_group(self, values: NDArray[np.integer], n_values: int) -> GroupContents:
-        """These contents and one more group, id :attr:`n_groups`, of rows holding ``values``
-        (local codes ``0..n_values-1``, none of them a virtual member's); the contents alone
-        when ``values`` is empty. The suppressed set as an adversary sees it: one more group.
-        """
+        """These contents and one more group (id :attr:`n_groups`, when ``values`` is not empty)
+        of rows holding local codes ``values`` (no virtual member): the suppressed set."""
         if values.shape[0] == 0:
             return self
         counts = np.bincount(values, minlength=n_values)
@@ -126,17 +123,15 @@ class GroupContents:
 class ReleasePlan:
     """Everything a release publishes and commits.
 
-    ``group`` (n,) int64 per snapshot row, -1 = suppressed; ``layout`` its
-    :class:`~stream_release.core.grouping.layout.ReleaseLayout` (the groups and their sensitive
-    pairs, built once here; the renderer adds the bounds and reads it). ``values`` is the
-    store's value dictionary extended with this release's new values; ``value_of_local`` (V,)
-    maps the table's local codes to global ids. ``published`` (p,) int64 rows in ``group >= 0``.
+    ``group`` (n,) int64 per snapshot row, -1 = suppressed; ``layout`` its :class:`ReleaseLayout`
+    (groups and sensitive pairs, built once here; the renderer adds the bounds). ``values`` is the
+    store's value dictionary extended with this release's new values; ``value_of_local`` (V,) maps
+    the table's local codes to global ids. ``published`` (p,) int64 rows in ``group >= 0``.
     ``history`` is the merged history of the committed rows (:attr:`committed`, row i for
-    ``committed[i]``): the published ones linked to their group's values, the suppressed
-    ones to the suppressed set's. ``breach`` (p,) float64 is each published individual's
-    (virtual members included) largest breach probability over protected values;
-    ``suppressed_breach`` the largest over the suppressed individuals' pairs that were not at
-    the bound before (0 without any).
+    ``committed[i]``): the published ones linked to their group's values, the suppressed ones to the
+    suppressed set's. ``breach`` (p,) float64 is each published individual's (virtual members
+    included) largest breach probability over protected values; ``suppressed_breach`` the largest
+    over the suppressed individuals' pairs that were not at the bound before (0 without any).
     """
 
     group: NDArray[np.int64]
