@@ -18,8 +18,8 @@ per mode (its own history and files in a temporary directory), then audited with
 
 Query workload: for release i, the same ``QUERIES`` count queries for every mode,
 ``COUNT(*) WHERE A_1 IN R_1 AND A_2 IN R_2 AND A_3 IN R_3 AND occupation = s``, drawn once from
-the true snapshot by :func:`stream_release.core.utility.metrics.draw_count_queries` (the manifests'
-workload, module docstring of :mod:`stream_release.core.utility.metrics`; s from every row of the
+the true snapshot by :func:`stream_release.core.utility.queries.draw_count_queries` (the manifests'
+workload, module docstring of :mod:`stream_release.core.utility.queries`; s from every row of the
 snapshot,
 ``rng = default_rng([QUERY_SEED, i])``, queries with a true count of 0 re-drawn). Each mode
 answers them from its PUBLISHED group lines only (``release-NNNN.jsonl`` and the manifest; see
@@ -60,7 +60,7 @@ from numpy.typing import NDArray
 from stream_release.audit import audit_directory
 from stream_release.config import Settings, load_settings
 from stream_release.core.table import Attribute, EncodedTable
-from stream_release.core.utility.metrics import CountQueries, draw_count_queries
+from stream_release.core.utility.queries import CountQueries, draw_count_queries
 from stream_release.devtools.datasets import (
     ADULT_SENSITIVE,
     Table,
@@ -548,7 +548,7 @@ def cross_check(
     """Recompute figures the package states or computes itself; raise on a mismatch.
 
     * global-guarantee: the manifest's own ``utility.query_error`` (drawn from the published
-      rows, answered by :mod:`stream_release.core.utility.metrics` from the private assignment)
+      rows, answered by :mod:`stream_release.core.utility.queries` from the private assignment)
       from the published lines with :func:`estimate_counts` on the same queries;
     * sampled-k-anonymity: the first :data:`SAMPLED_CHECKED` estimates row by row from the
       private assignments (:func:`sampled_from_assignments`);
@@ -924,7 +924,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"Queries: per release the same {queries:,} count queries for every mode, "
         "`COUNT(*) WHERE A_1 IN R_1 AND A_2 IN R_2 AND A_3 IN R_3 AND occupation = s`, drawn "
-        "once from the true snapshot by `metrics.draw_count_queries` (the manifests' workload; "
+        "once from the true snapshot by `queries.draw_count_queries` (the manifests' workload; "
         f"s from every row; `default_rng([{QUERY_SEED}, release])`; true count >= 1). Each mode "
         "answers them from its published group lines only: generalized cells spread "
         "uniformly (sampled-k-anonymity also scaled by 1/beta), RR by Lemma 1 "

@@ -40,7 +40,7 @@ import numpy as np
 
 from stream_release.audit.files import groups_in_order, read_assignments
 from stream_release.config import load_settings
-from stream_release.core.utility.metrics import error_figures, relative_errors
+from stream_release.core.utility.queries import error_figures, relative_errors
 from stream_release.devtools.datasets import (
     ADULT_QID,
     ADULT_SENSITIVE,

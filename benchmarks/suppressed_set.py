@@ -85,7 +85,7 @@ def measure(data_dir: Path, rounds: int) -> list[dict[str, Any]]:
     import serial  # the data loaders of the paper's experiment
 
     from stream_release.config import load_settings
-    from stream_release.core.utility.metrics import relative_errors
+    from stream_release.core.utility.queries import relative_errors
     from stream_release.errors import GuaranteeUnsatisfiable
     from stream_release.pipeline.publisher import Publisher
 

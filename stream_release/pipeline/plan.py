@@ -33,7 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stream_release.config import GroupingSettings
-from stream_release.core.grouping.generalize import group_layout, sensitive_pairs
+from stream_release.core.grouping.layout import ReleaseLayout
 from stream_release.core.grouping.merge import GroupValidity
 from stream_release.core.grouping.partition import (
     Requirements,
@@ -75,23 +75,38 @@ class GroupContents:
     pair_ptr: NDArray[np.int64]
 
     @classmethod
-    def of(cls, table: EncodedTable, group: NDArray[np.int64]) -> GroupContents:
-        """The contents of the groups ``group`` (n,) forms over ``table`` (-1 = suppressed).
+    def of(cls, table: EncodedTable, layout: ReleaseLayout) -> GroupContents:
+        """The contents of the groups of ``layout`` (a release of ``table``), from its pairs.
 
         Virtual members (:data:`~stream_release.core.grouping.virtual.NO_VALUE`) count in
         ``size`` and hold no value: their pairs are left out (:attr:`virtual` counts them).
         """
-        layout = group_layout(group, table.n_rows)
-        ptr, values, counts = sensitive_pairs(table, layout)
-        pair_group = np.repeat(np.arange(layout.n_groups, dtype=np.int64), np.diff(ptr))
-        sizes = layout.sizes.astype(np.int64)
+        groups = layout.groups
+        ptr, values, counts = layout.pair_ptr, layout.pair_value, layout.pair_count
+        pair_group = np.repeat(np.arange(groups.n_groups, dtype=np.int64), np.diff(ptr))
+        sizes = groups.sizes.astype(np.int64)
         none = no_value_code(table)
         if none is not None:
             real = values != none
             pair_group, values, counts = pair_group[real], values[real], counts[real]
-            ptr = np.zeros(layout.n_groups + 1, dtype=np.int64)
-            np.cumsum(np.bincount(pair_group, minlength=layout.n_groups), out=ptr[1:])
+            ptr = np.zeros(groups.n_groups + 1, dtype=np.int64)
+            np.cumsum(np.bincount(pair_group, minlength=groups.n_groups), out=ptr[1:])
         return cls(sizes, pair_group, values.astype(np.int64), counts, ptr)
+
+    def with_group(self, values: NDArray[np.integer], n_values: int) -> GroupContents:
+        """These contents and one more group (id :attr:`n_groups`, when ``values`` is not empty)
+        of rows holding local codes ``values`` (no virtual member): the suppressed set."""
+        if values.shape[0] == 0:
+            return self
+        counts = np.bincount(values, minlength=n_values)
+        held = np.flatnonzero(counts).astype(np.int64)
+        return GroupContents(
+            np.append(self.size, np.int64(values.shape[0])),
+            np.concatenate([self.pair_group, np.full(held.shape[0], self.n_groups, np.int64)]),
+            np.concatenate([self.pair_value, held]),
+            np.concatenate([self.pair_count, counts[held].astype(np.int64)]),
+            np.append(self.pair_ptr, self.pair_ptr[-1] + held.shape[0]),
+        )
 
     @property
     def virtual(self) -> NDArray[np.int64]:
@@ -108,18 +123,19 @@ class GroupContents:
 class ReleasePlan:
     """Everything a release publishes and commits.
 
-    ``group`` (n,) int64 per snapshot row, -1 = suppressed. ``values`` is the store's value
-    dictionary extended with this release's new values; ``value_of_local`` (V,) maps the
-    table's local codes to global ids. ``published`` (p,) int64 rows in ``group >= 0``.
+    ``group`` (n,) int64 per snapshot row, -1 = suppressed; ``layout`` its :class:`ReleaseLayout`
+    (groups and sensitive pairs, built once here; the renderer adds the bounds). ``values`` is the
+    store's value dictionary extended with this release's new values; ``value_of_local`` (V,) maps
+    the table's local codes to global ids. ``published`` (p,) int64 rows in ``group >= 0``.
     ``history`` is the merged history of the committed rows (:attr:`committed`, row i for
-    ``committed[i]``): the published ones linked to their group's values, the suppressed
-    ones to the suppressed set's. ``breach`` (p,) float64 is each published individual's
-    (virtual members included) largest breach probability over protected values;
-    ``suppressed_breach`` the largest over the suppressed individuals' pairs that were not at
-    the bound before (0 without any).
+    ``committed[i]``): the published ones linked to their group's values, the suppressed ones to the
+    suppressed set's. ``breach`` (p,) float64 is each published individual's (virtual members
+    included) largest breach probability over protected values; ``suppressed_breach`` the largest
+    over the suppressed individuals' pairs that were not at the bound before (0 without any).
     """
 
     group: NDArray[np.int64]
+    layout: ReleaseLayout
     contents: GroupContents
     values: tuple[str, ...]
     value_of_local: NDArray[np.int64]
@@ -287,15 +303,16 @@ def plan_release(
             min_group_size=min_group_size, base_ratio=strategy.base_ratio,
             protected=is_protected,
         )  # fmt: skip
-    contents = GroupContents.of(table, group)
+    layout = ReleaseLayout.of(table, group)  # once per release: render reads it too
+    contents = GroupContents.of(table, layout)
     published = np.flatnonzero(group >= 0)
     # the suppressed set is one more group (the last id): its members' linkages are history;
     # a virtual candidate in no group is not in the release
     committed = np.flatnonzero(~absent | (group >= 0)).astype(np.int64)
+    star = (group < 0) & ~absent
     linked = np.where(group >= 0, group, np.where(absent, -1, contents.n_groups))
-    merged = _merge_history(
-        history, committed, linked, GroupContents.of(table, linked), value_of_local
-    )
+    linked_contents = contents.with_group(table.sensitive[star], len(table.sensitive_values))
+    merged = _merge_history(history, committed, linked, linked_contents, value_of_local)
     history = history.take(committed) if absent.any() else history
     protected_global = np.zeros(len(values), dtype=np.bool_)
     protected_global[value_of_local[is_protected]] = True
@@ -330,9 +347,9 @@ def plan_release(
                 f"breach probability {breach_all[row]:.6g}, which may exceed 1/l = "
                 f"{1 / strategy.ell:.6g}; nothing was released"
             )
-    star = (group < 0) & ~absent
     return ReleasePlan(
         group=group,
+        layout=layout,
         contents=contents,
         values=values,
         value_of_local=value_of_local,
@@ -558,7 +575,7 @@ def warm_up() -> None:
     """
     from stream_release.core.privacy.strategy import make_strategy
     from stream_release.core.table import Attribute
-    from stream_release.core.utility.metrics import utility_report
+    from stream_release.core.utility.report import utility_report
     from stream_release.history.types import HistoryRows as _Rows
 
     n = 12

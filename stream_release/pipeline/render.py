@@ -21,9 +21,11 @@ from stream_release.core.grouping.generalize import (
     generalize_groups,
     multisets,
 )
+from stream_release.core.grouping.layout import ReleaseLayout
 from stream_release.core.grouping.partition import group_size_cap
 from stream_release.core.table import EncodedTable
-from stream_release.core.utility.metrics import group_size_stats, utility_report
+from stream_release.core.utility.groups import group_size_stats
+from stream_release.core.utility.report import utility_report
 from stream_release.io.release_files import encode_lines, group_lines
 from stream_release.mechanisms.base import MechanismRelease
 from stream_release.pipeline.plan import ReleasePlan
@@ -44,21 +46,26 @@ def render_release(
     The manifest is public: it names no file and holds no digest of any input (a hash of the
     snapshot would let whoever knows all rows but one confirm that row's value); the source
     goes to the private record.
+
+    The plan's :class:`~stream_release.core.grouping.layout.ReleaseLayout`, with the bounds of
+    the ``generalized`` format added here once, is what the lines and the utility report read:
+    neither rebuilds the groups, their bounds or their sensitive pairs.
     """
     fmt = settings.output.format
     rng = _query_rng(settings, sequence)
+    layout = plan.layout.with_bounds(table) if fmt == "generalized" else plan.layout
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="utility") as pool:
         utility_future = pool.submit(
             utility_report,
             table,
-            plan.group,
+            layout,
             format=fmt,
             queries=settings.output.queries,
             rng=rng,
             real=None if plan.virtual is None else plan.real,
         )
         registry = settings.virtual.registry is not None
-        groups = encode_lines(_lines(table, plan, label, sequence, fmt, registry))
+        groups = encode_lines(_lines(table, plan, layout, label, sequence, fmt, registry))
         utility = utility_future.result()
     strategy = plan.strategy.describe()
     strategy["protected"] = list(settings.privacy.protected)
@@ -146,7 +153,7 @@ PUBLISHED_SIZE_FIGURES = (
     "groups",
     "published",
 )
-"""The figures of :func:`~stream_release.core.utility.metrics.group_size_stats` a mechanism's
+"""The figures of :func:`~stream_release.core.utility.groups.group_size_stats` a mechanism's
 manifest may state without ``input_statistics``: functions of the published group sizes alone."""
 
 LINE_FIELDS = frozenset(
@@ -269,20 +276,22 @@ def _check_mechanism_release(table: EncodedTable, out: MechanismRelease) -> None
 def _lines(
     table: EncodedTable,
     plan: ReleasePlan,
+    layout: ReleaseLayout,
     label: str,
     sequence: int,
     fmt: str,
     registry: bool,
 ) -> list[dict[str, Any]]:
-    """The JSON objects of the group lines, generalized or in anatomy form; with a
-    ``registry``, each states its ``virtual`` members (counted in ``size``)."""
+    """The JSON objects of the group lines, generalized or in anatomy form, read from the
+    release's ``layout``; with a ``registry``, each states its ``virtual`` members (counted in
+    ``size``)."""
     c = plan.contents  # computed once, when the release was planned
     sensitive = multisets(table.sensitive_values, c.pair_ptr, c.pair_value, c.pair_count)
     if fmt == "anatomy":
-        members = anatomy_members(table, plan.group)
+        members = anatomy_members(table, layout)
         lines = list(group_lines(label, sequence, c.size, None, members, sensitive))
     else:
-        qids = generalize_groups(table, plan.group)
+        qids = generalize_groups(table, layout)
         lines = list(group_lines(label, sequence, c.size, qids, None, sensitive))
     if registry:
         for line, virtual in zip(lines, c.virtual.tolist(), strict=True):

@@ -157,7 +157,7 @@ PLANNING = (
     "stream_release.pipeline.publisher",
     "stream_release.pipeline.render",
     "stream_release.config",
-    "stream_release.core.utility.metrics",
+    "stream_release.core.utility",
     "stream_release.core.table",
     "stream_release.core.grouping",
     "stream_release.history",

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from stream_release.config import SchemaSettings
-from stream_release.core.grouping.generalize import leaf_range, lowest_common_ancestor
+from stream_release.core.grouping.layout import leaf_range, lowest_common_ancestor
 from stream_release.core.table import EncodedTable
 from stream_release.errors import ConfigError, SchemaError
 from stream_release.io.encoding import encode

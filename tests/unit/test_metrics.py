@@ -12,15 +12,9 @@ from helpers import EDUCATION_HIERARCHY, SMALL_ROWS, encode_columns
 from scipy.stats import trim_mean
 
 from stream_release.core.table import EncodedTable
-from stream_release.core.utility.metrics import (
-    discernibility,
-    draw_count_queries,
-    group_size_stats,
-    ncp,
-    query_error,
-    relative_errors,
-    utility_report,
-)
+from stream_release.core.utility.groups import discernibility, group_size_stats, ncp
+from stream_release.core.utility.queries import draw_count_queries, query_error, relative_errors
+from stream_release.core.utility.report import utility_report
 from stream_release.errors import InvalidParameter
 
 ROWS = SMALL_ROWS
