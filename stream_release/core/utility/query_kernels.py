@@ -11,12 +11,20 @@ callers. They trust their inputs (STYLE.md, "Validation and errors").
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import njit
+from numpy.typing import NDArray
+
+Index = int | np.integer[Any]
+"""A position or a code: a Python int or a numpy integer."""
 
 
 @njit(cache=True)
-def factorize_keys(keys):  # pragma: no cover - jit
+def factorize_keys(  # pragma: no cover - jit
+    keys: NDArray[Any],
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Codes of int64 ``keys`` in order of first appearance, and each code's first index
     (Fibonacci-hashed open addressing; the table doubles when half full)."""
     n = keys.shape[0]
@@ -57,11 +65,20 @@ def factorize_keys(keys):  # pragma: no cover - jit
 # The kernels run with fastmath (sums may be reassociated, so results can differ from a
 # sequential sum in the last bits) and error_model="numpy" (no ZeroDivisionError branch; no
 # divisor here is ever 0): both are needed for LLVM to vectorize the inner loops.
-_KERNEL = {"cache": True, "fastmath": True, "error_model": "numpy", "nogil": True}
+_kernel = njit(cache=True, fastmath=True, error_model="numpy", nogil=True)
 
 
-@njit(**_KERNEL)
-def scan_combos(attrs, starts, ends, values, ptr, codes, actual, weight):  # pragma: no cover
+@_kernel
+def scan_combos(  # pragma: no cover
+    attrs: NDArray[Any],
+    starts: NDArray[Any],
+    ends: NDArray[Any],
+    values: NDArray[Any],
+    ptr: NDArray[Any],
+    codes: NDArray[Any],
+    actual: NDArray[Any],
+    weight: NDArray[Any],
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Per query: sums of ``actual`` and ``weight`` over the merged rows of its value whose
     QIDs fall in every range. ``codes`` (d, K) int32; ``attrs`` has 1 to 3 columns (a missing
     one repeats the first: the same test twice)."""
@@ -92,10 +109,23 @@ def scan_combos(attrs, starts, ends, values, ptr, codes, actual, weight):  # pra
     return act, est
 
 
-@njit(**_KERNEL)
-def _sum_inside(
-    actual, weight, codes, p0, p1, j0, a0, b0, j1, a1, b1, j2, a2, b2
-):  # pragma: no cover
+@_kernel
+def _sum_inside(  # pragma: no cover
+    actual: NDArray[Any],
+    weight: NDArray[Any],
+    codes: NDArray[Any],
+    p0: Index,
+    p1: Index,
+    j0: Index,
+    a0: Index,
+    b0: Index,
+    j1: Index,
+    a1: Index,
+    b1: Index,
+    j2: Index,
+    a2: Index,
+    b2: Index,
+) -> tuple[float, float]:
     c0 = codes[j0, p0:p1]
     c1 = codes[j1, p0:p1]
     c2 = codes[j2, p0:p1]
@@ -118,31 +148,33 @@ def _sum_inside(
     return a, e
 
 
-@njit(**_KERNEL)
-def _popcount(x):  # pragma: no cover - jit
+@_kernel
+def _popcount(  # pragma: no cover - jit
+    x: np.uint64,
+) -> np.uint64:
     x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
     x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
     x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
     return (x * np.uint64(0x0101010101010101)) >> np.uint64(56)
 
 
-@njit(**_KERNEL)
-def scan_groups(
-    attrs,
-    starts,
-    ends,
-    values,
-    ptr,
-    group,
-    count,
-    lo,
-    hi,
-    kind,
-    mask_row,
-    masks,
-    set_ptr,
-    set_codes,
-):  # pragma: no cover - jit
+@_kernel
+def scan_groups(  # pragma: no cover - jit
+    attrs: NDArray[Any],
+    starts: NDArray[Any],
+    ends: NDArray[Any],
+    values: NDArray[Any],
+    ptr: NDArray[Any],
+    group: NDArray[Any],
+    count: NDArray[Any],
+    lo: NDArray[Any],
+    hi: NDArray[Any],
+    kind: NDArray[Any],
+    mask_row: NDArray[Any],
+    masks: NDArray[Any],
+    set_ptr: NDArray[Any],
+    set_codes: NDArray[Any],
+) -> NDArray[np.float64]:
     """Per query: ``sum_G n(G, s) prod_t |V_t(G) ∩ R_t| / |V_t(G)|`` over the groups holding s.
     ``lo``, ``hi`` (d, K) int32 code bounds of each entry's group; ``kind`` (d,) 0 interval,
     1 set as a bit mask (``masks[mask_row[j]]``), 2 set as CSR (``set_ptr``, ``set_codes``)."""
@@ -199,10 +231,23 @@ def scan_groups(
     return est
 
 
-@njit(**_KERNEL)
-def _interval_estimate(
-    count, lo, hi, p0, p1, j0, a0, b0, j1, a1, b1, j2, a2, b2
-):  # pragma: no cover
+@_kernel
+def _interval_estimate(  # pragma: no cover
+    count: NDArray[Any],
+    lo: NDArray[Any],
+    hi: NDArray[Any],
+    p0: Index,
+    p1: Index,
+    j0: Index,
+    a0: Index,
+    b0: Index,
+    j1: Index,
+    a1: Index,
+    b1: Index,
+    j2: Index,
+    a2: Index,
+    b2: Index,
+) -> float:
     """``sum_k count[k] prod_t overlap_t / width_t`` for three interval attributes."""
     l0 = lo[j0, p0:p1]
     h0 = hi[j0, p0:p1]
@@ -226,10 +271,23 @@ def _interval_estimate(
     return total
 
 
-@njit(**_KERNEL)
-def _mixed_estimate(
-    attrs, starts, ends, p0, p1, group, count, lo, hi, kind, mask_row, masks, set_ptr, set_codes
-):  # pragma: no cover - jit
+@_kernel
+def _mixed_estimate(  # pragma: no cover - jit
+    attrs: NDArray[Any],
+    starts: NDArray[Any],
+    ends: NDArray[Any],
+    p0: Index,
+    p1: Index,
+    group: NDArray[Any],
+    count: NDArray[Any],
+    lo: NDArray[Any],
+    hi: NDArray[Any],
+    kind: NDArray[Any],
+    mask_row: NDArray[Any],
+    masks: NDArray[Any],
+    set_ptr: NDArray[Any],
+    set_codes: NDArray[Any],
+) -> float:
     """The same sum when a queried attribute is a set: one pass per attribute."""
     n = p1 - p0
     share = count[p0:p1].copy()
@@ -261,4 +319,4 @@ def _mixed_estimate(
                     if set_codes[p] >= a and set_codes[p] <= b:
                         inside += 1
                 share[i] *= inside / (last - first)
-    return share.sum()
+    return float(share.sum())
