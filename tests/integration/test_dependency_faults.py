@@ -25,11 +25,18 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
-from helpers import adult_series, fresh_topics, read_topic, write_config
-from kafka_broker import KafkaNode
-from test_release_outcomes import _health_until
-from test_worker import STOP_TIMEOUT_S, Worker, _offline, _stop, _wait_for, worker_environment
-from test_worker_metrics import _get
+from support.data import adult_series, write_config
+from support.http import health_until, http_get
+from support.kafka_broker import KafkaNode
+from support.kafka_topics import fresh_topics, read_topic
+from support.worker import (
+    STOP_TIMEOUT_S,
+    Worker,
+    metrics_environment,
+    offline_releases,
+    wait_for,
+    worker_environment,
+)
 
 from stream_release.audit import audit_directory
 from stream_release.config import KafkaSettings, load_settings
@@ -79,7 +86,7 @@ def _groups_of(bootstrap: str, topic: str, sequence: int) -> list[bytes]:
 
 
 def _wait_for_sequence(worker: Worker, bootstrap: str, topic: str, sequence: int) -> None:
-    _wait_for(
+    wait_for(
         worker,
         bootstrap,
         topic,
@@ -93,7 +100,7 @@ def _timed_stop(worker: Worker) -> float:
     stop cannot finish, so it must be the deadline's (``stop_forced`` logged)."""
     assert worker.proc is not None
     started = time.monotonic()
-    assert _stop(worker) == 0
+    assert worker.stop() == 0
     stopped = time.monotonic() - started
     events = [
         json.loads(line).get("event")
@@ -134,7 +141,7 @@ def test_redis_away_pauses_the_worker_and_nothing_uncommitted_is_published(
 ) -> None:
     config, snaps = series
     url, directory, port = own_redis
-    offline = _offline(config, snaps, tmp_path / "offline")
+    offline = offline_releases(config, snaps, tmp_path / "offline")
     topics = fresh_topics()
     kafka = KafkaSettings(bootstrap=kafka_bootstrap, topics=topics)
     env = worker_environment(kafka_bootstrap, url, tmp_path / "archive", topics)
@@ -163,7 +170,7 @@ def test_redis_away_pauses_the_worker_and_nothing_uncommitted_is_published(
             _wait_for_sequence(worker, kafka_bootstrap, topics.manifests, 2)
             _send(kafka, config, snaps[2])
             _wait_for_sequence(worker, kafka_bootstrap, topics.manifests, 3)
-            assert _stop(worker) == 0
+            assert worker.stop() == 0
     finally:
         worker.kill()
     assert sorted(_manifests(kafka_bootstrap, topics.manifests)) == [1, 2, 3]
@@ -185,7 +192,7 @@ def test_a_restarted_broker_is_reconnected_to(
     redis_prefix: str,
 ) -> None:
     config, snaps = series
-    offline = _offline(config, snaps[:2], tmp_path / "offline")
+    offline = offline_releases(config, snaps[:2], tmp_path / "offline")
     node = KafkaNode(tmp_path / "kafka")
     bootstrap = node.bootstrap
     topics = fresh_topics()
@@ -197,7 +204,7 @@ def test_a_restarted_broker_is_reconnected_to(
         tmp_path / "archive",
         topics,
         redis_prefix,
-        extra={"SR_SERVICE_METRICS_HOST": "127.0.0.1", "SR_SERVICE_METRICS_PORT": str(port)},
+        extra=metrics_environment(port),
     )
     worker = Worker(config, env, tmp_path / "worker.log")
     health = f"http://127.0.0.1:{port}/health"
@@ -209,7 +216,7 @@ def test_a_restarted_broker_is_reconnected_to(
             first.proc.send_signal(signal.SIGKILL)
             first.proc.wait(timeout=10)
         # /health says so while the broker is away (it said ok for 20 s and more before)
-        away = _health_until(worker, health, "Kafka: ")
+        away = health_until(worker, health, "Kafka: ")
         assert f"Kafka at {bootstrap}: cannot connect" in " ".join(away["reasons"])  # type: ignore[arg-type]
         time.sleep(OUTAGE_S)
         worker.check_alive()
@@ -220,9 +227,9 @@ def test_a_restarted_broker_is_reconnected_to(
             _send(kafka, config, snaps[1])
             _wait_for_sequence(worker, bootstrap, topics.manifests, 2)
             assert _groups_of(bootstrap, topics.releases, 2) == offline[1]
-            status, body = _get(health)
+            status, body = http_get(health)
             assert status == 200, body
-            assert _stop(worker) == 0
+            assert worker.stop() == 0
     finally:
         worker.kill()
     assert audit_directory(tmp_path / "archive").ok

@@ -10,7 +10,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from helpers import adult_series, write_config
+from support.data import adult_series, write_config
 
 from stream_release.audit import audit_directory
 from stream_release.cli.main import main

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import SMALL_ROWS, encode_columns
 from pydantic import ValidationError
+from support.tables import SMALL_ROWS, encode_columns
 
 from stream_release.config import OutputSettings, SchemaSettings
 from stream_release.core.privacy.dp_selftest import empirical_dp_check

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import encode_columns
 from pydantic import ValidationError
+from support.tables import encode_columns
 
 from stream_release.config import SchemaSettings
 from stream_release.core.privacy.reconstruction_estimate import count_variance

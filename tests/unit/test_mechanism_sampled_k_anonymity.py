@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import EDUCATION_HIERARCHY
+from support.tables import EDUCATION_HIERARCHY
 
 from stream_release.config import SchemaSettings, Settings, load_settings
 from stream_release.core.privacy.dp_selftest import hockey_stick_divergence
