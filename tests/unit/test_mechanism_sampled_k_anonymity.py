@@ -10,7 +10,6 @@ the same check, at the same sample size, refuses a delta below the mechanism's t
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections import Counter
@@ -19,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from support.tables import EDUCATION_HIERARCHY
+from support.tables import EDUCATION_HIERARCHY, keyed_pseudonyms
 
 from stream_release.config import SchemaSettings, Settings, load_settings
 from stream_release.core.privacy.dp_selftest import hockey_stick_divergence
@@ -53,10 +52,7 @@ def table_of(
     ids = ids if ids is not None else [f"p{i}" for i in range(len(values))]
     raw = snapshot_from_columns(ids, {"zip": zips, "sex": sexes}, values)
     table = encode(raw, schema, {})
-    ps = np.array(
-        [hashlib.blake2b(i.encode(), key=KEY, digest_size=16).digest() for i in table.ids],
-        dtype="S16",
-    )
+    ps = keyed_pseudonyms(table.ids, KEY)
     order = np.argsort(ps, kind="stable")
     return table.take(order), ps[order]
 
