@@ -16,7 +16,6 @@ Each test starts its own Redis or broker (the session's are shared with other te
 
 from __future__ import annotations
 
-import asyncio
 import json
 import signal
 import time
@@ -28,7 +27,7 @@ import pytest
 from support.data import adult_series, write_config
 from support.http import health_until, http_get
 from support.kafka_broker import KafkaNode
-from support.kafka_topics import fresh_topics, read_topic
+from support.kafka_topics import fresh_topics, read_topic, send_snapshots
 from support.worker import (
     STOP_TIMEOUT_S,
     Worker,
@@ -39,7 +38,7 @@ from support.worker import (
 )
 
 from stream_release.audit import audit_directory
-from stream_release.config import KafkaSettings, load_settings
+from stream_release.config import KafkaSettings
 from stream_release.devtools.local_services import (
     ManagedProcess,
     free_port,
@@ -47,25 +46,11 @@ from stream_release.devtools.local_services import (
     redis_answers,
     redis_argv,
 )
-from stream_release.io.snapshot import read_snapshot
-from stream_release.stream.kafka import ensure_topics
-from stream_release.stream.publish import publish_snapshot
 
 pytestmark = pytest.mark.integration
 
 OUTAGE_S = 4.0
 """How long a dependency stays away while the worker runs."""
-
-
-def _send(kafka: KafkaSettings, config: Path, snap: Path) -> None:
-    topics = kafka.topics
-    raw = read_snapshot(snap, load_settings(config).schema)
-
-    async def send() -> None:
-        await ensure_topics(kafka, topics.every)
-        await publish_snapshot(kafka, snap.stem, raw)
-
-    asyncio.run(send())
 
 
 def _manifests(bootstrap: str, topic: str) -> dict[int, bytes]:
@@ -150,7 +135,7 @@ def test_redis_away_pauses_the_worker_and_nothing_uncommitted_is_published(
         first.wait_until(lambda: redis_answers(url))
         worker.start()
         try:
-            _send(kafka, config, snaps[0])
+            send_snapshots(kafka, config, [snaps[0]])
             _wait_for_sequence(worker, kafka_bootstrap, topics.manifests, 1)
             first.proc.send_signal(signal.SIGKILL)
             first.proc.wait(timeout=10)
@@ -158,7 +143,7 @@ def test_redis_away_pauses_the_worker_and_nothing_uncommitted_is_published(
             worker.kill()
             raise
     try:
-        _send(kafka, config, snaps[1])
+        send_snapshots(kafka, config, [snaps[1]])
         time.sleep(OUTAGE_S)
         worker.check_alive()
         assert sorted(_manifests(kafka_bootstrap, topics.manifests)) == [1]
@@ -168,7 +153,7 @@ def test_redis_away_pauses_the_worker_and_nothing_uncommitted_is_published(
             second.wait_until(lambda: redis_answers(url))
             worker.start()
             _wait_for_sequence(worker, kafka_bootstrap, topics.manifests, 2)
-            _send(kafka, config, snaps[2])
+            send_snapshots(kafka, config, [snaps[2]])
             _wait_for_sequence(worker, kafka_bootstrap, topics.manifests, 3)
             assert worker.stop() == 0
     finally:
@@ -210,7 +195,7 @@ def test_a_restarted_broker_is_reconnected_to(
     health = f"http://127.0.0.1:{port}/health"
     try:
         with node.running() as first:
-            _send(kafka, config, snaps[0])
+            send_snapshots(kafka, config, [snaps[0]])
             worker.start()
             _wait_for_sequence(worker, bootstrap, topics.manifests, 1)
             first.proc.send_signal(signal.SIGKILL)
@@ -224,7 +209,7 @@ def test_a_restarted_broker_is_reconnected_to(
         assert _timed_stop(worker) <= STOP_TIMEOUT_S
         with node.running():  # the same data: the log and the consumers' offsets are kept
             worker.start()
-            _send(kafka, config, snaps[1])
+            send_snapshots(kafka, config, [snaps[1]])
             _wait_for_sequence(worker, bootstrap, topics.manifests, 2)
             assert _groups_of(bootstrap, topics.releases, 2) == offline[1]
             status, body = http_get(health)

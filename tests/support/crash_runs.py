@@ -7,7 +7,6 @@ archive, normalised for comparison with another run (``test_crash_consistency`` 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from dataclasses import dataclass
@@ -18,14 +17,11 @@ import pytest
 import redis
 
 from stream_release.audit import audit_directory
-from stream_release.config import KafkaSettings, TopicSettings, load_settings
+from stream_release.config import KafkaSettings, TopicSettings
 from stream_release.devtools.faults import ENV
 from stream_release.history.keys import RedisKeys
 from stream_release.io.release_files import decode_record
-from stream_release.io.snapshot import read_snapshot
-from stream_release.stream.kafka import ensure_topics
-from stream_release.stream.publish import publish_snapshot
-from support.kafka_topics import fresh_topics, read_topic
+from support.kafka_topics import fresh_topics, read_topic, send_snapshots
 from support.worker import Worker, worker_environment
 
 RELEASES = 3
@@ -76,8 +72,7 @@ def run_series(
     """Send the series, run the worker (killed at ``kill_at``, then again), collect."""
     topics = fresh_topics()
     kafka = KafkaSettings(bootstrap=bootstrap, topics=topics)
-    schema = load_settings(config).schema
-    asyncio.run(_send_series(kafka, [(s.stem, read_snapshot(s, schema)) for s in snaps]))
+    send_snapshots(kafka, config, snaps)
     archive = directory / "archive"
     env = worker_environment(bootstrap, redis_url, archive, topics, prefix)
     if kill_at is not None:
@@ -107,13 +102,6 @@ def run_series(
         copies=len(lines) - len(groups),
         at_kill=at_kill if kill_at is not None else (set(), set()),
     )
-
-
-async def _send_series(kafka: KafkaSettings, snapshots: list[tuple[str, Any]]) -> None:
-    topics = kafka.topics
-    await ensure_topics(kafka, topics.every)
-    for label, raw in snapshots:
-        await publish_snapshot(kafka, label, raw)
 
 
 def _wait_for_sigkill(worker: Worker, kill_at: str) -> None:

@@ -1,15 +1,21 @@
-"""Kafka topics of one test: fresh names, and every message of a topic as a consumer reads it."""
+"""Kafka topics of one test: fresh names, snapshots sent to them as ``stream-release publish``
+sends them, and every message of a topic as a consumer reads it."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 import uuid
+from collections.abc import Sequence
+from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from stream_release.config import TopicSettings
+from stream_release.config import KafkaSettings, TopicSettings, load_settings
+from stream_release.io.snapshot import read_snapshot
+from stream_release.stream.kafka import ensure_topics
+from stream_release.stream.publish import publish_snapshot
 
 
 def fresh_topics() -> TopicSettings:
@@ -19,6 +25,21 @@ def fresh_topics() -> TopicSettings:
     return TopicSettings(
         **{name: f"{topic}.{suffix}" for name, topic in defaults.model_dump().items()}
     )
+
+
+def send_snapshots(kafka: KafkaSettings, config: Path, snaps: Sequence[Path]) -> None:
+    """Create every topic of ``kafka`` (one partition each, as the worker makes them), then
+    send each of ``snaps`` (read with the schema of ``config``) as release ``snap.stem``: its
+    records, then its seal."""
+    schema = load_settings(config).schema
+    raws = [(snap.stem, read_snapshot(snap, schema)) for snap in snaps]
+
+    async def send() -> None:
+        await ensure_topics(kafka, kafka.topics.every)
+        for label, raw in raws:
+            await publish_snapshot(kafka, label, raw)
+
+    asyncio.run(send())
 
 
 def read_topic(
