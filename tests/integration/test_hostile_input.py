@@ -1,8 +1,8 @@
 """Hostile input against a real worker (docs/contract.md §5): nothing bad is released, nothing
 valid lost.
 
-``stream-release worker`` runs as a subprocess on the test broker and Redis (as in
-``test_worker.py``).
+``stream-release worker`` runs as a subprocess on the test broker and Redis
+(:class:`support.worker.Worker`, as in ``test_worker.py``).
 
 - :func:`test_fuzzed_messages_are_rejected_or_released` sends one worker at least
   :data:`MIN_MESSAGES` messages planned by hypothesis (:data:`BAD_PLANS`: malformed, mistyped,
@@ -481,7 +481,7 @@ def _with_surrogate(record: dict[str, Any], where: str) -> bytes:
 
 
 def _config(directory: Path, data: Path) -> Path:
-    """The Adult configuration of ``helpers.write_config`` with ``age`` numeric (no
+    """The Adult configuration of :func:`support.data.write_config` with ``age`` numeric (no
     hierarchy), so that its values are checked as numbers."""
     path = write_config(directory, data)
     kept = [line for line in path.read_text().splitlines() if not line.startswith(f'"{NUMERIC}"')]

@@ -1,8 +1,8 @@
 """The worker's ``/metrics`` and ``/health`` over HTTP, end to end (docs/contract.md §5).
 
-A worker subprocess (as in ``test_worker.py``) with ``SR_SERVICE_METRICS_PORT`` on a free port
-publishes one small snapshot; its metrics then count the staged records and the release, carry
-its breach maximum and bound, and neither they nor the worker's log name an individual.
+A worker subprocess (:class:`support.worker.Worker`) with ``SR_SERVICE_METRICS_PORT`` on a free
+port publishes one small snapshot; its metrics then count the staged records and the release,
+carry its breach maximum and bound, and neither they nor the worker's log name an individual.
 """
 
 from __future__ import annotations
