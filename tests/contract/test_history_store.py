@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import redis
 from numpy.typing import NDArray
+from support.tables import keyed_pseudonyms
 
 from stream_release.errors import HistoryStoreError, KeyMismatch, SequenceConflict
 from stream_release.history import (
@@ -39,8 +40,7 @@ OpenStore = Callable[[], HistoryStore]
 
 def pseudonyms(*names: str) -> NDArray[np.bytes_]:
     """Deterministic 16-byte pseudonyms for readable names (the key does not matter here)."""
-    digests = [hashlib.blake2b(n.encode(), digest_size=16).digest() for n in names]
-    return np.frombuffer(b"".join(digests), dtype="S16").copy()
+    return keyed_pseudonyms(names)
 
 
 # Pseudonyms whose trailing bytes are NUL: numpy drops those when it hands out one element.

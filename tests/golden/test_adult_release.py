@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import write_config
+from support.data import write_config
 
 from stream_release.audit import audit_directory
 from stream_release.config import load_settings

@@ -1,12 +1,12 @@
 """Access (issue 4, item 5) on the real local servers.
 
-- A worker subprocess (``test_worker.py``'s) runs a short series of snapshots whose ids are
-  ``secret-id-<uuid>-<n>``, then bad records; afterwards no raw id is anywhere but on the input
-  topics: not in any Redis key or value of its namespace, its log, ``/metrics``, ``/health``,
-  the published topics (releases, manifests, rejected: keys and values) or the archive
-  (the private assignments too). Its Redis is a ``redis-server`` with ``requirepass`` and the
-  worker logs in as an ACL user confined to its key prefix and to the commands it needs; its
-  key comes from a key file.
+- A worker subprocess (the ``adult_worker`` fixture's) runs a short series of snapshots whose
+  ids are ``secret-id-<uuid>-<n>``, then bad records; afterwards no raw id is anywhere but on
+  the input topics: not in any Redis key or value of its namespace, its log, ``/metrics``,
+  ``/health``, the published topics (releases, manifests, rejected: keys and values) or the
+  archive (the private assignments too). Its Redis is a ``redis-server`` with ``requirepass``
+  and the worker logs in as an ACL user confined to its key prefix and to the commands it needs;
+  its key comes from a key file.
 - The worker refuses to start without a pseudonymisation key (exit 2, one line), before it
   connects to anything; with a wrong Redis password it exits 2 with one line that does not
   show the password.
@@ -34,19 +34,13 @@ import numpy as np
 import pytest
 import redis
 from aiohttp import ClientSession
-from conftest import started_service
-from helpers import adult_table, read_topic, write_config
 from redis.backoff import NoBackoff
 from redis.retry import Retry
-from test_worker import (  # noqa: F401 - setup: a fixture, used by name
-    Worker,
-    _publish,
-    _send,
-    _stop,
-    _wait_for,
-    setup,
-)
-from test_worker_metrics import _get
+from support.data import adult_table, write_config
+from support.http import http_get
+from support.kafka_topics import read_topic
+from support.services import started_service
+from support.worker import Worker, publish_with_cli, send_messages, wait_for
 
 from stream_release.config import SchemaSettings, TopicSettings
 from stream_release.devtools.datasets import ADULT_QID, Table
@@ -170,15 +164,14 @@ def _redis_contents(client: redis.Redis, prefix: str) -> list[bytes]:
 
 
 def test_no_raw_id_reaches_redis_logs_metrics_topics_or_files(
-    request: pytest.FixtureRequest,
     secured_redis: str,
     shared_data: Path,
     tmp_path: Path,
     kafka_bootstrap: str,
     kafka_topics: TopicSettings,
+    adult_worker: tuple[Path, list[Path], Worker],
 ) -> None:
-    # test_worker.py's fixture: the config and a worker on this test's topics
-    config, _, worker = request.getfixturevalue("setup")
+    config, _, worker = adult_worker  # the config and a worker on this test's topics
     marker = f"secret-id-{uuid.uuid4().hex}"  # in every id: one search finds them all
     snaps = _snapshots(shared_data, tmp_path, marker)
     prefix = f"sr-access-{uuid.uuid4().hex}"
@@ -198,20 +191,20 @@ def test_no_raw_id_reaches_redis_logs_metrics_topics_or_files(
     )
     worker.start()
     for k, snap in enumerate(snaps, start=1):
-        _publish(config, snap)
-        _wait_for(
+        publish_with_cli(config, snap)
+        wait_for(
             worker, kafka_bootstrap, kafka_topics.manifests, lambda m, k=k: len(m) >= k, f"a0{k}"
         )
     records, seal_key, seal = _bad_messages(snaps[0], marker)
-    asyncio.run(_send(kafka_bootstrap, kafka_topics.records, records))
-    asyncio.run(_send(kafka_bootstrap, kafka_topics.control, [(seal_key, seal)]))
+    asyncio.run(send_messages(kafka_bootstrap, kafka_topics.records, records))
+    asyncio.run(send_messages(kafka_bootstrap, kafka_topics.control, [(seal_key, seal)]))
     refused = len(records)  # every message but the staged copy, plus the seal
-    rejected = _wait_for(
+    rejected = wait_for(
         worker, kafka_bootstrap, kafka_topics.rejected, lambda m: len(m) >= refused, "rejections"
     )
-    pages = [_get(f"http://127.0.0.1:{port}/{page}") for page in ("metrics", "health")]
+    pages = [http_get(f"http://127.0.0.1:{port}/{page}") for page in ("metrics", "health")]
     assert [status for status, _ in pages] == [200, 200]
-    assert _stop(worker) == 0
+    assert worker.stop() == 0
 
     archive, private = tmp_path / "archive", tmp_path / "archive.private"
     files = sorted(p for d in (archive, private) for p in d.rglob("*") if p.is_file())

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import adult_series, write_config
+from support.data import adult_series, write_config
 
 from stream_release.audit import audit_directory
 from stream_release.cli.main import main

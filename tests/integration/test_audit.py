@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import adult_series, write_config
+from support.data import adult_series, write_config
+from support.mechanisms import kind_config
 
 from stream_release.audit import audit_directory
 from stream_release.cli.main import main
@@ -175,8 +176,6 @@ modules of a mechanism are the audit's own)."""
 def test_the_audit_imports_nothing_from_the_planning_code_for_any_kind(
     shared_data: Path, tmp_path: Path
 ) -> None:
-    from test_mechanisms import kind_config
-
     from stream_release.mechanisms import MECHANISMS
 
     directories = []

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import adult_series, write_config
+from support.data import adult_series, write_config
 
 from stream_release.cli.main import main
 
@@ -14,6 +14,13 @@ from stream_release.cli.main import main
 def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
     code = main(list(args))
     return code, capsys.readouterr().err.strip()
+
+
+def _anonymize(
+    capsys: pytest.CaptureFixture[str], config: Path, out: Path, *snaps: Path
+) -> tuple[int, str]:
+    """``stream-release anonymize`` of ``snaps`` into ``out``: its exit code and stderr."""
+    return _run(capsys, "anonymize", "--config", str(config), "--out", str(out), *map(str, snaps))
 
 
 @pytest.fixture
@@ -35,15 +42,7 @@ def test_missing_column(
         "\n".join(";".join(f for j, f in enumerate(r.split(";")) if j != drop) for r in text)
     )
     out = tmp_path / "out"
-    code, err = _run(
-        capsys,
-        "anonymize",
-        "--config",
-        str(write_config(tmp_path, shared_data)),
-        "--out",
-        str(out),
-        *map(str, series),
-    )
+    code, err = _anonymize(capsys, write_config(tmp_path, shared_data), out, *series)
     assert code == 2
     assert len(err.splitlines()) == 1 and "'education'" in err
     assert _nothing_written(out)  # the first, valid snapshot was not published either
@@ -55,15 +54,7 @@ def test_unknown_hierarchy_value(
     text = series[0].read_text().replace(";Bachelors;", ";Bachelor;", 1)
     series[0].write_text(text)
     out = tmp_path / "out"
-    code, err = _run(
-        capsys,
-        "anonymize",
-        "--config",
-        str(write_config(tmp_path, shared_data)),
-        "--out",
-        str(out),
-        str(series[0]),
-    )
+    code, err = _anonymize(capsys, write_config(tmp_path, shared_data), out, series[0])
     assert code == 2
     assert "'Bachelor'" in err and "education" in err and "line" in err
     assert _nothing_written(out)
@@ -75,15 +66,7 @@ def test_duplicate_id(
     lines = series[0].read_text().splitlines()
     series[0].write_text("\n".join([*lines, lines[5]]) + "\n")
     out = tmp_path / "out"
-    code, err = _run(
-        capsys,
-        "anonymize",
-        "--config",
-        str(write_config(tmp_path, shared_data)),
-        "--out",
-        str(out),
-        str(series[0]),
-    )
+    code, err = _anonymize(capsys, write_config(tmp_path, shared_data), out, series[0])
     assert code == 2
     assert "more than once" in err and "line" in err
     assert _nothing_written(out)
@@ -95,9 +78,7 @@ def test_infeasible_parameters_name_the_value_and_the_largest_setting(
     # k' = 5 at l = 2 needs ratio 7.73; the most frequent occupation allows about 7.5
     out = tmp_path / "out"
     config = write_config(tmp_path, shared_data, k_prime=5)
-    code, err = _run(
-        capsys, "anonymize", "--config", str(config), "--out", str(out), str(series[0])
-    )
+    code, err = _anonymize(capsys, config, out, series[0])
     assert code == 2
     assert "infeasible" in err and "largest feasible setting: k_prime = 4" in err
     assert _nothing_written(out)
@@ -107,13 +88,9 @@ def test_bad_configuration(
     shared_data: Path, tmp_path: Path, series: list[Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     config = write_config(tmp_path, shared_data, l=1)
-    code, err = _run(
-        capsys, "anonymize", "--config", str(config), "--out", str(tmp_path / "o"), str(series[0])
-    )
+    code, err = _anonymize(capsys, config, tmp_path / "o", series[0])
     assert code == 2 and "privacy" in err and "l = 1" in err
-    code, err = _run(
-        capsys, "anonymize", "--config", str(tmp_path / "nope.toml"), "--out", "o", str(series[0])
-    )
+    code, err = _anonymize(capsys, tmp_path / "nope.toml", Path("o"), series[0])
     assert code == 2 and "does not exist" in err
 
 

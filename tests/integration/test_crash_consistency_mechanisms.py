@@ -1,15 +1,16 @@
 """Crash consistency of the mechanism kinds: the worker killed with SIGKILL mid-series.
 
-The procedure and the comparison of ``test_crash_consistency`` (its ``_run``), for
-``kind = "sampled-k-anonymity"`` and ``kind = "reconstruction-private-rr"`` (the tables of
-``test_mechanisms``) at the kill points where a mechanism's release differs from the global
-guarantee's: before the cut (``cut_loaded``: the keyed randomness must draw the same release
-again), with the commit (release record and the mechanism's state entries) queued but not
-executed (``commit_queued``), right after it (``committed``), with the archive half renamed
-(``finalizing``) and with the groups half sent (``groups_partial``). Each point is killed at
-its second occurrence, i.e. inside the series. The twelve runs (an uninterrupted one and five
-killed ones per kind) go three at a time (:data:`PARALLEL_RUNS`). Against an uninterrupted run
-of the same kind with the same key:
+The procedure and the comparison of ``test_crash_consistency``
+(:func:`support.crash_runs.run_series`), for ``kind = "sampled-k-anonymity"`` and
+``kind = "reconstruction-private-rr"`` (the tables of :mod:`support.mechanisms`) at the kill
+points where a mechanism's release differs from the global guarantee's: before the cut
+(``cut_loaded``: the keyed randomness must draw the same release again), with the commit
+(release record and the mechanism's state entries) queued but not executed (``commit_queued``),
+right after it (``committed``), with the archive half renamed (``finalizing``) and with the
+groups half sent (``groups_partial``). Each point is killed at its second occurrence, i.e.
+inside the series. The twelve runs (an uninterrupted one and five killed ones per kind) go
+three at a time (:data:`PARALLEL_RUNS`). Against an uninterrupted run of the same kind with the
+same key:
 
 * every release appears once by ``sequence``, every copy of a message is identical, and the
   deduplicated groups and manifests equal the uninterrupted run's;
@@ -25,9 +26,10 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 import pytest
-from helpers import adult_series, redis_namespace
-from test_crash_consistency import PER_RELEASE, RELEASES, Outcome, _run
-from test_mechanisms import kind_config
+from support.crash_runs import PER_RELEASE, RELEASES, Outcome, run_series
+from support.data import adult_series
+from support.mechanisms import kind_config
+from support.services import redis_namespace
 
 from stream_release.devtools.faults import POINTS
 
@@ -76,7 +78,7 @@ def outcomes(
 
     def run(kind: str, point: str | None) -> Outcome:
         with redis_namespace(redis_url) as prefix:
-            return _run(
+            return run_series(
                 configs[kind], snapshots, directories[(kind, point)], kafka_bootstrap,
                 redis_url, prefix, kill_at=None if point is None else f"{point}:2",
             )  # fmt: skip

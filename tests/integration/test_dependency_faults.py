@@ -16,7 +16,6 @@ Each test starts its own Redis or broker (the session's are shared with other te
 
 from __future__ import annotations
 
-import asyncio
 import json
 import signal
 import time
@@ -25,14 +24,21 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
-from helpers import adult_series, fresh_topics, read_topic, write_config
-from kafka_broker import KafkaNode
-from test_release_outcomes import _health_until
-from test_worker import STOP_TIMEOUT_S, Worker, _offline, _stop, _wait_for, worker_environment
-from test_worker_metrics import _get
+from support.data import adult_series, write_config
+from support.http import health_until, http_get
+from support.kafka_broker import KafkaNode
+from support.kafka_topics import fresh_topics, read_topic, send_snapshots
+from support.worker import (
+    STOP_TIMEOUT_S,
+    Worker,
+    metrics_environment,
+    offline_releases,
+    wait_for,
+    worker_environment,
+)
 
 from stream_release.audit import audit_directory
-from stream_release.config import KafkaSettings, load_settings
+from stream_release.config import KafkaSettings
 from stream_release.devtools.local_services import (
     ManagedProcess,
     free_port,
@@ -40,25 +46,11 @@ from stream_release.devtools.local_services import (
     redis_answers,
     redis_argv,
 )
-from stream_release.io.snapshot import read_snapshot
-from stream_release.stream.kafka import ensure_topics
-from stream_release.stream.publish import publish_snapshot
 
 pytestmark = pytest.mark.integration
 
 OUTAGE_S = 4.0
 """How long a dependency stays away while the worker runs."""
-
-
-def _send(kafka: KafkaSettings, config: Path, snap: Path) -> None:
-    topics = kafka.topics
-    raw = read_snapshot(snap, load_settings(config).schema)
-
-    async def send() -> None:
-        await ensure_topics(kafka, topics.every)
-        await publish_snapshot(kafka, snap.stem, raw)
-
-    asyncio.run(send())
 
 
 def _manifests(bootstrap: str, topic: str) -> dict[int, bytes]:
@@ -79,7 +71,7 @@ def _groups_of(bootstrap: str, topic: str, sequence: int) -> list[bytes]:
 
 
 def _wait_for_sequence(worker: Worker, bootstrap: str, topic: str, sequence: int) -> None:
-    _wait_for(
+    wait_for(
         worker,
         bootstrap,
         topic,
@@ -93,7 +85,7 @@ def _timed_stop(worker: Worker) -> float:
     stop cannot finish, so it must be the deadline's (``stop_forced`` logged)."""
     assert worker.proc is not None
     started = time.monotonic()
-    assert _stop(worker) == 0
+    assert worker.stop() == 0
     stopped = time.monotonic() - started
     events = [
         json.loads(line).get("event")
@@ -134,7 +126,7 @@ def test_redis_away_pauses_the_worker_and_nothing_uncommitted_is_published(
 ) -> None:
     config, snaps = series
     url, directory, port = own_redis
-    offline = _offline(config, snaps, tmp_path / "offline")
+    offline = offline_releases(config, snaps, tmp_path / "offline")
     topics = fresh_topics()
     kafka = KafkaSettings(bootstrap=kafka_bootstrap, topics=topics)
     env = worker_environment(kafka_bootstrap, url, tmp_path / "archive", topics)
@@ -143,7 +135,7 @@ def test_redis_away_pauses_the_worker_and_nothing_uncommitted_is_published(
         first.wait_until(lambda: redis_answers(url))
         worker.start()
         try:
-            _send(kafka, config, snaps[0])
+            send_snapshots(kafka, config, [snaps[0]])
             _wait_for_sequence(worker, kafka_bootstrap, topics.manifests, 1)
             first.proc.send_signal(signal.SIGKILL)
             first.proc.wait(timeout=10)
@@ -151,7 +143,7 @@ def test_redis_away_pauses_the_worker_and_nothing_uncommitted_is_published(
             worker.kill()
             raise
     try:
-        _send(kafka, config, snaps[1])
+        send_snapshots(kafka, config, [snaps[1]])
         time.sleep(OUTAGE_S)
         worker.check_alive()
         assert sorted(_manifests(kafka_bootstrap, topics.manifests)) == [1]
@@ -161,9 +153,9 @@ def test_redis_away_pauses_the_worker_and_nothing_uncommitted_is_published(
             second.wait_until(lambda: redis_answers(url))
             worker.start()
             _wait_for_sequence(worker, kafka_bootstrap, topics.manifests, 2)
-            _send(kafka, config, snaps[2])
+            send_snapshots(kafka, config, [snaps[2]])
             _wait_for_sequence(worker, kafka_bootstrap, topics.manifests, 3)
-            assert _stop(worker) == 0
+            assert worker.stop() == 0
     finally:
         worker.kill()
     assert sorted(_manifests(kafka_bootstrap, topics.manifests)) == [1, 2, 3]
@@ -185,7 +177,7 @@ def test_a_restarted_broker_is_reconnected_to(
     redis_prefix: str,
 ) -> None:
     config, snaps = series
-    offline = _offline(config, snaps[:2], tmp_path / "offline")
+    offline = offline_releases(config, snaps[:2], tmp_path / "offline")
     node = KafkaNode(tmp_path / "kafka")
     bootstrap = node.bootstrap
     topics = fresh_topics()
@@ -197,19 +189,19 @@ def test_a_restarted_broker_is_reconnected_to(
         tmp_path / "archive",
         topics,
         redis_prefix,
-        extra={"SR_SERVICE_METRICS_HOST": "127.0.0.1", "SR_SERVICE_METRICS_PORT": str(port)},
+        extra=metrics_environment(port),
     )
     worker = Worker(config, env, tmp_path / "worker.log")
     health = f"http://127.0.0.1:{port}/health"
     try:
         with node.running() as first:
-            _send(kafka, config, snaps[0])
+            send_snapshots(kafka, config, [snaps[0]])
             worker.start()
             _wait_for_sequence(worker, bootstrap, topics.manifests, 1)
             first.proc.send_signal(signal.SIGKILL)
             first.proc.wait(timeout=10)
         # /health says so while the broker is away (it said ok for 20 s and more before)
-        away = _health_until(worker, health, "Kafka: ")
+        away = health_until(worker, health, "Kafka: ")
         assert f"Kafka at {bootstrap}: cannot connect" in " ".join(away["reasons"])  # type: ignore[arg-type]
         time.sleep(OUTAGE_S)
         worker.check_alive()
@@ -217,12 +209,12 @@ def test_a_restarted_broker_is_reconnected_to(
         assert _timed_stop(worker) <= STOP_TIMEOUT_S
         with node.running():  # the same data: the log and the consumers' offsets are kept
             worker.start()
-            _send(kafka, config, snaps[1])
+            send_snapshots(kafka, config, [snaps[1]])
             _wait_for_sequence(worker, bootstrap, topics.manifests, 2)
             assert _groups_of(bootstrap, topics.releases, 2) == offline[1]
-            status, body = _get(health)
+            status, body = http_get(health)
             assert status == 200, body
-            assert _stop(worker) == 0
+            assert worker.stop() == 0
     finally:
         worker.kill()
     assert audit_directory(tmp_path / "archive").ok

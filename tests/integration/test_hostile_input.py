@@ -1,8 +1,8 @@
 """Hostile input against a real worker (docs/contract.md §5): nothing bad is released, nothing
 valid lost.
 
-``stream-release worker`` runs as a subprocess on the test broker and Redis (as in
-``test_worker.py``).
+``stream-release worker`` runs as a subprocess on the test broker and Redis
+(:class:`support.worker.Worker`, as in ``test_worker.py``).
 
 - :func:`test_fuzzed_messages_are_rejected_or_released` sends one worker at least
   :data:`MIN_MESSAGES` messages planned by hypothesis (:data:`BAD_PLANS`: malformed, mistyped,
@@ -47,19 +47,20 @@ import pytest
 import redis
 import yaml
 from aiokafka import AIOKafkaProducer, ConsumerRecord
-from helpers import adult_snapshot, adult_table, read_topic, write_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_worker import (
+from support.data import adult_snapshot, adult_table, write_config
+from support.http import http_get, metric_samples
+from support.kafka_topics import read_topic
+from support.worker import (
     KEY,
     RELEASE_TIMEOUT_S,
     Worker,
-    _publish,
-    _stop,
-    _wait_for,
+    metrics_environment,
+    publish_with_cli,
+    wait_for,
     worker_environment,
 )
-from test_worker_metrics import _get, _samples
 
 from stream_release.audit import audit_directory
 from stream_release.cli.main import main
@@ -480,7 +481,7 @@ def _with_surrogate(record: dict[str, Any], where: str) -> bytes:
 
 
 def _config(directory: Path, data: Path) -> Path:
-    """The Adult configuration of ``helpers.write_config`` with ``age`` numeric (no
+    """The Adult configuration of :func:`support.data.write_config` with ``age`` numeric (no
     hierarchy), so that its values are checked as numbers."""
     path = write_config(directory, data)
     kept = [line for line in path.read_text().splitlines() if not line.startswith(f'"{NUMERIC}"')]
@@ -593,7 +594,7 @@ def _handle(
             pytest.fail(f"the worker is stuck: {stuck[-1].get('message')}\n{h.worker.tail()}")
         return ends <= {_place(r) for r in rejected}
 
-    rejected = _wait_for(h.worker, h.bootstrap, h.topics.rejected, done, what)
+    rejected = wait_for(h.worker, h.bootstrap, h.topics.rejected, done, what)
     return coordinates[: len(messages)], [r for r in rejected if _place(r) not in ends]
 
 
@@ -629,10 +630,10 @@ def test_fuzzed_messages_are_rejected_or_released(
 
     worker.env["SR_SERVICE_MAX_RELEASE_ROWS"] = str(FUZZ_MAX_RELEASE_ROWS)
     worker.start()
-    _publish(hostile.config, late)  # the release whose records are then late
-    _wait_for(worker, bootstrap, topics.manifests, lambda m: len(m) >= 1, "the first release")
+    publish_with_cli(hostile.config, late)  # the release whose records are then late
+    wait_for(worker, bootstrap, topics.manifests, lambda m: len(m) >= 1, "the first release")
     coordinates, rejected = _handle(hostile, sent, "the rejection of every fuzzed message")
-    manifests = _wait_for(
+    manifests = wait_for(
         worker,
         bootstrap,
         topics.manifests,
@@ -676,7 +677,7 @@ def test_fuzzed_messages_are_rejected_or_released(
     assert audit_directory(hostile.archive).ok
 
     worker.check_alive()
-    assert _stop(worker) == 0
+    assert worker.stop() == 0
     assert ID_PREFIX not in worker.log.read_text(errors="replace"), "the worker logged an id"
 
 
@@ -712,9 +713,9 @@ def test_a_release_over_max_release_rows_is_refused_and_the_worker_goes_on(
     assert {e["release"] for e in refusals} == {"huge", "unsealed"}
     assert sum(e.get("refused", 0) for e in refusals) == over - SMALL_MAX_ROWS
     snapshot = adult_snapshot(shared_data, tmp_path / "fits.csv", LATE_ROWS)
-    _publish(hostile.config, snapshot)
-    _wait_for(worker, hostile.bootstrap, topics.manifests, lambda m: len(m) >= 1, "a release")
-    assert _stop(worker) == 0
+    publish_with_cli(hostile.config, snapshot)
+    wait_for(worker, hostile.bootstrap, topics.manifests, lambda m: len(m) >= 1, "a release")
+    assert worker.stop() == 0
     assert ID_PREFIX not in worker.log.read_text(errors="replace"), "the worker logged an id"
 
 
@@ -765,11 +766,7 @@ def test_a_seal_that_never_completes_is_logged_and_alerted_on(
     topics, worker = hostile.topics, hostile.worker
     port = free_port()
     worker.env.update(
-        {
-            "SR_SERVICE_SEAL_ALERT_AFTER_S": str(ALERT_AFTER_S),
-            "SR_SERVICE_METRICS_HOST": "127.0.0.1",
-            "SR_SERVICE_METRICS_PORT": str(port),
-        }
+        {"SR_SERVICE_SEAL_ALERT_AFTER_S": str(ALERT_AFTER_S), **metrics_environment(port)}
     )
     worker.start()
     rows = _adult_rows(shared_data)
@@ -794,9 +791,9 @@ def test_a_seal_that_never_completes_is_logged_and_alerted_on(
     assert line["waited_s"] >= ALERT_AFTER_S
 
     # the metric, and the alert rule's expression holds on it
-    status, body = _get(f"http://127.0.0.1:{port}/metrics")
+    status, body = http_get(f"http://127.0.0.1:{port}/metrics")
     assert status == 200
-    value = _samples(body.decode())["sr_seal_incomplete{release=waiting}"]
+    value = metric_samples(body.decode())["sr_seal_incomplete{release=waiting}"]
     assert value == sealed - staged
     rules = [
         rule
@@ -808,7 +805,7 @@ def test_a_seal_that_never_completes_is_logged_and_alerted_on(
     ).split()
     assert metric == "sr_seal_incomplete" and operator == ">" and value > float(threshold)
 
-    assert _stop(worker) == 0
+    assert worker.stop() == 0
     assert ID_PREFIX not in worker.log.read_text(errors="replace"), "the worker logged an id"
 
 
@@ -851,7 +848,7 @@ def test_messages_near_or_over_the_size_limit_are_rejected(
     errors = {_place(r): json.loads(r.value)["error"] for r in rejected}
     for place, message in zip(coordinates, messages, strict=True):
         assert any(e in errors[place] for e in message.errors)
-    assert _stop(hostile.worker) == 0
+    assert hostile.worker.stop() == 0
 
 
 def test_a_non_finite_number_in_a_numeric_qid_is_rejected(
@@ -869,4 +866,4 @@ def test_a_non_finite_number_in_a_numeric_qid_is_rejected(
     coordinates, rejected = _handle(hostile, messages, "the rejections")
     # before the fix, these records were staged, and their release could never be cut
     assert {_place(r) for r in rejected} == set(coordinates)
-    assert _stop(hostile.worker) == 0
+    assert hostile.worker.stop() == 0

@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import adult_snapshot, read_topic, write_config
+from support.data import adult_snapshot, write_config
+from support.kafka_topics import read_topic
 
 from stream_release.cli.main import main
 from stream_release.config import KafkaSettings, TopicSettings

@@ -1,6 +1,6 @@
 """Kafka security on a real broker (issue 12, item 3): SASL/SCRAM-SHA-512 and ACLs.
 
-An Apache Kafka node of this module (:class:`kafka_broker.KafkaNode` with SCRAM users)
+An Apache Kafka node of this module (:class:`support.kafka_broker.KafkaNode` with SCRAM users)
 authenticates clients on a SASL_PLAINTEXT listener and authorizes every request
 (``StandardAuthorizer``, nothing allowed without an ACL). The service's user is granted only
 what the service needs: its five topics, its two consumer groups and its transactional id.
@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import json
 import secrets
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import adult_series, fresh_topics, read_topic, write_config
-from kafka_broker import KafkaNode
-from test_worker import Worker, _wait_for, worker_environment
+from support.data import adult_series, write_config
+from support.kafka_broker import KafkaNode
+from support.kafka_topics import fresh_topics, read_topic
+from support.worker import Worker, wait_for, worker_environment
 
 from stream_release.cli.main import main
 from stream_release.config import TopicSettings
@@ -129,11 +129,8 @@ def _worker(
 def _refusal(worker: Worker) -> tuple[int, list[str]]:
     """Run ``worker`` until it exits (it must), its exit code and its log's lines."""
     worker.start()
-    assert worker.proc is not None
     try:
-        code = worker.proc.wait(timeout=EXIT_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"the worker kept running:\n{worker.tail()}")
+        code = worker.exit_code(EXIT_TIMEOUT_S)
     finally:
         worker.kill()
     return code, worker.log.read_text(errors="replace").splitlines()
@@ -155,7 +152,7 @@ def test_worker_and_publish_work_as_a_user_confined_to_the_service(
     worker.start()
     try:
         assert _publish(monkeypatch, capsys, login, topics, config, snaps[0]) == (0, "")
-        manifests = _wait_for(
+        manifests = wait_for(
             worker, secured_kafka.bootstrap, topics.manifests, lambda m: len(m) >= 1, "a manifest"
         )
     finally:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import adult_series, wage_panel_config, wage_panel_series, write_config
+from support.data import adult_series, wage_panel_config, wage_panel_series, write_config
 
 from stream_release.cli.main import main
 from stream_release.pipeline.what_if import PlannedRelease, PlannedSetting, plan_series

@@ -10,7 +10,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from helpers import adult_series, write_config
+from support.data import adult_series, write_config
 
 from stream_release.audit import audit_directory
 from stream_release.cli.main import main
@@ -36,15 +36,20 @@ def _infeasible_copy(snapshot: Path, path: Path) -> Path:
     return path
 
 
+@pytest.fixture
+def series(shared_data: Path, tmp_path: Path) -> tuple[Path, list[Path]]:
+    """The Adult configuration and two snapshots of the series, in ``tmp_path``."""
+    return write_config(tmp_path, shared_data), adult_series(shared_data, tmp_path, 20, rounds=2)
+
+
 def _everything_under(path: Path) -> list[Path]:
     return sorted(p for p in path.rglob("*")) if path.exists() else []
 
 
 def test_out_holds_only_publishable_files_and_private_is_0700(
-    shared_data: Path, tmp_path: Path
+    series: tuple[Path, list[Path]], tmp_path: Path
 ) -> None:
-    config = write_config(tmp_path, shared_data)
-    snaps = adult_series(shared_data, tmp_path, 20, rounds=2)
+    config, snaps = series
     out = tmp_path / "out"
     assert _anonymize(config, out, *snaps) == 0
     public = sorted(p.name for p in out.iterdir())
@@ -70,10 +75,9 @@ def test_out_holds_only_publishable_files_and_private_is_0700(
 
 
 def test_public_files_hold_no_digest_of_an_input_and_no_local_path(
-    shared_data: Path, tmp_path: Path
+    series: tuple[Path, list[Path]], tmp_path: Path
 ) -> None:
-    config = write_config(tmp_path, shared_data)
-    snaps = adult_series(shared_data, tmp_path, 20, rounds=2)
+    config, snaps = series
     out = tmp_path / "out"
     assert _anonymize(config, out, *snaps) == 0
     public = b"".join(p.read_bytes() for p in _everything_under(out))
@@ -94,9 +98,10 @@ def test_public_files_hold_no_digest_of_an_input_and_no_local_path(
     }
 
 
-def test_private_directory_and_history_can_be_chosen(shared_data: Path, tmp_path: Path) -> None:
-    config = write_config(tmp_path, shared_data)
-    snaps = adult_series(shared_data, tmp_path, 20, rounds=2)
+def test_private_directory_and_history_can_be_chosen(
+    series: tuple[Path, list[Path]], tmp_path: Path
+) -> None:
+    config, snaps = series
     out, private, history = tmp_path / "pub", tmp_path / "secret" / "p", tmp_path / "hist"
     extra = ("--private", str(private), "--history", str(history))
     assert _anonymize(config, out, snaps[0], extra=extra) == 0
@@ -108,9 +113,10 @@ def test_private_directory_and_history_can_be_chosen(shared_data: Path, tmp_path
     assert audit_directory(out, private=private).ok
 
 
-def test_an_infeasible_run_writes_nothing_anywhere(shared_data: Path, tmp_path: Path) -> None:
-    config = write_config(tmp_path, shared_data)
-    snaps = adult_series(shared_data, tmp_path, 20, rounds=2)
+def test_an_infeasible_run_writes_nothing_anywhere(
+    series: tuple[Path, list[Path]], tmp_path: Path
+) -> None:
+    config, snaps = series
     bad = _infeasible_copy(snaps[1], tmp_path / "bad.csv")
     out = tmp_path / "out"
     before = _everything_under(tmp_path)
@@ -126,10 +132,9 @@ def test_an_infeasible_run_writes_nothing_anywhere(shared_data: Path, tmp_path: 
 
 
 def test_a_series_in_the_old_layout_is_refused_with_the_move(
-    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    series: tuple[Path, list[Path]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = write_config(tmp_path, shared_data)
-    snaps = adult_series(shared_data, tmp_path, 20, rounds=2)
+    config, snaps = series
     out = tmp_path / "out"
     assert _anonymize(config, out, snaps[0]) == 0
     # the layout of earlier versions: history and assignments inside --out
@@ -146,10 +151,9 @@ def test_a_series_in_the_old_layout_is_refused_with_the_move(
 
 
 def test_a_lost_key_file_stops_the_series(
-    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    series: tuple[Path, list[Path]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = write_config(tmp_path, shared_data)
-    snaps = adult_series(shared_data, tmp_path, 20, rounds=2)
+    config, snaps = series
     out = tmp_path / "out"
     assert _anonymize(config, out, snaps[0]) == 0
     key = tmp_path / "out.private" / "history" / "pseudonym.key"
@@ -163,15 +167,14 @@ def test_a_lost_key_file_stops_the_series(
 
 @pytest.mark.parametrize("store", ["file", "redis"])
 def test_another_key_is_refused_by_either_store(
-    shared_data: Path,
+    series: tuple[Path, list[Path]],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     request: pytest.FixtureRequest,
     store: str,
 ) -> None:
-    config = write_config(tmp_path, shared_data)
-    snaps = adult_series(shared_data, tmp_path, 20, rounds=2)
+    config, snaps = series
     out = tmp_path / "out"
     extra: tuple[str, ...] = ()
     if store == "redis":

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import adult_series, write_config
-from test_mechanisms import kind_config
+from support.data import adult_series, write_config
+from support.mechanisms import kind_config
 
 from stream_release.cli.main import main
 from stream_release.cli.reconstruct import Z

@@ -21,9 +21,11 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import adult_snapshot, read_topic, schema_errors, write_config
-from test_worker import Worker, set_publish_environment, worker_environment
-from test_worker_metrics import poll
+from support.data import adult_snapshot, write_config
+from support.http import health_until
+from support.kafka_topics import read_topic
+from support.schemas import schema_errors
+from support.worker import MakeWorker, metrics_environment, set_publish_environment
 
 from stream_release.cli.main import main
 from stream_release.config import TopicSettings
@@ -62,42 +64,20 @@ def _publish_wait(
     return code, out, err
 
 
-def _health_until(worker: Worker, url: str, done: str) -> dict[str, object]:
-    """``/health``'s body once it is 503 and one of its reasons contains ``done``."""
-
-    def accept(status: int, body: bytes) -> dict[str, object] | None:
-        health = json.loads(body or b"{}")
-        reasons = health.get("reasons", []) if status == 503 else []
-        return health if any(done in reason for reason in reasons) else None
-
-    return poll(worker, url, accept, f"said {done!r}")
-
-
 def test_publish_wait_reports_published_refused_and_blocked_releases(
     shared_data: Path,
     tmp_path: Path,
     kafka_bootstrap: str,
     kafka_topics: TopicSettings,
-    redis_url: str,
-    redis_prefix: str,
-    monkeypatch: pytest.MonkeyPatch,
+    make_worker: MakeWorker,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    set_publish_environment(monkeypatch, kafka_bootstrap, kafka_topics)
     config = write_config(tmp_path, shared_data)
     good = adult_snapshot(shared_data, tmp_path / "r1.csv", ROWS)
     infeasible = _rewrite(good, tmp_path / "r2.csv", {-1: {ADULT_SENSITIVE: "Sales"}})
     blocked = _rewrite(good, tmp_path / "r3.csv", {7: {"age": "not-an-age"}})
     port = free_port()
-    env = worker_environment(
-        kafka_bootstrap,
-        redis_url,
-        tmp_path / "archive",
-        kafka_topics,
-        redis_prefix,
-        extra={"SR_SERVICE_METRICS_HOST": "127.0.0.1", "SR_SERVICE_METRICS_PORT": str(port)},
-    )
-    worker = Worker(config, env, tmp_path / "worker.log")
+    worker = make_worker(config, extra=metrics_environment(port))
     health = f"http://127.0.0.1:{port}/health"
     worker.start()
     try:
@@ -110,14 +90,14 @@ def test_publish_wait_reports_published_refused_and_blocked_releases(
         [line] = err.strip().splitlines()
         assert "release r2 refused: infeasible: protected value 'Sales'" in line
         assert "largest feasible setting" in line and "new label" in line
-        body = _health_until(worker, health, "release 'r2' refused")
+        body = health_until(worker, health, "release 'r2' refused")
         assert body["refused"]["error"] == "GuaranteeUnsatisfiable"  # type: ignore[index]
 
         code, out, err = _publish_wait(capsys, config, blocked)
         assert code == 1, err
         [line] = err.strip().splitlines()
         assert f"release r3 blocked: sealed with {ROWS} ids, {ROWS - 1} staged and 1" in line
-        body = _health_until(worker, health, "release 'r3' blocked")
+        body = health_until(worker, health, "release 'r3' blocked")
         assert body["blocked"][0]["rejected"] == 1  # type: ignore[index]
     finally:
         worker.kill()

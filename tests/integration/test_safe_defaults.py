@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import adult_series, write_config
+from support.data import adult_series, write_config
 
 from stream_release.cli.main import main
 from stream_release.errors import PrivacyLeakWarning

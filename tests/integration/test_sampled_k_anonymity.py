@@ -13,20 +13,17 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import adult_series, read_topic, write_config
-from test_worker import (
+from support.data import adult_series, write_config
+from support.kafka_topics import read_topic
+from support.worker import (
+    MakeWorker,
     Worker,
-    _offline,
-    _publish,
-    _sequences,
-    _stop,
-    _wait_for,
-    set_publish_environment,
-    worker_environment,
+    manifest_sequences,
+    offline_releases,
+    publish_series,
 )
 
 from stream_release.audit import audit_directory
@@ -47,7 +44,7 @@ SECTION = (
 
 
 def sampled_config(directory: Path, data: Path, section: str = SECTION) -> Path:
-    """The Adult configuration of :func:`helpers.write_config` in sampled-k-anonymity mode."""
+    """The Adult configuration of :func:`support.data.write_config` in sampled-k-anonymity mode."""
     path = write_config(directory, data)
     path.write_text(path.read_text(encoding="utf-8") + section, encoding="utf-8")
     return path
@@ -198,26 +195,10 @@ def _mkdir(path: Path) -> Path:
 
 
 @pytest.fixture
-def worker_setup(
-    shared_data: Path,
-    tmp_path: Path,
-    snapshots: list[Path],
-    kafka_bootstrap: str,
-    kafka_topics: TopicSettings,
-    redis_url: str,
-    redis_prefix: str,
-    monkeypatch: pytest.MonkeyPatch,
-) -> Iterator[tuple[Path, Worker]]:
-    set_publish_environment(monkeypatch, kafka_bootstrap, kafka_topics)
+def worker_setup(shared_data: Path, tmp_path: Path, make_worker: MakeWorker) -> tuple[Path, Worker]:
+    """The sampled-k-anonymity configuration and a (not yet started) worker of it."""
     config = sampled_config(tmp_path, shared_data)
-    env = worker_environment(
-        kafka_bootstrap, redis_url, tmp_path / "archive", kafka_topics, redis_prefix
-    )
-    worker = Worker(config, env, tmp_path / "worker.log")
-    try:
-        yield config, worker
-    finally:
-        worker.kill()
+    return config, make_worker(config)
 
 
 def test_the_worker_publishes_the_offline_sampled_releases_byte_for_byte(
@@ -228,14 +209,9 @@ def test_the_worker_publishes_the_offline_sampled_releases_byte_for_byte(
     kafka_topics: TopicSettings,
 ) -> None:
     config, worker = worker_setup
-    offline = _offline(config, snapshots, tmp_path / "offline")
-    worker.start()
-    for snap in snapshots:
-        _publish(config, snap)
-    manifests = _wait_for(
-        worker, kafka_bootstrap, kafka_topics.manifests, lambda m: len(m) >= 2, "two manifests"
-    )
-    assert _sequences(manifests) == [1, 2]
+    offline = offline_releases(config, snapshots, tmp_path / "offline")
+    manifests = publish_series(worker, config, snapshots, kafka_bootstrap, kafka_topics)
+    assert manifest_sequences(manifests) == [1, 2]
     groups = read_topic(kafka_bootstrap, kafka_topics.releases)
     by_release = [[g.value for g in groups if g.key == s.stem.encode()] for s in snapshots]
     assert by_release == offline
@@ -255,7 +231,7 @@ def test_the_worker_publishes_the_offline_sampled_releases_byte_for_byte(
         ).read_bytes()
     report = audit_directory(archive)
     assert report.ok, report.table()
-    assert _stop(worker) == 0
+    assert worker.stop() == 0
     log = [json.loads(line) for line in worker.log.read_text().splitlines() if line.strip()]
     committed = [entry for entry in log if entry.get("event") == "committed"]
     assert [(e["sequence"], e["mechanism"]) for e in committed] == [

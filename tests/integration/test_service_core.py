@@ -12,31 +12,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 import redis
-from helpers import adult_series, write_config
+from support.data import adult_series, write_config
+from support.service_runs import record_messages
 
 from stream_release.audit import audit_directory
 from stream_release.config import load_settings
-from stream_release.devtools.datasets import read_csv_table
 from stream_release.pipeline.anonymize import anonymize_files
 from stream_release.stream.intake import Incoming
 from stream_release.stream.service import ReleaseService
 
 pytestmark = pytest.mark.integration
 KEY = "service-test-key-0123456789abcdef"
-
-
-def _messages(path: Path, label: str, qid: tuple[str, ...], start: int) -> list[Incoming]:
-    table = read_csv_table(path)
-    out = []
-    for i in range(table.n_rows):
-        value = {
-            "release": label,
-            "id": table.columns["id"][i],
-            "qid": {q: table.columns[q][i] for q in qid},
-            "sensitive": table.columns["occupation"][i],
-        }
-        out.append(Incoming("sr.records", 0, start + i, None, json.dumps(value).encode()))
-    return out
 
 
 @pytest.fixture
@@ -52,7 +38,7 @@ def test_streamed_releases_equal_offline_ones(setup, tmp_path: Path) -> None:  #
     settings, snaps, service = setup
     rng = np.random.default_rng(0)
     for k, snap in enumerate(snaps, start=1):
-        messages = _messages(snap, snap.stem, settings.schema.qid, 10_000 * k)
+        messages = record_messages(snap, snap.stem, settings.schema.qid, 10_000 * k)
         order = rng.permutation(len(messages))  # arrival order must not matter
         shuffled = [messages[i] for i in order]
         assert service.accept_records(shuffled[: len(shuffled) // 2]) == ([], False)
@@ -92,7 +78,7 @@ def test_streamed_releases_equal_offline_ones(setup, tmp_path: Path) -> None:  #
 
 def test_bad_input_is_rejected_with_its_reason_and_coordinates(setup) -> None:  # type: ignore[no-untyped-def]
     settings, snaps, service = setup
-    good = _messages(snaps[0], "t01", settings.schema.qid, 0)[:3]
+    good = record_messages(snaps[0], "t01", settings.schema.qid, 0)[:3]
     bad_value = json.loads(good[0].value)
     bad_value["qid"]["education"] = "Bachelor"
     duplicate = json.loads(good[1].value)
@@ -144,7 +130,7 @@ def test_bad_input_is_rejected_with_its_reason_and_coordinates(setup) -> None:  
         is None
     )  # a seal for a cut release changes nothing
     # the next release is cut as usual, as sequence 1
-    following = _messages(snaps[1], "t02", settings.schema.qid, 100)
+    following = record_messages(snaps[1], "t02", settings.schema.qid, 100)
     assert service.accept_records(following).rejected == []
     seal = json.dumps({"release": "t02", "records": len(following)}).encode()
     assert service.accept_seal(Incoming("sr.control", 0, 4, None, seal)) is None

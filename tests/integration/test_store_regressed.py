@@ -1,5 +1,6 @@
 """A running worker whose Redis comes back empty never writes over what was published
-(issue 10, item 5), on a real Redis through the release service's runner.
+(issue 10, item 5), on a real Redis through the release service's runner (its releases sent
+by the real release producer to the session's broker).
 
 Redis restarted without persistence: the history, the sequence and the labels are gone, the
 archive still holds releases 1 and 2. The next sealed release must not be cut as sequence 1
@@ -13,18 +14,20 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import redis
-from helpers import adult_snapshot, write_config
-from test_service_mechanism_faults import _events, _runner, _sample, _stage
+from support.data import adult_snapshot, write_config
+from support.service_runs import log_events, metric_sample, stage_sealed
 
 from stream_release.audit import audit_directory
-from stream_release.config import load_settings
+from stream_release.config import KafkaSettings, load_settings
 from stream_release.errors import ArchiveConflict
 from stream_release.history.keys import RedisKeys
 from stream_release.io.release_files import ReleaseFiles, ReleasePaths, stage_release
+from stream_release.stream.app import ServiceRunner
 from stream_release.stream.notices import STORE_FIX
 from stream_release.stream.service import ReleaseService
 
@@ -45,24 +48,29 @@ def _digests(directory: Path) -> dict[str, str]:
 def test_an_emptied_store_stops_the_cut_and_nothing_published_is_replaced(
     shared_data: Path,
     tmp_path: Path,
-    kafka_bootstrap: str,
     redis_url: str,
     redis_prefix: str,
+    release_kafka: KafkaSettings,
+    make_runner: Callable[[ReleaseService], ServiceRunner],
+    loop: asyncio.Runner,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO)
     config = write_config(tmp_path, shared_data)
     settings = load_settings(
-        config, history={"key": KEY, "prefix": redis_prefix}, service={"retry_interval_s": 0.01}
+        config,
+        history={"key": KEY, "prefix": redis_prefix},
+        service={"retry_interval_s": 0.01},
+        kafka=release_kafka.model_dump(),
     )
     snapshot = adult_snapshot(shared_data, tmp_path / "rows.csv", ROWS)
     archive = tmp_path / "archive"
     client = redis.Redis.from_url(redis_url)
     service = ReleaseService(settings, client, archive)
-    runner, _ = _runner(service, kafka_bootstrap)
+    runner = make_runner(service)
     for k, label in enumerate(("t01", "t02")):
-        _stage(service, snapshot, label, k * 10_000)
-        asyncio.run(runner.publish())
+        stage_sealed(service, snapshot, label, k * 10_000)
+        loop.run(runner.publish())
     assert service.store.last_sequence() == 2 and runner.publication_ok
     published = {d: _digests(d) for d in (archive, tmp_path / "archive.private")}
 
@@ -70,21 +78,21 @@ def test_an_emptied_store_stops_the_cut_and_nothing_published_is_replaced(
     keys = list(client.scan_iter(match=RedisKeys(redis_prefix).match))
     backup = {key: client.dump(key) for key in keys}
     client.delete(*keys)
-    _stage(service, snapshot, "t03", 20_000)
+    stage_sealed(service, snapshot, "t03", 20_000)
     caplog.clear()
     for _ in range(2):
-        asyncio.run(runner.publish())
+        loop.run(runner.publish())
     assert service.store.last_sequence() == 0  # nothing was cut as sequence 1
     assert {d: _digests(d) for d in published} == published
-    problems = _events(caplog, "store_regressed")
+    problems = log_events(caplog, "store_regressed")
     assert len(problems) == 2  # one line per attempt
     for record in problems:
         assert record.levelno == logging.ERROR
         assert (record.release, record.error) == ("t03", "StoreRegressed")
         assert "lost commits" in record.detail and record.fix == STORE_FIX
-    assert not _events(caplog, "release_refused") and not _events(caplog, "committed")
-    assert _sample(runner, "sr_store_regressed") == 1
-    status, body = asyncio.run(runner.health())
+    assert not log_events(caplog, "release_refused") and not log_events(caplog, "committed")
+    assert metric_sample(runner, "sr_store_regressed") == 1
+    status, body = loop.run(runner.health())
     assert (status, body["status"]) == (503, "degraded")
     assert body["store_error"]["release"] == "t03"
     assert "restored from its backup" in body["store_error"]["error"]
@@ -95,10 +103,10 @@ def test_an_emptied_store_stops_the_cut_and_nothing_published_is_replaced(
     for key, dumped in backup.items():
         client.restore(key, 0, dumped, replace=True)
     caplog.clear()
-    asyncio.run(runner.publish())
-    assert [r.sequence for r in _events(caplog, "committed")] == [3]
-    assert _sample(runner, "sr_store_regressed") == 0
-    status, body = asyncio.run(runner.health())
+    loop.run(runner.publish())
+    assert [r.sequence for r in log_events(caplog, "committed")] == [3]
+    assert metric_sample(runner, "sr_store_regressed") == 0
+    status, body = loop.run(runner.health())
     assert (status, body["store_error"]) == (200, None)
     for directory, files in published.items():
         now = _digests(directory)

@@ -15,7 +15,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from helpers import adult_series, write_config
+from support.data import adult_series, write_config
 
 from stream_release.audit import audit_directory
 from stream_release.cli.main import main

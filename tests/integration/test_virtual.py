@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import adult_register, adult_series, write_config
+from support.data import adult_register, adult_series, write_config
 
 from stream_release.audit import audit_directory
 from stream_release.cli.main import main

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import SMALL_ROWS, encode_columns
+from support.tables import SMALL_ROWS, encode_columns
 
 from stream_release.core.grouping.generalize import (
     anatomy_members,

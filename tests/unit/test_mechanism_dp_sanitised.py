@@ -10,7 +10,6 @@ probability past the bound) shows the same check, at the same sample size, can f
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import math
 import re
@@ -20,8 +19,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import SMALL_ROWS, encode_columns
 from pydantic import ValidationError
+from support.tables import SMALL_ROWS, encode_columns, keyed_pseudonyms
 
 from stream_release.config import OutputSettings, SchemaSettings
 from stream_release.core.privacy.dp_selftest import empirical_dp_check
@@ -71,10 +70,7 @@ def table_of(tmp_path: Path, rows: list[tuple[str, ...]]) -> tuple[EncodedTable,
         "city": [r[3] for r in rows],
     }
     table = encode_columns(tmp_path, columns, [r[4] for r in rows], ids=[r[0] for r in rows])
-    ps = np.array(
-        [hashlib.blake2b(i.encode(), key=KEY, digest_size=16).digest() for i in table.ids],
-        dtype="S16",
-    )
+    ps = keyed_pseudonyms(table.ids, KEY)
     order = np.argsort(ps)
     return table.take(order), ps[order]
 
@@ -522,10 +518,7 @@ def adult(shared_data: Path) -> tuple[EncodedTable, np.ndarray, tuple[str, ...]]
         for line in (shared_data / "adult_hierarchy_occupation.csv").read_text().splitlines()
         if line.strip()
     )
-    ps = np.array(
-        [hashlib.blake2b(i.encode(), key=KEY, digest_size=16).digest() for i in table.ids],
-        dtype="S16",
-    )
+    ps = keyed_pseudonyms(table.ids, KEY)
     order = np.argsort(ps)
     return table.take(order), ps[order], occupations
 
@@ -561,7 +554,7 @@ def test_wide_and_empty_tables(tmp_path: Path) -> None:
     names = [f"c{j}" for j in range(11)]
     columns = {n: ["a", "b", "a", "b"] for n in names}
     table = encode_columns(tmp_path, columns, ["flu", "flu", "cold", "hiv"])
-    ps = np.array([hashlib.blake2b(i.encode(), digest_size=16).digest() for i in table.ids])
+    ps = keyed_pseudonyms(table.ids)
     order = np.argsort(ps)
     table, ps = table.take(order), ps[order]
     mech = DPSanitised(

@@ -17,7 +17,7 @@ from types import ModuleType
 
 import numpy as np
 import pytest
-from helpers import EDUCATION_HIERARCHY
+from support.tables import EDUCATION_HIERARCHY
 
 from stream_release.config import SchemaSettings, load_settings
 from stream_release.core.privacy.metric_dp_rr import rr_debiased_counts, rr_keep

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import doctest
-import hashlib
 import math
 import time
 from collections.abc import Sequence
@@ -21,8 +20,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import encode_columns
 from pydantic import ValidationError
+from support.tables import encode_columns, keyed_pseudonyms
 
 from stream_release.config import SchemaSettings
 from stream_release.core.privacy.reconstruction_estimate import count_variance
@@ -80,13 +79,6 @@ def make_table(rows: Sequence[tuple[str, tuple[int, ...], str]]) -> EncodedTable
     return EncodedTable(ids, qid, codes.astype(np.int32), tuple(str(v) for v in values), attributes)
 
 
-def pseudonyms(ids: Sequence[str], key: bytes = KEY) -> np.ndarray:
-    return np.array(
-        [hashlib.blake2b(str(i).encode(), key=key, digest_size=16).digest() for i in ids],
-        dtype="S16",
-    )
-
-
 def publish(
     mechanism: ReconstructionRR,
     table: EncodedTable,
@@ -95,7 +87,7 @@ def publish(
     key: bytes = KEY,
 ) -> tuple[MechanismRelease, dict[str, Any], list[dict[str, Any]]]:
     """One release as the publisher cuts it: rows sorted by pseudonym, state committed."""
-    ps = pseudonyms(table.ids.tolist(), key)
+    ps = keyed_pseudonyms(table.ids.tolist(), key)
     order = np.argsort(ps, kind="stable")
     release = mechanism.release(
         table.take(order),

@@ -10,7 +10,6 @@ the same check, at the same sample size, refuses a delta below the mechanism's t
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections import Counter
@@ -19,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import EDUCATION_HIERARCHY
+from support.tables import EDUCATION_HIERARCHY, keyed_pseudonyms
 
 from stream_release.config import SchemaSettings, Settings, load_settings
 from stream_release.core.privacy.dp_selftest import hockey_stick_divergence
@@ -31,7 +30,7 @@ from stream_release.io.encoding import encode
 from stream_release.io.hierarchy import load_hierarchies
 from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.mechanisms import make_mechanism
-from stream_release.mechanisms.base import MechanismRelease, ReleaseRandomness
+from stream_release.mechanisms.base import MechanismRelease, ReleaseRandomness, StateLoader
 from stream_release.mechanisms.sampled_k_anonymity.audit import verify_release, verify_series
 from stream_release.mechanisms.sampled_k_anonymity.mechanism import (
     KIND,
@@ -54,10 +53,7 @@ def table_of(
     ids = ids if ids is not None else [f"p{i}" for i in range(len(values))]
     raw = snapshot_from_columns(ids, {"zip": zips, "sex": sexes}, values)
     table = encode(raw, schema, {})
-    ps = np.array(
-        [hashlib.blake2b(i.encode(), key=KEY, digest_size=16).digest() for i in table.ids],
-        dtype="S16",
-    )
+    ps = keyed_pseudonyms(table.ids, KEY)
     order = np.argsort(ps, kind="stable")
     return table.take(order), ps[order]
 
@@ -89,12 +85,17 @@ def state_before(sequence: int, epsilon: float = 1.0, log_delta: float = -5.0) -
 
 
 def run(
-    m: SampledKAnonymity, table: EncodedTable, ps: np.ndarray, sequence: int = 1
+    m: SampledKAnonymity,
+    table: EncodedTable,
+    ps: np.ndarray,
+    sequence: int = 1,
+    load_state: StateLoader | None = None,
 ) -> MechanismRelease:
+    """Release ``sequence`` of ``m`` with the test key's randomness, reading its state with
+    ``load_state`` (default :func:`state_before` ``sequence``)."""
     randomness = ReleaseRandomness.derive(KEY, KIND, sequence)
-    return m.release(
-        table, ps, sequence=sequence, randomness=randomness, load_state=state_before(sequence)
-    )
+    load = load_state if load_state is not None else state_before(sequence)
+    return m.release(table, ps, sequence=sequence, randomness=randomness, load_state=load)
 
 
 def random_table(n: int, seed: int = 7) -> tuple[EncodedTable, np.ndarray]:
@@ -205,13 +206,7 @@ def test_generalization_is_the_configured_one(tmp_path: Path) -> None:
         widths={"age": 5},
     )
     m = SampledKAnonymity(section, schema.qid)
-    out = m.release(
-        table,
-        np.zeros(n, dtype="S16"),
-        sequence=1,
-        randomness=ReleaseRandomness.derive(KEY, KIND, 1),
-        load_state=state_before(1),
-    )
+    out = run(m, table, np.zeros(n, dtype="S16"))
     assert out.qids == [
         {"age": [-5, -1], "education": "Higher education", "city": "Paris", "sex": "*"},
         {"age": [5, 9], "education": "Higher education", "city": "Paris", "sex": "*"},
@@ -242,13 +237,7 @@ def test_the_guarantee_states_the_exact_delta_and_composes_the_series() -> None:
     figures = calc_delta(20, 0.1, 1.0)
     state: dict[bytes, bytes] = {}
     for sequence in (1, 2, 3):
-        out = m.release(
-            table,
-            ps,
-            sequence=sequence,
-            randomness=ReleaseRandomness.derive(KEY, KIND, sequence),
-            load_state=lambda keys: [state.get(k) for k in keys],
-        )
+        out = run(m, table, ps, sequence, lambda keys: [state.get(k) for k in keys])
         state.update(out.state)
         block = out.guarantee
         assert block["kind"] == KIND
@@ -270,13 +259,7 @@ def test_a_parameter_change_is_composed_with_the_parameters_of_each_release() ->
     deltas = []
     for sequence, epsilon in ((1, 1.0), (2, 0.5)):
         m = mechanism(k=20, beta=0.1, epsilon=epsilon)
-        out = m.release(
-            table,
-            ps,
-            sequence=sequence,
-            randomness=ReleaseRandomness.derive(KEY, KIND, sequence),
-            load_state=lambda keys: [state.get(k) for k in keys],
-        )
+        out = run(m, table, ps, sequence, lambda keys: [state.get(k) for k in keys])
         state.update(out.state)
         deltas.append(calc_delta(20, 0.1, epsilon)["delta"])
     assert out.guarantee["series"]["epsilon"] == 1.5
@@ -286,21 +269,9 @@ def test_a_parameter_change_is_composed_with_the_parameters_of_each_release() ->
 def test_a_state_that_does_not_count_the_earlier_releases_is_refused() -> None:
     table, ps = random_table(50)
     with pytest.raises(SchemaError, match="0 earlier sampled releases but this is release 2"):
-        mechanism().release(
-            table,
-            ps,
-            sequence=2,
-            randomness=ReleaseRandomness.derive(KEY, KIND, 2),
-            load_state=lambda keys: [None],
-        )
+        run(mechanism(), table, ps, 2, lambda keys: [None])
     with pytest.raises(SchemaError, match="corrupt"):
-        mechanism().release(
-            table,
-            ps,
-            sequence=2,
-            randomness=ReleaseRandomness.derive(KEY, KIND, 2),
-            load_state=lambda keys: [b"not json"],
-        )
+        run(mechanism(), table, ps, 2, lambda keys: [b"not json"])
 
 
 # -- empirical differential privacy on neighbouring tables --------------------------------------

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import SCHEMAS, schema_errors
+from support.schemas import SCHEMAS, schema_errors
 
 from stream_release.cli.main import main
 from stream_release.config import SchemaSettings

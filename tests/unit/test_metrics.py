@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import EDUCATION_HIERARCHY, SMALL_ROWS, encode_columns
 from scipy.stats import trim_mean
+from support.tables import EDUCATION_HIERARCHY, SMALL_ROWS, encode_columns
 
 from stream_release.core.table import EncodedTable
 from stream_release.core.utility.groups import discernibility, group_size_stats, ncp

@@ -18,10 +18,9 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from faust.types import TP
 from prometheus_client.parser import text_string_to_metric_families
-from worker_stubs import StubProducer, StubReleases
+from support.worker_stubs import StubService, stub_runner
 
 from stream_release.config import Settings
-from stream_release.stream.app import ServiceRunner
 from stream_release.stream.intake import SEAL_ERRORS, STAGE_ERRORS, Incoming, RecordValidator
 from stream_release.stream.messages import (
     Rejected,
@@ -331,24 +330,15 @@ def test_health_payload() -> None:
     ]
 
 
-class StubService:
+class HealthStubService(StubService):
     """Answers the runner's health and publication calls; Redis is up while ``up``."""
 
-    config_problem = None
-    store_problem = None
-    refused: tuple[str, ...] = ()
-    last_refusal = None
-
     def __init__(self) -> None:
+        super().__init__()
         self.up = True
-        self.committed = 0
-        self.published_ = 0
 
     def redis_answers(self) -> bool:
         return self.up
-
-    def published(self) -> int:
-        return self.published_
 
     def waiting(self) -> list[ReleaseStatus]:
         return [ReleaseStatus("r9", 1, 2, None)]
@@ -359,30 +349,16 @@ class StubService:
         self.committed = MANIFEST["sequence"]  # type: ignore[assignment]
         return [MANIFEST]
 
-    def pending(self) -> list[int]:
-        return list(range(self.published_ + 1, self.committed + 1))
-
     def outgoing(self, sequence: int) -> list[Outgoing]:
         return [Outgoing("sr.manifests", b"r", b"m")]
-
-    def mark_published(self, sequence: int) -> int:
-        self.published_ = sequence
-        return sequence
-
-    def status_outbox(self) -> list[bytes]:
-        return []
 
     def blocked(self) -> list[ReleaseStatus]:
         return [s for s in self.waiting() if s.blocked]
 
 
 def test_the_endpoint_serves_metrics_and_health() -> None:
-    service = StubService()
-    monitor = SimpleNamespace(tp_committed_offsets={}, tp_end_offsets={})
-    producer = StubProducer()
-    app = SimpleNamespace(producer=producer, monitor=monitor)
-    runner = ServiceRunner(app, service, SETTINGS)  # type: ignore[arg-type]
-    runner.releases = StubReleases(producer)  # type: ignore[assignment]
+    service = HealthStubService()
+    runner, _ = stub_runner(service, SETTINGS)
     broker: list[str | None] = [None]
 
     async def kafka_problem() -> str | None:  # the broker, as the real probe reports it

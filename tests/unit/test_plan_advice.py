@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from helpers import encode_columns
+from support.tables import encode_columns
 
 from stream_release.config import load_settings
 from stream_release.core.privacy.strategy import make_strategy

@@ -15,7 +15,7 @@ from typing import Any
 import faust
 import pytest
 import redis
-from worker_stubs import StubProducer, StubReleases
+from support.worker_stubs import StubProducer, StubService, stub_runner
 
 from stream_release.config import Settings
 from stream_release.stream.app import ServiceRunner, create_app, limit_malloc_arenas
@@ -29,17 +29,14 @@ SETTINGS = Settings(schema={"qid": ["age"]}, service={"retry_interval_s": 0.001}
 TOPICS = SETTINGS.kafka.topics
 
 
-class StubService:
-    config_problem = None
-    store_problem = None
-    refused: tuple[str, ...] = ()
-    last_refusal = None
+class StagingStubService(StubService):
+    """Redis is down for the first staging; ``b"bad"`` records and seals are rejected; each
+    release is two group lines and a manifest."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.failures = 1
         self.staged: list[list[Incoming]] = []
-        self.committed = 0
-        self.published = 0
 
     def prepare_records(self, messages: list[Incoming]) -> PreparedBatch:
         rejected = [_rejected(m, "not JSON") for m in messages if m.value == b"bad"]
@@ -58,9 +55,6 @@ class StubService:
     def cut_ready(self) -> list[dict[str, Any]]:
         return []
 
-    def pending(self) -> list[int]:
-        return list(range(self.published + 1, self.committed + 1))
-
     def outgoing(self, sequence: int) -> list[Outgoing]:
         key = f"r{sequence}".encode()
         return [
@@ -68,16 +62,6 @@ class StubService:
             Outgoing(TOPICS.releases, key, b"g2"),
             Outgoing(TOPICS.manifests, key, b"m"),
         ]
-
-    def mark_published(self, sequence: int) -> int:
-        self.published = sequence
-        return sequence
-
-    def status_outbox(self) -> list[bytes]:
-        return []
-
-    def blocked(self) -> list[Any]:
-        return []
 
 
 def _rejected(message: Incoming, error: str) -> Rejected:
@@ -99,11 +83,9 @@ def _event(offset: int, key: bytes | None, value: bytes) -> Any:
 
 
 @pytest.fixture
-def runner() -> tuple[ServiceRunner, StubService, StubProducer]:
-    service, producer = StubService(), StubProducer()
-    app = SimpleNamespace(producer=producer)
-    runner = ServiceRunner(app, service, SETTINGS)  # type: ignore[arg-type]
-    runner.releases = StubReleases(producer)  # type: ignore[assignment]
+def runner() -> tuple[ServiceRunner, StagingStubService, StubProducer]:
+    service = StagingStubService()
+    runner, producer = stub_runner(service, SETTINGS)
     return runner, service, producer
 
 
@@ -142,12 +124,12 @@ def test_a_release_is_marked_published_only_once_acknowledged(runner) -> None:  
     service.committed = 2
     producer.failing = {TOPICS.manifests}
     asyncio.run(runner.publish())
-    assert service.published == 0  # the manifest of release 1 failed: nothing marked, no more
+    assert service.published() == 0  # the manifest of release 1 failed: nothing marked, no more
     assert [v for _, _, v in producer.sent] == [b"g1", b"g2", b"m"]
     assert (runner.releases.committed, runner.releases.aborted) == (0, 1)  # its transaction
     producer.failing = set()
     asyncio.run(runner.publish())  # the retry sends release 1 again, then release 2
-    assert service.published == 2
+    assert service.published() == 2
     assert (runner.releases.committed, runner.releases.aborted) == (2, 1)  # one per release
     assert [(k, v) for _, k, v in producer.sent[3:]] == [
         (b"r1", b"g1"),
@@ -173,7 +155,7 @@ def test_the_app_takes_its_settings_from_the_configuration() -> None:
         service={"session_timeout_s": 4, "heartbeat_interval_s": 1, "rebalance_timeout_s": 5},
         history={"key": "worker-runner-test-key-0123456789abcdef"},
     )
-    app = create_app(settings, StubService())  # type: ignore[arg-type]
+    app = create_app(settings, StagingStubService())  # type: ignore[arg-type]
     conf = app.conf
     assert conf.id == "g" and [u.host for u in conf.broker] == ["k1", "k2"]
     assert (conf.broker_session_timeout, conf.broker_heartbeat_interval) == (4.0, 1.0)

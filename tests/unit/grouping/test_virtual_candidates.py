@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import encode_columns
+from support.tables import encode_columns
 
 from stream_release.core.grouping.merge import GroupValidity
 from stream_release.core.grouping.requirements import Requirements

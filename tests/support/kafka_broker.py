@@ -34,7 +34,7 @@ from stream_release.devtools.local_services import (
 )
 from stream_release.errors import StreamReleaseError
 
-POM = Path(__file__).resolve().parent / "kafka" / "pom.xml"
+POM = Path(__file__).resolve().parents[1] / "kafka" / "pom.xml"
 JARS = Path(
     os.environ.get("SR_TEST_KAFKA_JARS", Path.home() / ".cache" / "stream-release" / "kafka")
 )

@@ -20,8 +20,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from kafka_broker import kafka_version
 from pydantic import BaseModel
+from support.kafka_broker import kafka_version
 
 from stream_release.cli.main import _parser
 from stream_release.config import ServiceSettings, Settings, load_settings
