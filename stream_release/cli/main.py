@@ -380,7 +380,7 @@ def _publish(args: argparse.Namespace) -> int:
 
     from stream_release.config import load_settings
     from stream_release.errors import InvalidParameter
-    from stream_release.io.snapshot import read_snapshot
+    from stream_release.io.snapshot_csv import read_snapshot
     from stream_release.stream.kafka import quiet_client_logs
     from stream_release.stream.publish import (
         check_snapshot_rows,

@@ -75,7 +75,7 @@ from stream_release.io.release_files import (
     published_sequences,
     stage_release,
 )
-from stream_release.io.snapshot import read_snapshot
+from stream_release.io.snapshot_csv import read_snapshot
 from stream_release.mechanisms import GLOBAL_GUARANTEE, make_mechanism
 from stream_release.mechanisms.base import Mechanism, ReleaseRandomness
 from stream_release.pipeline.plan import plan_release

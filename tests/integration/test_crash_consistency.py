@@ -44,7 +44,7 @@ from stream_release.config import KafkaSettings, TopicSettings, load_settings
 from stream_release.devtools.faults import ENV, POINTS
 from stream_release.history.keys import RedisKeys
 from stream_release.io.release_files import decode_record
-from stream_release.io.snapshot import read_snapshot
+from stream_release.io.snapshot_csv import read_snapshot
 from stream_release.stream.kafka import ensure_topics
 from stream_release.stream.publish import publish_snapshot
 

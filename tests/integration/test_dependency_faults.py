@@ -40,7 +40,7 @@ from stream_release.devtools.local_services import (
     redis_answers,
     redis_argv,
 )
-from stream_release.io.snapshot import read_snapshot
+from stream_release.io.snapshot_csv import read_snapshot
 from stream_release.stream.kafka import ensure_topics
 from stream_release.stream.publish import publish_snapshot
 
