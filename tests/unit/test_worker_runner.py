@@ -1,8 +1,9 @@
 """The worker's agents' logic (:class:`ServiceRunner`) with a stub service and producer.
 
 A batch whose staging fails (Redis down) is staged again, never skipped (its offsets must not be
-committed before), and a bug while staging ends the worker instead of being retried; rejections go to ``topics.rejected`` keyed as received; a release is marked published
-only when every one of its messages was acknowledged, and a failed send is retried.
+committed before), and a bug while staging ends the worker instead of being retried; rejections
+go to ``topics.rejected`` keyed as received; a release is marked published only when every one
+of its messages was acknowledged, and a failed send is retried.
 """
 
 from __future__ import annotations
