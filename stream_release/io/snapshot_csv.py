@@ -248,7 +248,7 @@ def _factorize_column(source: str, column: pa.ChunkedArray, lines: NDArray[np.in
         merged = trimmed.dictionary_encode()
         codes = merged.indices.to_numpy()[codes].astype(np.int32)
         trimmed = merged.dictionary
-    values = tuple(trimmed.to_numpy(zero_copy_only=False).tolist())
+    values = tuple(trimmed.to_pylist())
     if len(values) == codes.shape[0]:  # all distinct (ids): row i has code i
         return Factorized(values, codes, np.arange(codes.shape[0], dtype=np.int64))
     return Factorized(values, codes, first_rows(codes))
