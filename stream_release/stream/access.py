@@ -37,6 +37,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import errors as aiokafka_errors
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.protocol.group import HeartbeatRequest
+from tenacity import stop_after_delay
 
 from stream_release.config import KafkaSettings, Settings
 from stream_release.errors import ConfigError
@@ -49,6 +50,7 @@ from stream_release.stream.kafka import (
     topic_partitions,
 )
 from stream_release.stream.peers import configuration_tag, member_tag
+from stream_release.stream.retry import until_done
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,8 @@ RETRY_FOR_S = 30.0
 """How long a retriable answer (the group coordinator not yet available on a new cluster:
 Kafka creates its offsets topic on the first request) is asked again."""
 RETRY_EVERY_S = 0.5
+"""The longest pause between two of those requests; also the period of the wait for a member
+with another configuration to leave."""
 PEER_GRACE_S = 2.0
 """Seconds past the session timeout a member with another configuration may still linger
 (a previous run of this worker) before the start is refused."""
@@ -155,15 +159,18 @@ async def _peer_tags(admin: AIOKafkaAdminClient, group: str, tag: bytes) -> tupl
 
 async def _retrying(attempt: Callable[[], Awaitable[T]]) -> T:
     """``await attempt()``, again while it raises a retriable Kafka error, for up to
-    :data:`RETRY_FOR_S`."""
-    deadline = time.monotonic() + RETRY_FOR_S
-    while True:
-        try:
-            return await attempt()
-        except aiokafka_errors.KafkaError as exc:
-            if not exc.retriable or time.monotonic() > deadline:
-                raise
-        await asyncio.sleep(RETRY_EVERY_S)
+    :data:`RETRY_FOR_S` (pauses growing up to :data:`RETRY_EVERY_S`)."""
+    return await until_done(
+        attempt,
+        longest_wait_s=RETRY_EVERY_S,
+        retry_if=_retriable,
+        stop=stop_after_delay(RETRY_FOR_S),
+    )
+
+
+def _retriable(exc: BaseException) -> bool:
+    """Whether ``exc`` is a Kafka error the broker marks retriable."""
+    return isinstance(exc, aiokafka_errors.KafkaError) and bool(exc.retriable)
 
 
 async def _check_reads(settings: KafkaSettings) -> None:

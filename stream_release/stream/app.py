@@ -24,7 +24,10 @@ Offsets: the records consumer commits a batch's offsets only after
 rejections are acknowledged by the broker. For seals, ``Stream.take_events`` acknowledges a
 batch's events only after the agent's loop body has returned, and Faust commits only
 acknowledged offsets. A batch whose staging fails (Redis down) is retried until it succeeds,
-never skipped, so its offsets are never committed ahead.
+after pauses growing up to ``service.retry_interval_s`` (:mod:`~stream_release.stream.retry`),
+never skipped, so its offsets are never committed ahead; a failure of the worker's own code
+ends the process before anything of the batch is committed
+(:func:`~stream_release.stream.shutdown.exit_on_bug`).
 ``stream_processing_timeout`` only logs a warning; it acknowledges nothing.
 
 Every call into the service holds one lock, so staging and the cut never interleave. Logs name
@@ -54,18 +57,15 @@ import gc
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import faust
-import redis
 from faust.types import EventT
 
 from stream_release.config import KafkaSettings, Settings
 from stream_release.devtools.faults import kill_point
-from stream_release.errors import HistoryStoreError, KafkaError
 from stream_release.stream.intake import Incoming, PreparedBatch
 from stream_release.stream.kafka import (
-    CLIENT_ERRORS,
     client_options,
     connection_problem,
     kafka_error,
@@ -76,8 +76,10 @@ from stream_release.stream.observability import HttpEndpoint, Metrics, health_pa
 from stream_release.stream.records_consumer import RecordConsumer
 from stream_release.stream.redaction import SentRejected
 from stream_release.stream.release_producer import ReleaseProducer, Releases
+from stream_release.stream.retry import DEPENDENCY_ERRORS, until_done
 from stream_release.stream.seal_watch import SealWatch
 from stream_release.stream.service import Outgoing, ReleaseService
+from stream_release.stream.shutdown import exit_on_bug
 from stream_release.stream.staging import ReleaseStatus
 
 log = logging.getLogger(__name__)
@@ -114,6 +116,9 @@ class ServiceRunner:
         """The consumer of ``topics.records`` (set by :func:`create_app`)."""
         self.releases: Releases | None = None
         """The producer of group lines and manifests (set by :func:`create_app`)."""
+        self.on_bug: Callable[[str, BaseException], NoReturn] = exit_on_bug
+        """What a failure of this program while staging a batch does (the action, the
+        exception): end the process before anything of the batch is committed."""
 
     async def prepare_records(self, messages: list[Incoming]) -> PreparedBatch:
         """Decode, validate and pseudonymise a batch of ``topics.records`` messages in a
@@ -358,20 +363,29 @@ class ServiceRunner:
             return result, time.perf_counter() - started
 
     async def _until_done(self, action: str, attempt: Callable[[], Awaitable[T]]) -> T:
-        """``await attempt()``, again every ``service.retry_interval_s`` until it succeeds: a
-        batch is never skipped, so its offsets are never committed before it is staged and its
-        rejections are sent."""
-        while True:
-            try:
-                return await attempt()
-            except Exception as exc:
-                log.error(
-                    "cannot %s, retrying: %s",
-                    action,
-                    _describe(exc),
-                    extra={"event": "retrying", "action": action, "error": type(exc).__name__},
-                )
-            await asyncio.sleep(self.settings.service.retry_interval_s)
+        """``await attempt()`` until it succeeds: a batch is never skipped, so its offsets are
+        never committed before it is staged and its rejections are sent.
+
+        A failure of Redis or the broker is logged and tried again
+        (:func:`~stream_release.stream.retry.until_done`: pauses growing up to
+        ``service.retry_interval_s``); any other is a bug, handed to :attr:`on_bug`, which
+        ends the process without committing the batch.
+        """
+
+        def retrying(exc: BaseException) -> None:
+            log.error(
+                "cannot %s, retrying: %s",
+                action,
+                _describe(exc),
+                extra={"event": "retrying", "action": action, "error": type(exc).__name__},
+            )
+
+        try:
+            return await until_done(
+                attempt, longest_wait_s=self.settings.service.retry_interval_s, on_retry=retrying
+            )
+        except Exception as exc:  # not a dependency's failure: trying again would not help
+            self.on_bug(action, exc)
 
 
 def create_app(
@@ -515,7 +529,7 @@ def _health_error(exc: BaseException) -> str:
     """What ``/health`` shows of a failed publication: the type and message of a Redis or Kafka
     failure (addresses and codes), the type alone of anything else (a message of ours could
     name a configuration value the endpoint's readers need not see)."""
-    if isinstance(exc, (*CLIENT_ERRORS, redis.RedisError, HistoryStoreError, KafkaError)):
+    if isinstance(exc, DEPENDENCY_ERRORS):
         return _describe(exc)
     return type(exc).__name__
 

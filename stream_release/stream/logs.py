@@ -4,12 +4,12 @@
 (``faust.Worker(logging_config=...)``), replacing Faust's coloured console format. In the JSON
 format (python-json-logger) every line holds ``time``, ``level``, ``logger``, ``process`` and
 ``message``, plus the fields our log calls pass as ``extra`` (``event``: committed, sent,
-rejected, retrying, publication_failed, release_refused, release_too_large, seal_incomplete,
-config_error; ``release``: a producer's label; ``sequence``, ``published``, ``suppressed``,
-``groups``, ``breach_max``, ``cut_s`` and ``send_s`` (seconds), ``messages``, ``rejected``,
-``action``, ``error``: an exception type; ``detail`` and ``fix`` of a ``config_error``: the
-configuration's key, value and what to do), so a log pipeline can filter and chart them
-without parsing sentences.
+rejected, retrying, crashed, publication_failed, release_refused, release_too_large,
+seal_incomplete, config_error; ``release``: a producer's label; ``sequence``, ``published``,
+``suppressed``, ``groups``, ``breach_max``, ``cut_s`` and ``send_s`` (seconds), ``messages``,
+``rejected``, ``action``, ``error``: an exception type; ``detail`` and ``fix`` of a
+``config_error``: the configuration's key, value and what to do), so a log pipeline can filter
+and chart them without parsing sentences.
 
 What the worker logs never holds an individual's id, a pseudonym or a QID or sensitive value:
 releases are named by sequence, batches by counts, failures by exception type and message

@@ -50,7 +50,7 @@ def check_snapshot_rows(path: Path | str, max_rows: int) -> None:
     too large for memory is refused, never loaded. Rows are the lines after the header; when
     there are more lines than that and the file quotes fields (a quoted field may hold a line
     break), its records are counted exactly, still streaming. A file that cannot be read is
-    left to :func:`~stream_release.io.snapshot.read_snapshot` to report.
+    left to :func:`~stream_release.io.snapshot_csv.read_snapshot` to report.
 
     Raises
     ------

@@ -33,6 +33,7 @@ from stream_release.devtools.faults import kill_point
 from stream_release.stream.intake import Incoming, PreparedBatch
 from stream_release.stream.kafka import CLIENT_ERRORS, client_options
 from stream_release.stream.peers import configuration_tag, tagged_assignor
+from stream_release.stream.retry import until_done
 
 
 class RecordStager(Protocol):
@@ -137,19 +138,29 @@ class RecordConsumer(mode.Service):
 
     async def _connect(self) -> AIOKafkaConsumer:
         """A started consumer subscribed to ``topics.records``; retried until the broker
-        answers (every ``service.retry_interval_s``)."""
+        answers (:func:`~stream_release.stream.retry.until_done`: pauses growing up to
+        ``service.retry_interval_s``)."""
         topic = self.settings.kafka.topics.records
-        while True:
+
+        async def start() -> AIOKafkaConsumer:
             consumer = AIOKafkaConsumer(topic, **consumer_options(self.settings))
             try:
                 await consumer.start()
-            except CLIENT_ERRORS as exc:
+            except CLIENT_ERRORS:
                 await consumer.stop()
-                log.error("cannot start the consumer of %s, retrying: %s", topic, exc)
-                await asyncio.sleep(self.settings.service.retry_interval_s)
-                continue
-            self.consumer = consumer
+                raise
             return consumer
+
+        def retrying(exc: BaseException) -> None:
+            log.error("cannot start the consumer of %s, retrying: %s", topic, exc)
+
+        self.consumer = await until_done(
+            start,
+            longest_wait_s=self.settings.service.retry_interval_s,
+            on_retry=retrying,
+            retry_if=lambda exc: isinstance(exc, CLIENT_ERRORS),
+        )
+        return self.consumer
 
     async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
         """Commit ``offsets``; a failure is logged, not raised: the batch is staged, and if it

@@ -23,7 +23,7 @@ import os
 import signal
 import sys
 import threading
-from typing import Any
+from typing import Any, NoReturn
 
 import faust
 
@@ -56,8 +56,36 @@ def _exit_now(received: signal.Signals) -> None:
         received.name,
         extra={"event": "stop_forced", "signal": received.name},
     )
+    _exit(FORCED_EXIT_CODE)
+
+
+BUG_EXIT_CODE = 70
+"""The exit code after a failure of the worker's own code (``EX_SOFTWARE``)."""
+
+
+def exit_on_bug(action: str, exc: BaseException) -> NoReturn:
+    """Log that ``action`` failed with ``exc``, a failure of this program (a failure of Redis
+    or the broker is tried again instead), and end the process at once.
+
+    At once, not through the clean stop: Faust acknowledges a batch of seals whose handler
+    raised, and the clean stop would commit its offsets. Exiting now commits nothing of the
+    batch, which the next start consumes again, as after any crash. The log line names the
+    exception's type only: its message could hold a value of the batch.
+    """
+    log.critical(
+        "cannot %s: %s, a failure of the worker itself; exiting now (the batch is consumed "
+        "again at the next start)",
+        action,
+        type(exc).__name__,
+        extra={"event": "crashed", "action": action, "error": type(exc).__name__},
+    )
+    _exit(BUG_EXIT_CODE)
+
+
+def _exit(code: int) -> NoReturn:
+    """Flush the logs and end the process with ``code`` at once."""
     for handler in logging.getLogger().handlers:
         handler.flush()
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(FORCED_EXIT_CODE)
+    os._exit(code)

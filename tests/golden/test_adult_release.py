@@ -21,7 +21,7 @@ from stream_release.devtools.datasets import read_csv_table
 from stream_release.history.types import HistoryRows
 from stream_release.io.encoding import encode
 from stream_release.io.hierarchy import load_hierarchies
-from stream_release.io.snapshot import read_snapshot
+from stream_release.io.snapshot_csv import read_snapshot
 from stream_release.pipeline.anonymize import anonymize_files
 from stream_release.pipeline.plan import plan_release
 

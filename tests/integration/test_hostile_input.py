@@ -570,7 +570,8 @@ STUCK = frozenset({"publication_failed"})
 RETRIES_TOLERATED = 3
 """``retrying`` lines allowed before the worker counts as stuck: the embedded broker
 sometimes times out one send under the suite's load (the worker retries it, by design);
-a broker or Redis that stays away produces one line every ``retry_interval_s``."""
+a broker or Redis that stays away produces one line per attempt, the pauses growing to
+``retry_interval_s``."""
 
 
 def _handle(

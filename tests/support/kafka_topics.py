@@ -13,7 +13,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from stream_release.config import KafkaSettings, TopicSettings, load_settings
-from stream_release.io.snapshot import read_snapshot
+from stream_release.io.snapshot_csv import read_snapshot
 from stream_release.stream.kafka import ensure_topics
 from stream_release.stream.publish import publish_snapshot
 

@@ -1,4 +1,4 @@
-"""Reading snapshots (stream_release.io.snapshot), ARX hierarchies and encoding.
+"""Reading snapshots (stream_release.io.snapshot_csv), ARX hierarchies and encoding.
 
 Real data: the ARX Adult extract and its hierarchies in /work/shared/data (README §1). Adult has
 no id column, so the tests write a copy with ``id`` prepended (byte-for-byte otherwise: ``;``,
@@ -22,7 +22,8 @@ from stream_release.core.table import EncodedTable
 from stream_release.errors import ConfigError, SchemaError
 from stream_release.io.encoding import encode
 from stream_release.io.hierarchy import Hierarchy, load_hierarchies, load_hierarchy
-from stream_release.io.snapshot import RawSnapshot, read_snapshot, snapshot_from_columns
+from stream_release.io.snapshot import RawSnapshot, snapshot_from_columns
+from stream_release.io.snapshot_csv import read_snapshot
 
 DATA = Path(os.environ.get("SR_SHARED_DATA", "/work/shared/data"))
 ADULT_QID = ("age", "sex", "race", "marital-status", "education", "native-country", "workclass")

@@ -1,16 +1,19 @@
 """The worker's agents' logic (:class:`ServiceRunner`) with a stub service and producer.
 
-A batch whose staging fails is staged again, never skipped (its offsets must not be committed
-before); rejections go to ``topics.rejected`` keyed as received; a release is marked published
-only when every one of its messages was acknowledged, and a failed send is retried.
+A batch whose staging fails (Redis down) is staged again, never skipped (its offsets must not be
+committed before), and a bug while staging ends the worker instead of being retried; rejections
+go to ``topics.rejected`` keyed as received; a release is marked published only when every one
+of its messages was acknowledged, and a failed send is retried.
 """
 
 from __future__ import annotations
 
 import asyncio
 import platform
+import subprocess
+import sys
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NoReturn
 
 import faust
 import pytest
@@ -24,6 +27,7 @@ from stream_release.stream.messages import Rejected
 from stream_release.stream.peers import configuration_tag, member_tag
 from stream_release.stream.records_consumer import consumer_options
 from stream_release.stream.service import Outgoing
+from stream_release.stream.shutdown import BUG_EXIT_CODE
 
 SETTINGS = Settings(schema={"qid": ["age"]}, service={"retry_interval_s": 0.001})
 TOPICS = SETTINGS.kafka.topics
@@ -111,6 +115,32 @@ def test_a_failed_batch_is_staged_again_and_rejections_keep_their_key(runner) ->
     assert (first.error, first.offset, first.raw) == ("not JSON", 8, "bad")
 
 
+class Crashed(Exception):
+    """Raised by the test's ``on_bug`` in place of ending the process."""
+
+
+def test_a_bug_while_staging_is_not_retried_but_ends_the_worker(runner) -> None:  # type: ignore[no-untyped-def]
+    runner, service, producer = runner
+    ended: list[tuple[str, str]] = []
+    attempts: list[PreparedBatch] = []
+
+    def on_bug(action: str, exc: BaseException) -> NoReturn:
+        ended.append((action, type(exc).__name__))
+        raise Crashed
+
+    def broken(batch: PreparedBatch) -> Accepted:
+        attempts.append(batch)
+        raise KeyError("p-1")
+
+    runner.on_bug = on_bug
+    service.stage_prepared = broken
+    batch = PreparedBatch([Incoming(TOPICS.records, 0, 7, b"p-1", b"{}")], [], {}, {})
+    with pytest.raises(Crashed):
+        asyncio.run(runner.stage_records(batch))
+    assert ended == [("stage records", "KeyError")] and attempts == [batch]
+    assert producer.sent == []
+
+
 def test_seals_are_rejected_with_their_coordinates(runner) -> None:  # type: ignore[no-untyped-def]
     runner, _, producer = runner
     asyncio.run(runner.stage_seals([_event(3, b"r1", b"{}"), _event(4, b"r1", b"bad")]))
@@ -186,3 +216,16 @@ def test_a_heartbeat_not_below_the_session_timeout_is_refused() -> None:
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
 def test_the_worker_caps_malloc_arenas_on_glibc() -> None:
     assert limit_malloc_arenas() is True
+
+
+def test_a_bug_ends_the_process_at_once_naming_only_the_exception_type() -> None:
+    code = (
+        "import logging, sys; logging.basicConfig(stream=sys.stdout, format='%(message)s'); "
+        "from stream_release.stream.shutdown import exit_on_bug; "
+        "exit_on_bug('stage records', KeyError('p-1'))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == BUG_EXIT_CODE, done.stderr
+    assert "cannot stage records: KeyError" in done.stdout and "p-1" not in done.stdout

@@ -1,0 +1,334 @@
+"""Read one CSV snapshot and validate it against the schema.
+
+Reading checks the columns exist and every row has the header's number of fields, then builds
+the :class:`~stream_release.io.snapshot.RawSnapshot` (empty or repeated ids are checked there).
+Every column the schema names is factorized once, as it is read.
+
+CSV dialect
+-----------
+* A header row, then one row per individual. The delimiter is ``;`` if the header line holds
+  more ``;`` than ``,``, else ``,``.
+* UTF-8, with or without a byte-order mark; ``\\n``, ``\\r\\n`` or ``\\r`` line endings.
+* Spaces and tabs around a field are removed. Lines holding only spaces and tabs are skipped.
+* Fields may be quoted (``"a;b"``, ``""`` for a quote; spaces may surround the quotes). A file
+  without any ``"`` after the header is read by pyarrow's CSV reader with quoting off, which
+  also factorizes each column (``dictionary_encode``), so that only the distinct values of a
+  column become Python strings. Files with quotes go through :mod:`csv`, several times slower
+  but identical in result: pyarrow takes a quote only as a field's first character, where
+  :mod:`csv` (with ``skipinitialspace``) also takes it after spaces.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import hashlib
+import io
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
+from numpy.typing import NDArray
+
+from stream_release.config import SchemaSettings
+from stream_release.errors import SchemaError
+from stream_release.io.snapshot import (
+    BLANKS,
+    Factorized,
+    RawSnapshot,
+    assemble_snapshot,
+    factorize_strings,
+    first_rows,
+)
+
+__all__ = ["read_snapshot"]
+
+_LF, _CR, _TAB, _SPACE = 10, 13, 9, 32
+
+_BLOCK_SIZE = 1 << 20
+"""pyarrow's CSV block size (its default); a line longer than a block is read in one block."""
+
+
+def read_snapshot(path: Path | str, schema: SchemaSettings) -> RawSnapshot:
+    """Read and validate the CSV snapshot at ``path``.
+
+    Parameters
+    ----------
+    path : the CSV file (header row; ``,`` or ``;``; see the module docstring for the dialect)
+    schema : names the id, sensitive and QID columns; other columns are ignored
+
+    Raises
+    ------
+    SchemaError
+        One line naming the file, the column or line, the value and the fix: unreadable or
+        empty file, a header without rows, missing column, a row with the wrong number of
+        fields, text that is not UTF-8, an empty id or sensitive value, an id that appears more
+        than once.
+    """
+    file = Path(path)
+    source = str(file)
+    try:
+        data = file.read_bytes()
+    except FileNotFoundError:
+        raise SchemaError(f"snapshot {source!r} does not exist; check the path") from None
+    except OSError as exc:
+        raise SchemaError(f"snapshot {source!r} cannot be read: {exc.strerror or exc}") from exc
+    digest = hashlib.sha256(data).hexdigest()
+
+    start = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    header_end = _line_end(data, start)
+    header_bytes = data[start:header_end]
+    if not header_bytes.strip():
+        raise SchemaError(
+            f"snapshot {source!r} is empty or its first line is blank; it needs a header row "
+            f"naming the columns {_quoted([schema.id, schema.sensitive, *schema.qid])}"
+        )
+    try:
+        header_text = header_bytes.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SchemaError(
+            f"snapshot {source!r}, line 1: the header is not UTF-8 text; save the file as UTF-8"
+        ) from None
+    delimiter = ";" if header_text.count(";") > header_text.count(",") else ","
+    names = [
+        name.strip(BLANKS)
+        for name in next(csv.reader([header_text], delimiter=delimiter, skipinitialspace=True))
+    ]
+    wanted = [schema.id, schema.sensitive, *schema.qid]
+    roles = ["schema.id", "schema.sensitive"] + ["schema.qid"] * len(schema.qid)
+    positions = _find_columns(source, names, wanted, roles)
+
+    body = header_end
+    if data.startswith(b"\r\n", body):
+        body += 2
+    elif body < len(data):
+        body += 1
+    if data.find(b'"', body) < 0:
+        columns, lines = _parse_plain(source, data, body, delimiter, len(names), positions)
+    else:
+        columns, lines = _parse_quoted(source, data, body, delimiter, len(names), positions)
+    if len(lines) == 0:
+        raise SchemaError(
+            f"snapshot {source!r} has a header but no rows: a release of nobody says nothing "
+            "and would still count as one; give it the snapshot's rows, or skip this period"
+        )
+    return assemble_snapshot(
+        source,
+        digest,
+        lines,
+        "line",
+        id_name=schema.id,
+        sensitive_name=schema.sensitive,
+        ids=columns[0],
+        sensitive=columns[1],
+        qid=dict(zip(schema.qid, columns[2:], strict=True)),
+    )
+
+
+def _find_columns(source: str, names: list[str], wanted: list[str], roles: list[str]) -> list[int]:
+    positions = []
+    for name, role in zip(wanted, roles, strict=True):
+        found = [i for i, header in enumerate(names) if header == name]
+        if not found:
+            raise SchemaError(
+                f"snapshot {source!r} has no column {name!r} ({role}); columns found: "
+                f"{_quoted(names)}; rename the column or fix {role}"
+            )
+        if len(found) > 1:
+            raise SchemaError(
+                f"snapshot {source!r}: column {name!r} ({role}) appears {len(found)} times in the "
+                "header; keep one"
+            )
+        positions.append(found[0])
+    return positions
+
+
+def _quoted(names: Sequence[str]) -> str:
+    return ", ".join(repr(n) for n in names)
+
+
+def _line_end(data: bytes, start: int) -> int:
+    ends = [i for i in (data.find(b"\n", start), data.find(b"\r", start)) if i >= 0]
+    return min(ends) if ends else len(data)
+
+
+def _ragged_row(source: str, line: int, fields: int, n_fields: int, delimiter: str) -> SchemaError:
+    return SchemaError(
+        f"snapshot {source!r}, line {line}: {fields} field(s) where the header has {n_fields}; "
+        f"fix the row (a value containing {delimiter!r} must be quoted)"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# No quotes after the header: pyarrow
+
+
+def _parse_plain(
+    source: str, data: bytes, body: int, delimiter: str, n_fields: int, positions: list[int]
+) -> tuple[list[Factorized], NDArray[np.int64]]:
+    """The factorized columns at ``positions`` and each row's line number.
+
+    pyarrow reads every line as a row (an empty one as a row of empty values) and refuses a
+    line of blanks, a row of the wrong width and a line longer than its block. When it reads
+    the body and no id is empty, row ``i`` is on line ``i + 2``. Otherwise :class:`_Lines`
+    finds the first ragged row, or numbers the rows and pyarrow reads the body again without
+    its blank lines.
+    """
+    buf = np.frombuffer(data, dtype=np.uint8)[body:]
+    table: pa.Table | None
+    try:
+        table = _read_table(pa.py_buffer(data)[body:], delimiter, n_fields, positions, _BLOCK_SIZE)
+    except pa.ArrowInvalid:  # a ragged row, a line of blanks or longer than a block
+        table = None
+    if table is None or _has_empty(table.column(0)):
+        lines = _Lines(buf, delimiter)
+        lines.check_widths(source, n_fields, delimiter)
+        table = _read_table(lines.rows_bytes(), delimiter, n_fields, positions, lines.block_size)
+        numbers = lines.row_numbers()
+    else:
+        numbers = np.arange(2, table.num_rows + 2, dtype=np.int64)
+    columns = [_factorize_column(source, table.column(k), numbers) for k in range(len(positions))]
+    return columns, numbers
+
+
+def _has_empty(column: pa.ChunkedArray) -> bool:
+    """Whether a value of ``column`` is empty (or missing)."""
+    return column.null_count > 0 or pc.min(pc.binary_length(column)).as_py() == 0
+
+
+def _read_table(
+    body: pa.Buffer, delimiter: str, n_fields: int, positions: list[int], block_size: int
+) -> pa.Table:
+    """Columns ``positions`` (in that order) of the headerless CSV ``body``, as bytes."""
+    names = [f"f{i}" for i in range(n_fields)]
+    wanted = [names[p] for p in positions]
+    if body.size == 0:
+        return pa.table({name: pa.array([], type=pa.binary()) for name in wanted})
+    return pa_csv.read_csv(
+        pa.BufferReader(body),
+        read_options=pa_csv.ReadOptions(column_names=names, block_size=block_size),
+        parse_options=pa_csv.ParseOptions(
+            delimiter=delimiter, quote_char=False, ignore_empty_lines=False
+        ),
+        convert_options=pa_csv.ConvertOptions(
+            column_types=dict.fromkeys(wanted, pa.binary()), include_columns=wanted
+        ),
+    )
+
+
+def _factorize_column(source: str, column: pa.ChunkedArray, lines: NDArray[np.int64]) -> Factorized:
+    """The column's values, trimmed of blanks and decoded, in order of first appearance.
+
+    Raises
+    ------
+    SchemaError
+        A value that is not UTF-8 (the first one in order of first appearance, on its line).
+    """
+    encoded = column.combine_chunks().dictionary_encode()  # in order of first appearance
+    codes = encoded.indices.to_numpy().astype(np.int32)
+    try:
+        text = encoded.dictionary.cast(pa.string())
+    except pa.ArrowInvalid:
+        for code, value in enumerate(encoded.dictionary.to_pylist()):
+            try:
+                value.decode("utf-8")
+            except UnicodeDecodeError:
+                line = int(lines[int(np.argmax(codes == code))])
+                shown = value.strip(BLANKS.encode())
+                raise SchemaError(
+                    f"snapshot {source!r}, line {line}: the value {shown!r} is not UTF-8 text; "
+                    "save the file as UTF-8"
+                ) from None
+        raise  # pragma: no cover - pyarrow and Python agree on what UTF-8 is
+    trimmed = pc.utf8_trim(text, characters=BLANKS)
+    if not trimmed.equals(text):  # values that differ only in blanks become one
+        merged = trimmed.dictionary_encode()
+        codes = merged.indices.to_numpy()[codes].astype(np.int32)
+        trimmed = merged.dictionary
+    values = tuple(trimmed.to_pylist())
+    if len(values) == codes.shape[0]:  # all distinct (ids): row i has code i
+        return Factorized(values, codes, np.arange(codes.shape[0], dtype=np.int64))
+    return Factorized(values, codes, first_rows(codes))
+
+
+class _Lines:
+    """The lines of a headerless CSV body: ``\\n``, ``\\r\\n`` and a lone ``\\r`` end one.
+
+    A line is *blank* if it holds only spaces and tabs (it is skipped, but still counted). A
+    line's fields are its delimiters plus one.
+    """
+
+    def __init__(self, buf: NDArray[np.uint8], delimiter: str) -> None:
+        n = buf.shape[0]
+        is_cr = buf == _CR
+        ends_line = buf == _LF
+        ends_line[:-1] |= is_cr[:-1] & (buf[1:] != _LF)
+        ends_line[-1:] |= is_cr[-1:]
+        stops = np.flatnonzero(ends_line)
+        starts = np.concatenate(([0], stops + 1))
+        if starts[-1] == n:  # nothing after the last line's end
+            starts = starts[:-1]
+        ends = np.append(stops, n)[: starts.shape[0]]
+        blank_byte = (buf == _SPACE) | (buf == _TAB) | (buf == _LF) | is_cr
+        shown = np.concatenate(([0], np.cumsum(~blank_byte)))
+        delimiters = np.concatenate(([0], np.cumsum(buf == ord(delimiter))))
+        self._buf = buf
+        self._lengths = np.diff(np.append(starts, n))  # with the line's end
+        self.blank: NDArray[np.bool_] = shown[ends] == shown[starts]
+        self.fields: NDArray[np.int64] = delimiters[ends] - delimiters[starts] + 1
+        self.block_size = max(_BLOCK_SIZE, int(self._lengths.max(initial=0)) + 1)
+
+    def check_widths(self, source: str, n_fields: int, delimiter: str) -> None:
+        """Raise SchemaError for the first row whose number of fields is not ``n_fields``."""
+        ragged = np.flatnonzero(~self.blank & (self.fields != n_fields))
+        if ragged.shape[0]:
+            k = int(ragged[0])
+            raise _ragged_row(source, k + 2, int(self.fields[k]), n_fields, delimiter)
+
+    def row_numbers(self) -> NDArray[np.int64]:
+        """(rows,) int64: the file line number of every row (the header is line 1)."""
+        return (np.flatnonzero(~self.blank) + 2).astype(np.int64)
+
+    def rows_bytes(self) -> pa.Buffer:
+        """The body without its blank lines."""
+        return pa.py_buffer(self._buf[np.repeat(~self.blank, self._lengths)].tobytes())
+
+
+# --------------------------------------------------------------------------------------------
+# Quoted path: the csv module
+
+
+def _parse_quoted(
+    source: str, data: bytes, body: int, delimiter: str, n_fields: int, positions: list[int]
+) -> tuple[list[Factorized], NDArray[np.int64]]:
+    try:
+        text = data[body:].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: body + exc.start].count(b"\n") + 1
+        raise SchemaError(
+            f"snapshot {source!r}, line {line}: the bytes {exc.object[exc.start : exc.end]!r} "
+            "are not UTF-8 text; save the file as UTF-8"
+        ) from None
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, skipinitialspace=True)
+    columns: list[list[str]] = [[] for _ in positions]
+    lines: list[int] = []
+    consumed = 0
+    try:
+        for record in reader:
+            line = consumed + 2  # the header is line 1
+            consumed = reader.line_num
+            if not record or (len(record) == 1 and not record[0].strip(BLANKS)):
+                continue
+            if len(record) != n_fields:
+                raise _ragged_row(source, line, len(record), n_fields, delimiter)
+            lines.append(line)
+            for column, position in zip(columns, positions, strict=True):
+                column.append(record[position].strip(BLANKS))
+    except csv.Error as exc:
+        raise SchemaError(
+            f"snapshot {source!r}, line {consumed + 2}: malformed CSV ({exc}); check the quotes"
+        ) from None
+    return [factorize_strings(column) for column in columns], np.asarray(lines, dtype=np.int64)

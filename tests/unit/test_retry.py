@@ -1,0 +1,80 @@
+"""``stream_release.stream.retry.until_done``: what is tried again, how often, and for how long."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+import redis
+from aiokafka import errors as aiokafka_errors
+from tenacity import stop_after_delay
+
+from stream_release.errors import HistoryStoreError
+from stream_release.stream.retry import DEPENDENCY_ERRORS, is_dependency_error, until_done
+
+
+class Flaky:
+    """Fails with each of ``failures`` in turn, then returns ``"done"``."""
+
+    def __init__(self, *failures: BaseException) -> None:
+        self.failures = list(failures)
+        self.calls = 0
+
+    async def __call__(self) -> str:
+        self.calls += 1
+        if self.failures:
+            raise self.failures.pop(0)
+        return "done"
+
+
+def test_failures_of_redis_and_the_broker_are_tried_again_and_logged() -> None:
+    wrapped = HistoryStoreError("Redis: could not stage")
+    wrapped.__cause__ = redis.ConnectionError("refused")
+    attempt = Flaky(
+        redis.ConnectionError("down"),
+        redis.TimeoutError("slow"),
+        aiokafka_errors.KafkaConnectionError("no broker"),
+        TimeoutError("send"),
+        wrapped,
+    )
+    logged: list[str] = []
+    result = asyncio.run(
+        until_done(
+            attempt, longest_wait_s=0.001, on_retry=lambda e: logged.append(type(e).__name__)
+        )
+    )
+    assert result == "done" and attempt.calls == 6
+    assert logged == [
+        "ConnectionError",
+        "TimeoutError",
+        "KafkaConnectionError",
+        "TimeoutError",
+        "HistoryStoreError",
+    ]
+
+
+def test_any_other_failure_is_raised_at_once() -> None:
+    attempt = Flaky(KeyError("p-1"))
+    logged: list[BaseException] = []
+    with pytest.raises(KeyError):
+        asyncio.run(until_done(attempt, longest_wait_s=0.001, on_retry=logged.append))
+    assert attempt.calls == 1 and logged == []
+    assert not is_dependency_error(ValueError()) and is_dependency_error(OSError())
+    assert redis.RedisError in DEPENDENCY_ERRORS
+
+
+def test_the_pauses_grow_but_never_beyond_the_longest() -> None:
+    attempt = Flaky(*(redis.ConnectionError() for _ in range(6)))
+    started = time.monotonic()
+    asyncio.run(until_done(attempt, longest_wait_s=0.05))
+    elapsed = time.monotonic() - started
+    # six pauses of at most 0.05 s each (the first ones 0.1 s and more, but capped)
+    assert 6 * 0.05 <= elapsed < 6 * 0.05 + 1.0
+
+
+def test_a_stop_condition_gives_up_with_the_last_failure() -> None:
+    attempt = Flaky(*(redis.ConnectionError(str(i)) for i in range(1000)))
+    with pytest.raises(redis.ConnectionError):
+        asyncio.run(until_done(attempt, longest_wait_s=0.01, stop=stop_after_delay(0.1)))
+    assert 2 <= attempt.calls < 1000
