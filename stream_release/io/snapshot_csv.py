@@ -196,7 +196,7 @@ def _parse_plain(
 
 def _has_empty(column: pa.ChunkedArray) -> bool:
     """Whether a value of ``column`` is empty (or missing)."""
-    return column.null_count > 0 or pc.min(pc.binary_length(column)).as_py() == 0
+    return bool(column.null_count > 0 or pc.min(pc.binary_length(column)).as_py() == 0)
 
 
 def _read_table(

@@ -98,7 +98,8 @@ class Outgoing:
     """A message to produce."""
 
     topic: str
-    key: bytes
+    key: bytes | None
+    """The Kafka key (``None``: a rejection of a message that had none)."""
     value: bytes
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -225,9 +226,20 @@ class Placer:
 
 
 @njit(cache=True)
-def _nearest_taking(
-    groups, anchor, sizes, point, norm, cap, slots, plus, mine, counts, ratios, limit
-):  # pragma: no cover - jit
+def _nearest_taking(  # pragma: no cover - jit
+    groups: NDArray[np.int64],
+    anchor: NDArray[Any],
+    sizes: NDArray[Any],
+    point: NDArray[Any],
+    norm: NDArray[np.float64],
+    cap: int,
+    slots: NDArray[Any],
+    plus: NDArray[Any],
+    mine: NDArray[Any],
+    counts: NDArray[Any],
+    ratios: NDArray[Any],
+    limit: int,
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """The ``limit`` nearest of ``groups`` (in id order) that take the row at ``point`` (its
     QID codes), nearest first (ties in id order), and their distances (to the group's
     ``anchor``, its first row's codes; summed in attribute order). A group takes it with rows,
@@ -338,7 +350,8 @@ class _Members:
         extra = self.added.get(g)
         if extra:
             rows = np.union1d(rows, np.array(extra, dtype=np.int64))
-        return rows[self.group[rows] == g]
+        mine: NDArray[np.int64] = rows[self.group[rows] == g]
+        return mine
 
     def compact(self) -> None:
         """Sorted again once the rows moved in are many."""
