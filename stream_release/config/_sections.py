@@ -265,8 +265,10 @@ class ServiceSettings(Section):
     staged; bounds the delay a lone message (e.g. a seal) adds to its release."""
     retry_interval_s: float = Field(default=5.0, gt=0)
     """Period (seconds) of the background check that cuts ready releases and re-sends committed
-    but unsent ones (after a failed send), besides the check after each batch; also the pause
-    before staging a batch again after Redis failed."""
+    but unsent ones (after a failed send), besides the check after each batch; also the longest
+    pause before staging a batch (or starting the records consumer) again after Redis or the
+    broker failed: the pauses start at 0.1 s and double, with jitter, up to it
+    (:mod:`stream_release.stream.retry`)."""
     session_timeout_s: float = Field(default=30.0, gt=0)
     """Consumer-group session timeout (seconds): a worker silent this long is considered dead
     and its partitions reassigned. Some brokers (Tansu) hold a group's first join for about
