@@ -9,7 +9,7 @@ import importlib
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 Lines = Sequence[Mapping[str, Any]]
 SeriesVerifier = Callable[[Sequence[tuple[Mapping[str, Any], Lines]]], list[str]]
@@ -22,11 +22,6 @@ VERIFIERS: dict[str, str] = {
 """kind -> the module whose ``verify_series(releases)`` audits a series of that kind."""
 
 _RELEASE_PREFIX = re.compile(r"^release (\d+): ")
-
-
-class _Result(Protocol):
-    sequence: int
-    problems: list[str]
 
 
 def verify_mechanism(
