@@ -14,7 +14,7 @@ proven bound on its rounding (:func:`~stream_release.core.privacy.breach.possibl
 single one that may exceed ``1/l`` raises :class:`GuaranteeUnsatisfiable`; the only pairs not
 held to it are those the suppressed set links although they were at the bound already (their
 count is in the manifest). The ``localized`` baseline, whose breaches are the point of the
-comparison, is reported, not refused.
+comparison, is reported, not refused (:mod:`stream_release.pipeline.release_check`).
 
 References
 ----------
@@ -25,7 +25,6 @@ References
 from __future__ import annotations
 
 import functools
-import math
 import warnings
 from dataclasses import dataclass
 
@@ -41,23 +40,28 @@ from stream_release.core.grouping.partition import (
     place_in_groups,
     placer_for,
 )
+from stream_release.core.grouping.placer import Placer
 from stream_release.core.grouping.requirements import Requirements
 from stream_release.core.grouping.suppressed_set import SuppressedSet, protect_suppressed_set
 from stream_release.core.grouping.virtual import no_value_code, trim_virtual
 from stream_release.core.privacy.breach import (
-    bound_limit,
-    breach_from_log_product,
-    breach_lower_bound,
-    constant_ratio_target,
     log_survival_factor,
     minimum_ratio_from_log_product,
-    possibly_exceeds,
 )
 from stream_release.core.privacy.strategy import Strategy
 from stream_release.core.table import EncodedTable
-from stream_release.errors import GuaranteeUnsatisfiable, PrivacyLeakWarning
+from stream_release.errors import PrivacyLeakWarning
 from stream_release.history.types import HistoryRows
 from stream_release.history.update import merge_linkages
+from stream_release.pipeline.feasibility import check_feasible
+from stream_release.pipeline.release_check import (
+    check_bound,
+    check_sizes,
+    exempt_entries,
+    individual_breach,
+    linked_now,
+    spent_entries,
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -255,98 +259,25 @@ def plan_release(
         is_protected[none] = False
 
     requirements = _requirements(table, history, local_of_global, is_protected, strategy)
-    own = requirements.own_value_ratio(table.sensitive)
-    cap = group_size_cap(strategy.base_ratio, min_group_size, grouping.max_group_factor)
-    # a row whose own value needs a larger group than any may be (or none: at the bound)
-    # never starts or joins one: it is forced into the suppressed set
-    eligible = ~(is_protected[table.sensitive] & (own > cap))
-    _check_feasible(table, eligible, is_protected, strategy, min_group_size)
-    factor, window = grouping.max_group_factor, grouping.insertion_window
-
-    def group_rows(rows: NDArray[np.bool_]) -> NDArray[np.int64]:
-        return form_groups(
-            table,
-            is_protected,
-            requirements,
-            min_group_size=min_group_size,
-            eligible=rows,
-            max_group_factor=factor,
-            insertion_window=window,
-        )
-
-    # built at the first placement (many releases need none), kept for the release
-    placer = functools.cache(
-        lambda: placer_for(
-            table,
-            is_protected,
-            requirements,
-            min_group_size=min_group_size,
-            max_group_factor=factor,
-        )
-    )
-
-    def place_rows(group: NDArray[np.int64], rows: NDArray[np.int64]) -> NDArray[np.int64]:
-        return place_in_groups(
-            table, is_protected, requirements, group, rows, min_group_size=min_group_size,
-            max_group_factor=factor, insertion_window=window, placer=placer(),
-        )  # fmt: skip
-
-    validity = GroupValidity(table.sensitive, is_protected, requirements, min_group_size)
-    group, suppressed = protect_suppressed_set(
-        table.sensitive, is_protected, requirements, eligible, group_rows, place_rows,
-        validity.valid,
-        cap=cap, floor=strategy.ell, absent=absent,
-    )  # fmt: skip
-    if absent.any():
-        group = trim_virtual(
-            group, absent, table, validity.valid,
-            min_group_size=min_group_size, base_ratio=strategy.base_ratio,
-            protected=is_protected,
-        )  # fmt: skip
+    grouper = _ReleaseGrouping(table, is_protected, requirements, min_group_size, grouping)
+    group, suppressed = grouper.group_release(strategy, absent)
     layout = ReleaseLayout.of(table, group)  # once per release: render reads it too
     contents = GroupContents.of(table, layout)
     published = np.flatnonzero(group >= 0)
-    # the suppressed set is one more group (the last id): its members' linkages are history;
-    # a virtual candidate in no group is not in the release
-    committed = np.flatnonzero(~absent | (group >= 0)).astype(np.int64)
-    star = (group < 0) & ~absent
-    linked = np.where(group >= 0, group, np.where(absent, -1, contents.n_groups))
-    linked_contents = contents.with_group(table.sensitive[star], len(table.sensitive_values))
-    merged = _merge_history(history, committed, linked, linked_contents, value_of_local)
+    committed, merged = _link_release(table, history, group, absent, contents, value_of_local)
     history = history.take(committed) if absent.any() else history
-    protected_global = np.zeros(len(values), dtype=np.bool_)
-    protected_global[value_of_local[is_protected]] = True
-    if protected:
-        wanted = set(protected)
-        protected_global |= np.array([v in wanted for v in values], dtype=np.bool_)
-    else:
-        protected_global[:] = True
-    exempt = _exempt_entries(merged, committed, suppressed, value_of_local)
+    exempt = exempt_entries(merged, committed, suppressed, value_of_local)
+    protected_global = _protected_global(values, value_of_local, is_protected, protected)
     is_protected_entry = protected_global[merged.value]
-    # pairs past the bound since a release that linked them at the bound (spent): kept out of
-    # breach.max and counted; every pair linked now and not exempt is checked
-    # (only the suppressed set's exemptions put a pair past the bound under a strategy that
-    # checks it; the localized baseline's breaches are its own and stay in breach.max)
-    spent = (
-        is_protected_entry
-        & strategy.uses_history
-        & (breach_lower_bound(merged.log_p, merged.links) > bound_limit(strategy.ell))
-    )
-    linked_now = _linked_now(history, merged)
+    spent = spent_entries(merged, is_protected_entry, strategy)
+    linked = linked_now(history, merged)
     breach_all = np.zeros(table.n_rows, dtype=np.float64)
-    breach_all[committed] = _individual_breach(merged, is_protected_entry & ~spent & ~exempt)
-    _check_sizes(contents, min_group_size)
-    if strategy.uses_history and merged.n_entries:
-        checked = is_protected_entry & linked_now & ~exempt
-        over = possibly_exceeds(merged.log_p, merged.links, strategy.ell) & checked
-        if over.any():
-            row = int(committed[merged.owner()[np.flatnonzero(over)[0]]])
-            where = "published" if group[row] >= 0 else "suppressed"
-            raise GuaranteeUnsatisfiable(
-                f"internal check failed: a {where} individual (row {row + 1}) would reach "
-                f"breach probability {breach_all[row]:.6g}, which may exceed 1/l = "
-                f"{1 / strategy.ell:.6g}; nothing was released"
-            )
+    breach_all[committed] = individual_breach(merged, is_protected_entry & ~spent & ~exempt)
+    check_sizes(contents.size, min_group_size)
+    check_bound(
+        merged, is_protected_entry & linked & ~exempt, committed, group, breach_all, strategy
+    )
+    star = (group < 0) & ~absent
     return ReleasePlan(
         group=group,
         layout=layout,
@@ -363,6 +294,121 @@ def plan_release(
         spent_pairs=int(np.count_nonzero(spent)),
         virtual=virtual if absent.any() else None,
     )
+
+
+class _ReleaseGrouping:
+    """How one release forms its groups: :func:`form_groups` and :func:`place_in_groups` with
+    its settings, the placer built at the first placement (many releases need none) and kept
+    for the release."""
+
+    def __init__(
+        self,
+        table: EncodedTable,
+        is_protected: NDArray[np.bool_],
+        requirements: Requirements,
+        min_group_size: int,
+        grouping: GroupingSettings,
+    ) -> None:
+        self.table, self.is_protected, self.requirements = table, is_protected, requirements
+        self.min_group_size = min_group_size
+        self.factor, self.window = grouping.max_group_factor, grouping.insertion_window
+
+    def group_rows(self, rows: NDArray[np.bool_]) -> NDArray[np.int64]:
+        """Groups the rows of the mask ``rows`` (n,): group per row, ``-1`` = not grouped."""
+        return form_groups(
+            self.table,
+            self.is_protected,
+            self.requirements,
+            min_group_size=self.min_group_size,
+            eligible=rows,
+            max_group_factor=self.factor,
+            insertion_window=self.window,
+        )
+
+    @functools.cached_property
+    def placer(self) -> Placer:
+        return placer_for(
+            self.table,
+            self.is_protected,
+            self.requirements,
+            min_group_size=self.min_group_size,
+            max_group_factor=self.factor,
+        )
+
+    def place_rows(self, group: NDArray[np.int64], rows: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Puts the ungrouped ``rows`` into the groups of ``group`` that stay valid with them."""
+        return place_in_groups(
+            self.table, self.is_protected, self.requirements, group, rows,
+            min_group_size=self.min_group_size, max_group_factor=self.factor,
+            insertion_window=self.window, placer=self.placer,
+        )  # fmt: skip
+
+    def group_release(
+        self, strategy: Strategy, absent: NDArray[np.bool_]
+    ) -> tuple[NDArray[np.int64], SuppressedSet]:
+        """The release's groups (n,) (``-1`` = suppressed) and its suppressed set, made valid
+        as one more group (:func:`protect_suppressed_set`); groups left with ``absent`` rows
+        (virtual candidates) only are dropped (:func:`trim_virtual`).
+
+        A row whose own value needs a larger group than any may be (or none: at the bound)
+        never starts or joins one: it is forced into the suppressed set.
+        """
+        table, is_protected, requirements = self.table, self.is_protected, self.requirements
+        own = requirements.own_value_ratio(table.sensitive)
+        cap = group_size_cap(strategy.base_ratio, self.min_group_size, self.factor)
+        eligible = ~(is_protected[table.sensitive] & (own > cap))
+        check_feasible(table, eligible, is_protected, strategy, self.min_group_size)
+        validity = GroupValidity(table.sensitive, is_protected, requirements, self.min_group_size)
+        group, suppressed = protect_suppressed_set(
+            table.sensitive, is_protected, requirements, eligible, self.group_rows,
+            self.place_rows, validity.valid,
+            cap=cap, floor=strategy.ell, absent=absent,
+        )  # fmt: skip
+        if absent.any():
+            group = trim_virtual(
+                group, absent, table, validity.valid,
+                min_group_size=self.min_group_size, base_ratio=strategy.base_ratio,
+                protected=is_protected,
+            )  # fmt: skip
+        return group, suppressed
+
+
+def _link_release(
+    table: EncodedTable,
+    history: HistoryRows,
+    group: NDArray[np.int64],
+    absent: NDArray[np.bool_],
+    contents: GroupContents,
+    value_of_local: NDArray[np.int64],
+) -> tuple[NDArray[np.int64], HistoryRows]:
+    """``(committed, merged)``: the rows whose history the release commits, ascending (every
+    snapshot row and every virtual member), and their merged history. The suppressed set is
+    one more group (the last id): its members' linkages are history; a virtual candidate in
+    no group is not in the release."""
+    committed = np.flatnonzero(~absent | (group >= 0)).astype(np.int64)
+    star = (group < 0) & ~absent
+    linked = np.where(group >= 0, group, np.where(absent, -1, contents.n_groups))
+    linked_contents = contents.with_group(table.sensitive[star], len(table.sensitive_values))
+    merged = _merge_history(history, committed, linked, linked_contents, value_of_local)
+    return committed, merged
+
+
+def _protected_global(
+    values: tuple[str, ...],
+    value_of_local: NDArray[np.int64],
+    is_protected: NDArray[np.bool_],
+    protected: tuple[str, ...] | list[str],
+) -> NDArray[np.bool_]:
+    """(len(values),) bool over the global value ids: the protected values (all when
+    ``protected`` is empty)."""
+    protected_global = np.zeros(len(values), dtype=np.bool_)
+    protected_global[value_of_local[is_protected]] = True
+    if protected:
+        wanted = set(protected)
+        protected_global |= np.array([v in wanted for v in values], dtype=np.bool_)
+    else:
+        protected_global[:] = True
+    return protected_global
 
 
 def _extend_dictionary(
@@ -420,81 +466,6 @@ def _requirements(
     )
 
 
-def _check_feasible(
-    table: EncodedTable,
-    eligible: NDArray[np.bool_],
-    is_protected: NDArray[np.bool_],
-    strategy: Strategy,
-    min_group_size: int,
-) -> None:
-    """Refuse parameters no grouping can meet: a group-size ratio ``r`` needs every protected
-    value held by at most ``N / r`` of the ``N`` rows (summing ``n(G,s) <= |G|/r`` over groups).
-    """
-    n = int(np.count_nonzero(eligible))
-    if n == 0:
-        return
-    if n < min_group_size:
-        raise GuaranteeUnsatisfiable(
-            f"min_group_size = {min_group_size} but the release has only {n} publishable rows; "
-            f"set min_group_size <= {n}",
-            public=True,
-        )
-    counts = np.bincount(table.sensitive[eligible], minlength=len(table.sensitive_values))
-    counts = np.where(is_protected, counts, 0)
-    worst = int(np.argmax(counts))
-    if counts[worst] == 0:
-        return
-    r_max = n / counts[worst]
-    need = strategy.base_ratio
-    if r_max >= need:
-        return
-    value = table.sensitive_values[worst]
-    raise GuaranteeUnsatisfiable(
-        f"infeasible: protected value {value!r} is held by {counts[worst]} of {n} rows "
-        f"({100 * counts[worst] / n:.2f} %), so no group-size ratio above {r_max:.4g} is possible, "
-        f"but strategy {strategy.name} with l = {strategy.ell:g} needs {need:.4g}; "
-        f"largest feasible setting: {_largest_feasible(strategy, r_max)}",
-        public=True,
-    )
-
-
-def _largest_feasible(strategy: Strategy, r_max: float) -> str:
-    """The largest settings whose base ratio this release's value frequencies allow.
-
-    Values are rounded *down* (4 significant digits) so the suggestion is itself feasible. It
-    holds for this release; later releases' frequencies and histories may need less.
-    """
-    if r_max <= 1.0:
-        return "none (the value is the only one left: drop it from protected or suppress it)"
-    options = []
-    if strategy.name == "constant-ratio":
-        k = strategy.k_prime or 1
-        k_max = 0
-        while k_max < 10_000 and constant_ratio_target(strategy.ell, k_max + 1) <= r_max:
-            k_max += 1
-        if k_max >= 1:
-            options.append(f"k_prime = {k_max} at l = {strategy.ell:g}")
-        ell_for_k = 1.0 / -math.expm1(k * math.log1p(-1.0 / r_max))
-        if _floor4(ell_for_k) > 1.0:
-            options.append(f"l = {_floor4(ell_for_k):g} at k_prime = {k}")
-    elif strategy.name == "geometric":
-        if _floor4(r_max / strategy.ell) > 1.0:
-            options.append(f"alpha = {_floor4(r_max / strategy.ell):g} at l = {strategy.ell:g}")
-        if _floor4(r_max / (strategy.alpha or 2.0)) > 1.0:
-            options.append(
-                f"l = {_floor4(r_max / (strategy.alpha or 2.0)):g} at alpha = {strategy.alpha:g}"
-            )
-    elif _floor4(r_max) > 1.0:
-        options.append(f"l = {_floor4(r_max):g}")
-    return " or ".join(options) or "none: protect fewer values"
-
-
-def _floor4(x: float) -> float:
-    """``x`` rounded down to 4 significant digits."""
-    scale = 10.0 ** (3 - math.floor(math.log10(abs(x))))
-    return math.floor(x * scale) / scale
-
-
 def _merge_history(
     history: HistoryRows,
     published: NDArray[np.int64],
@@ -514,57 +485,6 @@ def _merge_history(
     return merge_linkages(
         history, published, group[published], contents.pair_ptr, global_value, factor
     )
-
-
-def _exempt_entries(
-    history: HistoryRows,
-    rows: NDArray[np.int64],
-    suppressed: SuppressedSet,
-    value_of_local: NDArray[np.int64],
-) -> NDArray[np.bool_]:
-    """(m,) the merged entries (of table rows ``rows``) the suppressed set links without
-    holding them to the bound (:class:`SuppressedSet` ``exempt_row``, ``exempt_value``)."""
-    if suppressed.exempt_row.size == 0 or history.n_entries == 0:
-        return np.zeros(history.n_entries, dtype=np.bool_)
-    span = int(max(history.value.max(initial=0), value_of_local.max(initial=0))) + 1
-    keys = rows[history.owner()] * span + history.value
-    exempt = suppressed.exempt_row * span + value_of_local[suppressed.exempt_value]
-    return np.isin(keys, exempt)
-
-
-def _linked_now(old: HistoryRows, new: HistoryRows) -> NDArray[np.bool_]:
-    """(m,) the entries of ``new`` (row i = row i of ``old``) this release linked: one more
-    linkage than before, or a new entry."""
-    span = int(max(old.value.max(initial=0), new.value.max(initial=0))) + 1
-    old_keys = old.owner() * span + old.value
-    new_keys = new.owner() * span + new.value
-    at = np.searchsorted(old_keys, new_keys)
-    hit = at < old_keys.shape[0]
-    hit[hit] = old_keys[at[hit]] == new_keys[hit]
-    before = np.zeros(new.n_entries, dtype=np.int64)
-    before[hit] = old.links[at[hit]]
-    return new.links > before
-
-
-def _individual_breach(history: HistoryRows, checked: NDArray[np.bool_]) -> NDArray[np.float64]:
-    """(n,) each individual's largest breach probability over its ``checked`` entries
-    (protected values, Lemma 4); 0 for an individual without one."""
-    p = history.n_individuals
-    out = np.zeros(p, dtype=np.float64)
-    if history.n_entries == 0:
-        return out
-    prob = np.where(checked, breach_from_log_product(history.log_p), 0.0)
-    filled = np.diff(history.indptr) > 0  # entries are grouped by individual (CSR)
-    out[filled] = np.maximum.reduceat(prob, history.indptr[:-1][filled])
-    return out
-
-
-def _check_sizes(contents: GroupContents, min_group_size: int) -> None:
-    if contents.n_groups and int(contents.size.min()) < min_group_size:
-        raise GuaranteeUnsatisfiable(
-            f"internal check failed: a group of {int(contents.size.min())} rows is below "
-            f"min_group_size = {min_group_size}; nothing was released"
-        )
 
 
 def warm_up() -> None:

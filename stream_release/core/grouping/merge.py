@@ -6,7 +6,7 @@ fits none of them and would be suppressed (and, suppressed, make the suppressed 
 ``r`` rows for every holder of its value: :mod:`stream_release.core.grouping.suppressed_set`).
 Here it takes the groups nearest to it in k-d order, one after another, until they and it
 form a valid group (Wong et al. 2010, Theorem 1, in the form of :mod:`stream_release.core.grouping.
-kernels`), within the group-size cap; the union of valid groups plus the row is checked as
+tally`), within the group-size cap; the union of valid groups plus the row is checked as
 a whole, every member's requirements included.
 
 :mod:`stream_release.core.grouping.placer` puts single rows into the nearest group anywhere in the

@@ -2,7 +2,7 @@
 
 The group-size constraint (Wong et al. 2010, Theorem 1 and §6) arrives as a base ratio plus the
 per-individual requirements that exceed it (:class:`Requirements`); the compiled passes are
-in :mod:`stream_release.core.grouping.kernels`.
+in :mod:`stream_release.core.grouping.passes`.
 """
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
-from stream_release.core.grouping.kernels import group_rows
+from stream_release.core.grouping.extent import KernelTable
 from stream_release.core.grouping.merge import merge_leftovers
+from stream_release.core.grouping.passes import group_rows
 from stream_release.core.grouping.placer import Placer
 from stream_release.core.grouping.requirements import Requirements
+from stream_release.core.grouping.tally import GroupRules
 from stream_release.core.table import EncodedTable
 
 
@@ -46,24 +48,11 @@ def form_groups(
     -------
     (n,) int64 group id per row, ``0..G-1`` in k-d order; ``-1`` = suppressed.
     """
-    norm = attribute_scale(table)
-    height, span_lo, span_hi = hierarchy_spans(table)
     cap = group_size_cap(requirements.base, min_group_size, max_group_factor)
     perm = np.flatnonzero(eligible).astype(np.int64)
     group, _ = group_rows(
-        np.ascontiguousarray(table.qid),
-        np.ascontiguousarray(table.sensitive),
-        np.ascontiguousarray(protected, dtype=np.bool_),
-        float(requirements.base),
-        int(min_group_size),
-        int(cap),
-        norm,
-        height,
-        span_lo,
-        span_hi,
-        requirements.ptr,
-        requirements.value,
-        requirements.ratio,
+        kernel_table(table),
+        group_rules(protected, requirements, min_group_size=min_group_size, cap=cap),
         perm,
         int(insertion_window),
     )
@@ -77,6 +66,36 @@ def form_groups(
         min_group_size=min_group_size,
         cap=cap,
         window=insertion_window,
+    )
+
+
+def kernel_table(table: EncodedTable) -> KernelTable:
+    """``table`` as the compiled passes read it: its codes, the scale of each attribute
+    (:func:`attribute_scale`) and the leaf ranges of its hierarchies (:func:`hierarchy_spans`)."""
+    height, span_lo, span_hi = hierarchy_spans(table)
+    return KernelTable(
+        np.ascontiguousarray(table.qid),
+        np.ascontiguousarray(table.sensitive),
+        attribute_scale(table),
+        height,
+        span_lo,
+        span_hi,
+    )
+
+
+def group_rules(
+    protected: NDArray[np.bool_], requirements: Requirements, *, min_group_size: int, cap: int
+) -> GroupRules:
+    """What the compiled passes hold every group to: ``protected`` (V,), the base ratio and each
+    row's higher requirements, the floor ``min_group_size`` and the ``cap``."""
+    return GroupRules(
+        np.ascontiguousarray(protected, dtype=np.bool_),
+        float(requirements.base),
+        int(min_group_size),
+        int(cap),
+        requirements.ptr,
+        requirements.value,
+        requirements.ratio,
     )
 
 

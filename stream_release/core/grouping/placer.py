@@ -24,11 +24,10 @@ from numba import njit
 from numpy.typing import NDArray
 from scipy.spatial import cKDTree
 
-from stream_release.core.grouping.kernels import first_rows
 from stream_release.core.grouping.merge import GroupValidity
 from stream_release.core.grouping.requirements import Requirements
 
-__all__ = ["Placer", "ValueIndex"]
+__all__ = ["Placer", "ValueIndex", "first_rows"]
 
 SWAP_GROUPS = 64
 """Nearest groups where a row no group takes as it is is tried in a swap."""
@@ -279,6 +278,18 @@ def _nearest_taking(  # pragma: no cover - jit
         best_gap[at] = gap
         found = min(found + 1, limit)
     return best[:found], best_gap[:found]
+
+
+@njit(cache=True)
+def first_rows(group: NDArray[np.int64], n_groups: int) -> NDArray[np.int64]:
+    """(n_groups,) the first row of each group id (``n`` for an id without rows)."""
+    n = group.shape[0]
+    first = np.full(n_groups, n, np.int64)
+    for r in range(n - 1, -1, -1):
+        g = group[r]
+        if g >= 0:
+            first[g] = r
+    return first
 
 
 class _State:

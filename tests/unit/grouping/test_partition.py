@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from stream_release.config import GroupingSettings
 from stream_release.core.grouping.partition import (
     Requirements,
-    attribute_scale,
     form_groups,
+    group_rules,
     group_size_cap,
-    hierarchy_spans,
+    kernel_table,
 )
 from stream_release.core.table import Attribute, EncodedTable
 
@@ -247,7 +247,7 @@ def test_no_group_of_a_million_rows_grows_past_the_cap() -> None:
 
 
 def _stratify(table: EncodedTable, ratio: float, min_size: int = 2) -> tuple[np.ndarray, int, bool]:
-    from stream_release.core.grouping.kernels import _stratified
+    from stream_release.core.grouping.mondrian import _stratified
 
     perm = np.arange(table.n_rows, dtype=np.int64)
     v = len(table.sensitive_values)
@@ -289,17 +289,17 @@ def test_leaves_no_single_code_cut_can_split_are_cut_value_by_value() -> None:
     # code 0 holds only value 0 (exactly a fifth of the rows): every median cut on the one
     # attribute leaves a half with too much of it, so before the value-balanced cut the whole
     # table was one leaf
-    from stream_release.core.grouping.kernels import STRATIFIED_FROM, mondrian_leaves
+    from stream_release.core.grouping.mondrian import STRATIFIED_FROM, mondrian_leaves
 
     n = 5 * STRATIFIED_FROM
     sensitive = np.concatenate([np.zeros(n // 5), np.repeat(np.arange(1, 5), n // 5)])
     qid = np.concatenate([np.zeros(n // 5), np.ones(n - n // 5)]).astype(np.int32)
     table = make_table(qid, sensitive.astype(np.int32))
     perm = np.arange(n, dtype=np.int64)
-    bounds = mondrian_leaves(
-        table.qid, table.sensitive, np.ones(5, np.bool_), 5.0, 2, attribute_scale(table),
-        *hierarchy_spans(table), perm,
-    )  # fmt: skip
+    rules = group_rules(
+        np.ones(5, np.bool_), Requirements.uniform(5.0, n), min_group_size=2, cap=4 * 5
+    )
+    bounds = mondrian_leaves(kernel_table(table), rules, perm)
     sizes = np.diff(bounds)
     assert sizes.max() < STRATIFIED_FROM * 2
     for lo, hi in itertools.pairwise(bounds.tolist()):

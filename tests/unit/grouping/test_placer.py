@@ -8,9 +8,8 @@ import pytest
 from numpy.typing import NDArray
 
 from stream_release.core.grouping import placer as placer_module
-from stream_release.core.grouping.kernels import first_rows
 from stream_release.core.grouping.merge import GroupValidity
-from stream_release.core.grouping.placer import Placer
+from stream_release.core.grouping.placer import Placer, first_rows
 from stream_release.core.grouping.requirements import Requirements
 
 

@@ -1,0 +1,510 @@
+r"""Pass 1 of the grouping: Mondrian-like k-d splitting into QID-local leaves (numba).
+Private: the kernels trust their inputs.
+
+``mondrian_leaves``: top-down median splits on the widest normalised attribute, relaxed by
+moving the excess rows of an over-represented value across the cut (``_balance``), taken only
+when both halves are valid as whole groups (a set can be cut into valid groups only if it is
+valid as one group: the per-value counts add up) under ``m = ceil(max(base, min_size))``
+where the rows meet it, else under ``base`` (``_split_ratio``: groups of ``m`` rows absorb a
+top share of ``1/m``, so a leaf cut down to ``1/base`` left its excess over; on a million
+rows of the scale benchmark that was 0.36-0.72 % of each release before any history).
+A leaf of at least :data:`STRATIFIED_FROM` rows that no such cut splits is cut value by
+value (``_stratified``: each value's lower half by the widest attribute to the left, the
+sizes set so that a leaf whose top share is exactly ``1/m`` splits into halves that are):
+without it, at a million rows, leaves of up to 282k rows held 69 % of the rows.
+Leaves are QID boxes (a value-balanced cut's halves may overlap on its attribute); their
+rows are laid out in k-d order in ``perm``.
+
+The whole algorithm is in :mod:`stream_release.core.grouping.passes`.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+from numpy.typing import NDArray
+
+from stream_release.core.grouping.extent import KernelTable, extent
+from stream_release.core.grouping.tally import GroupRules
+
+__all__ = ["STRATIFIED_FROM", "mondrian_leaves"]
+
+
+@njit(cache=True)
+def _hierarchy_cut(table: KernelTable, a: int, lo: int, hi: int, vals: NDArray[np.int64]) -> int:
+    """Threshold at a child boundary of the range's lowest common ancestor, nearest the median.
+
+    ``vals`` are the node's sorted codes on attribute ``a``; returns -1 if no boundary splits
+    them. Cutting there gives both halves a lower common ancestor (a smaller NCP).
+    """
+    height, span_lo, span_hi = table.height, table.span_lo, table.span_hi
+    size = vals.shape[0]
+    level = height[a] - 1
+    for h in range(height[a]):
+        if span_lo[a, h, lo] == span_lo[a, h, hi]:
+            level = h
+            break
+    if level == 0:
+        return -1
+    best = -1
+    best_gap = size
+    c = lo
+    while c < hi:
+        end = span_hi[a, level - 1, c]  # last leaf of c's child node
+        if end >= hi:
+            break
+        n_left = np.searchsorted(vals, end, side="right")
+        if 0 < n_left < size:
+            gap = abs(2 * n_left - size)
+            if gap < best_gap:
+                best_gap = gap
+                best = end
+        c = end + 1
+    return best
+
+
+@njit(cache=True)
+def _sorted_codes(
+    perm: NDArray[np.int64],
+    lo: int,
+    hi: int,
+    qid: NDArray[np.int32],
+    a: int,
+    c_min: int,
+    c_max: int,
+) -> NDArray[np.int64]:
+    """Attribute ``a``'s codes of rows ``perm[lo:hi]``, ascending (counting sort when the code
+    range is small, else a comparison sort)."""
+    size = hi - lo
+    out = np.empty(size, np.int64)
+    span = c_max - c_min + 1
+    if span <= 4 * size:
+        counts = np.zeros(span, np.int64)
+        for i in range(lo, hi):
+            counts[qid[perm[i], a] - c_min] += 1
+        k = 0
+        for c in range(span):
+            for _ in range(counts[c]):
+                out[k] = c_min + c
+                k += 1
+        return out
+    for i in range(size):
+        out[i] = qid[perm[lo + i], a]
+    out.sort()
+    return out
+
+
+@njit(cache=True)
+def _allowed(n: int, base: float) -> int:
+    """Largest count of one protected value a group of ``n`` rows may hold."""
+    return int(np.floor(n / base))
+
+
+@njit(cache=True)
+def _balance(
+    perm: NDArray[np.int64],
+    lo: int,
+    mid: int,
+    hi: int,
+    qid: NDArray[np.int32],
+    a: int,
+    sens: NDArray[np.int32],
+    protected: NDArray[np.bool_],
+    base: float,
+    min_size: int,
+    cnt_l: NDArray[np.int64],
+    cnt_r: NDArray[np.int64],
+) -> tuple[int, bool]:
+    """Relaxed cut: move the excess rows of over-represented protected values across ``mid``.
+
+    After a median cut on attribute ``a`` one half may hold more of a value than any valid
+    grouping of it allows (``n_s > n / base``). Rows of that value nearest the cut (largest
+    code on the left, smallest on the right) are moved to the other half until both halves are
+    within their allowance or no move helps. Returns the new ``mid`` and whether both halves
+    are valid as whole groups (at least ``min_size`` rows, every protected count allowed).
+    """
+    for i in range(lo, hi):
+        v = sens[perm[i]]
+        if protected[v]:
+            if i < mid:
+                cnt_l[v] += 1
+            else:
+                cnt_r[v] += 1
+    for _ in range(8):
+        moved = False
+        # left -> right
+        cap = _allowed(mid - lo, base)
+        i = mid - 1
+        while i >= lo:
+            v = sens[perm[i]]
+            if protected[v] and cnt_l[v] > cap:
+                r = perm[i]
+                perm[i] = perm[mid - 1]
+                perm[mid - 1] = r
+                mid -= 1
+                cnt_l[v] -= 1
+                cnt_r[v] += 1
+                cap = _allowed(mid - lo, base)
+                moved = True
+            i -= 1
+            if i >= mid:
+                i = mid - 1
+        # right -> left
+        cap = _allowed(hi - mid, base)
+        j = mid
+        while j < hi:
+            v = sens[perm[j]]
+            if protected[v] and cnt_r[v] > cap:
+                r = perm[j]
+                perm[j] = perm[mid]
+                perm[mid] = r
+                mid += 1
+                cnt_r[v] -= 1
+                cnt_l[v] += 1
+                cap = _allowed(hi - mid, base)
+                moved = True
+            j += 1
+            if j < mid:
+                j = mid
+        if not moved:
+            break
+    n_l = mid - lo
+    n_r = hi - mid
+    ok = n_l >= max(min_size, 1) and n_r >= max(min_size, 1)
+    for i in range(lo, hi):
+        v = sens[perm[i]]
+        if ok and protected[v] and (n_l < cnt_l[v] * base or n_r < cnt_r[v] * base):
+            ok = False
+        cnt_l[v] = 0
+        cnt_r[v] = 0
+    return mid, ok
+
+
+@njit(cache=True)
+def _split_ratio(
+    perm: NDArray[np.int64],
+    lo: int,
+    hi: int,
+    sens: NDArray[np.int32],
+    protected: NDArray[np.bool_],
+    base: float,
+    min_size: int,
+    cnt: NDArray[np.int64],
+) -> float:
+    """The ratio both halves of a cut of ``perm[lo:hi]`` must meet: ``m = ceil(max(base, k))``
+    when the rows meet it (groups of ``m`` rows, one of each protected value, absorb a share
+    of ``1/m``; a leaf whose top share lies between ``1/m`` and ``1/base`` leaves the excess
+    over), else ``base``. ``cnt`` is a zeroed scratch array of size V, zeroed again."""
+    m = np.ceil(max(base, float(min_size)))
+    top = 0
+    for i in range(lo, hi):
+        v = sens[perm[i]]
+        if protected[v]:
+            cnt[v] += 1
+            if cnt[v] > top:
+                top = cnt[v]
+    for i in range(lo, hi):
+        cnt[sens[perm[i]]] = 0
+    return m if top * m <= hi - lo else base
+
+
+STRATIFIED_FROM = 1024
+"""Leaves of at least this many rows that no cut at one code can split are cut value by value
+(:func:`_stratified`): on the first release of the scale benchmark at a million rows, leaves
+above 10k rows held 69 % of the rows (up to 282k rows each), each stopped where its top value's
+share made every median cut infeasible."""
+
+
+@njit(cache=True)
+def _stratified(
+    perm: NDArray[np.int64],
+    lo: int,
+    hi: int,
+    qid: NDArray[np.int32],
+    a: int,
+    sens: NDArray[np.int32],
+    protected: NDArray[np.bool_],
+    ratio: float,
+    min_size: int,
+    cnt: NDArray[np.int64],
+    take: NDArray[np.int64],
+    tmp: NDArray[np.int64],
+) -> tuple[int, bool]:
+    """Value-balanced cut of ``perm[lo:hi]`` on attribute ``a``: each value's rows go half to
+    each side, the lower codes of the value to the left, so both halves keep the leaf's
+    proportions (within one row per value) where no cut at one code does. An odd value's
+    extra row goes to the side with more room for it (tightest values first). Reorders
+    ``perm[lo:hi]`` (left half first) and returns ``(mid, ok)``: ``ok`` when both halves
+    have ``min_size`` rows and every protected count within ``floor(n / ratio)``; ``perm`` is
+    left as it was otherwise. ``cnt`` and ``take`` are zeroed scratch arrays of size V,
+    zeroed again; ``tmp`` scratch of at least ``hi - lo`` rows."""
+    size = hi - lo
+    codes = np.empty(size, np.int64)
+    for i in range(size):
+        codes[i] = qid[perm[lo + i], a]
+    order = np.argsort(codes, kind="mergesort")
+    for i in range(size):
+        cnt[sens[perm[lo + i]]] += 1
+    n_left = 0
+    n_values = cnt.shape[0]
+    for v in range(n_values):
+        take[v] = cnt[v] // 2
+        n_left += take[v]
+    # odd values: the extra row to the side with more room, the tightest values first
+    odd = np.empty(n_values, np.int64)
+    n_odd = 0
+    for v in range(n_values):
+        if cnt[v] % 2 == 1:
+            odd[n_odd] = v
+            n_odd += 1
+    weight = np.empty(n_odd, np.float64)
+    for k in range(n_odd):
+        weight[k] = -cnt[odd[k]]
+    ranked = np.argsort(weight, kind="mergesort")
+    n_right = size - n_left  # every extra row on the right for now
+    for k in range(n_odd):
+        v = odd[ranked[k]]
+        if not protected[v]:
+            continue
+        room_l = (n_left + 1) / ratio - (take[v] + 1)
+        room_r = n_right / ratio - (cnt[v] - take[v])
+        if room_l > room_r:
+            take[v] += 1
+            n_left += 1
+            n_right -= 1
+    # the sizes every protected value allows the left half, given its rows there: a tight
+    # leaf (top share exactly 1/ratio) needs them exact
+    low = max(min_size, 1)
+    high = size - max(min_size, 1)
+    for v in range(n_values):
+        if protected[v] and cnt[v] > 0:
+            low = max(low, int(np.ceil(take[v] * ratio - 1e-9)))
+            high = min(high, int(np.floor(size - (cnt[v] - take[v]) * ratio + 1e-9)))
+    ok = low <= high
+    if ok:
+        target = min(max(n_left, low), high)
+        # move rows of the values with most room (unprotected, then the rarest) across
+        key = np.empty(n_values, np.float64)
+        for w in range(n_values):
+            key[w] = cnt[w] if protected[w] else -1.0
+        for v in np.argsort(key, kind="mergesort"):
+            if n_left == target:
+                break
+            if target > n_left:
+                m = min(target - n_left, cnt[v] - take[v])
+                if protected[v]:
+                    m = min(m, int(np.floor(target / ratio + 1e-9)) - take[v])
+            else:
+                m = min(n_left - target, take[v])
+                if protected[v]:
+                    m = min(m, int(np.floor((size - target) / ratio + 1e-9)) - cnt[v] + take[v])
+                m = -m
+            if m * (target - n_left) > 0:
+                take[v] += m
+                n_left += m
+        n_right = size - n_left
+        ok = n_left == target
+    for v in range(n_values):
+        if (
+            ok
+            and protected[v]
+            and cnt[v] > 0
+            and (take[v] * ratio > n_left or (cnt[v] - take[v]) * ratio > n_right)
+        ):
+            ok = False
+    if ok:
+        li = 0
+        ri = 0
+        for k in range(size):
+            r = perm[lo + order[k]]
+            v = sens[r]
+            if take[v] > 0:
+                take[v] -= 1
+                tmp[li] = r
+                li += 1
+            else:
+                codes[ri] = r
+                ri += 1
+        for i in range(li):
+            perm[lo + i] = tmp[i]
+        for i in range(ri):
+            perm[lo + li + i] = codes[i]
+    for v in range(n_values):
+        cnt[v] = 0
+        take[v] = 0
+    return lo + n_left, ok
+
+
+class _Scratch(NamedTuple):
+    """Work arrays of :func:`mondrian_leaves`, reused node after node: ``cnt_l``, ``cnt_r``
+    (V,) int64, zeroed between uses; ``tmp`` (m,) int64; ``width`` (d,) float64 and
+    ``lo_code``, ``hi_code`` (d,) int64, the node's normalised extent and code range."""
+
+    cnt_l: NDArray[np.int64]
+    cnt_r: NDArray[np.int64]
+    tmp: NDArray[np.int64]
+    width: NDArray[np.float64]
+    lo_code: NDArray[np.int64]
+    hi_code: NDArray[np.int64]
+
+
+@njit(cache=True)
+def _code_range(
+    perm: NDArray[np.int64],
+    lo: int,
+    hi: int,
+    qid: NDArray[np.int32],
+    lo_code: NDArray[np.int64],
+    hi_code: NDArray[np.int64],
+) -> None:
+    """Set ``lo_code``, ``hi_code`` (d,) to the smallest and largest code of rows
+    ``perm[lo:hi]`` on each attribute."""
+    d = qid.shape[1]
+    for a in range(d):
+        lo_code[a] = qid[perm[lo], a]
+        hi_code[a] = lo_code[a]
+    for i in range(lo + 1, hi):
+        r = perm[i]
+        for a in range(d):
+            c = qid[r, a]
+            if c < lo_code[a]:
+                lo_code[a] = c
+            elif c > hi_code[a]:
+                hi_code[a] = c
+
+
+@njit(cache=True)
+def _median_cut(
+    table: KernelTable,
+    perm: NDArray[np.int64],
+    lo: int,
+    hi: int,
+    a: int,
+    c_min: int,
+    c_max: int,
+    tmp: NDArray[np.int64],
+) -> int:
+    """Cut ``perm[lo:hi]`` at one code of attribute ``a`` (codes ``c_min..c_max``): at a child
+    boundary of the hierarchy (:func:`_hierarchy_cut`), else at the median. Rows with codes up
+    to it go first, in order (stable); returns how many, or 0 (``perm`` untouched) when no
+    code splits the rows."""
+    qid = table.qid
+    size = hi - lo
+    vals = _sorted_codes(perm, lo, hi, qid, a, c_min, c_max)
+    threshold = -1
+    if table.height[a] > 0:
+        threshold = _hierarchy_cut(table, a, c_min, c_max, vals)
+    if threshold < 0:
+        threshold = vals[(size - 1) // 2]
+        if threshold >= vals[size - 1]:  # everything <= median: cut below it
+            threshold = threshold - 1
+    n_left = np.searchsorted(vals, threshold, side="right")
+    if n_left == 0 or n_left == size:
+        return 0
+    # stable partition of perm[lo:hi] by code <= threshold
+    li = lo
+    ri = 0
+    for i in range(lo, hi):
+        r = perm[i]
+        if qid[r, a] <= threshold:
+            perm[li] = r
+            li += 1
+        else:
+            tmp[ri] = r
+            ri += 1
+    for i in range(ri):
+        perm[li + i] = tmp[i]
+    return int(n_left)
+
+
+@njit(cache=True)
+def _split_node(
+    table: KernelTable,
+    rules: GroupRules,
+    perm: NDArray[np.int64],
+    lo: int,
+    hi: int,
+    work: _Scratch,
+) -> tuple[int, bool]:
+    """Cut ``perm[lo:hi]`` into two halves both valid as whole groups: on the widest
+    normalised attribute first, at one code and balanced (:func:`_median_cut`,
+    :func:`_balance`), else value by value (:func:`_stratified`, from
+    :data:`STRATIFIED_FROM` rows). Returns ``(mid, split)``; ``perm[lo:hi]`` may be reordered
+    either way."""
+    size = hi - lo
+    if not (size >= 2 * rules.min_size and size >= 2):
+        return lo, False
+    qid, sens, norm, height, span_lo, span_hi = table
+    protected, min_size = rules.protected, rules.min_size
+    cnt_l, cnt_r, tmp, width, lo_code, hi_code = work
+    d = qid.shape[1]
+    _code_range(perm, lo, hi, qid, lo_code, hi_code)
+    for a in range(d):
+        width[a] = extent(a, lo_code[a], hi_code[a], height, span_lo, span_hi) * norm[a]
+    order = np.argsort(-width)
+    ratio = _split_ratio(perm, lo, hi, sens, protected, rules.base, min_size, cnt_l)
+    for oi in range(d):
+        a = order[oi]
+        if width[a] <= 0.0:
+            break
+        n_left = _median_cut(table, perm, lo, hi, a, lo_code[a], hi_code[a], tmp)
+        if n_left == 0:
+            continue
+        mid, ok = _balance(
+            perm, lo, lo + n_left, hi, qid, a, sens, protected, ratio, min_size, cnt_l, cnt_r
+        )
+        if ok:
+            return mid, True
+    if size >= STRATIFIED_FROM and width[order[0]] > 0.0:
+        # no cut at one code keeps both halves feasible: cut each value in half
+        return _stratified(
+            perm, lo, hi, qid, order[0], sens, protected, ratio, min_size, cnt_l, cnt_r, tmp
+        )
+    return lo, False
+
+
+@njit(cache=True)
+def mondrian_leaves(
+    table: KernelTable, rules: GroupRules, perm: NDArray[np.int64]
+) -> NDArray[np.int64]:
+    """Split ``perm`` (rows to group, reordered in place) into leaves; returns (L+1,) bounds.
+
+    Uses ``rules``' ``protected``, ``base`` and ``min_size``.
+    """
+    n_rows, d = table.qid.shape
+    n_values = rules.protected.shape[0]
+    work = _Scratch(
+        np.zeros(n_values, np.int64),
+        np.zeros(n_values, np.int64),
+        np.empty(perm.shape[0], perm.dtype),
+        np.empty(d, np.float64),
+        np.empty(d, np.int64),
+        np.empty(d, np.int64),
+    )
+    stack_lo = np.empty(64 + 2 * n_rows // max(rules.min_size, 1) + 64, np.int64)
+    stack_hi = np.empty_like(stack_lo)
+    bounds = np.empty(perm.shape[0] + 1, np.int64)
+    n_leaves = 0
+    top = 0
+    if perm.shape[0] > 0:
+        stack_lo[0] = 0
+        stack_hi[0] = perm.shape[0]
+        top = 1
+    while top > 0:
+        top -= 1
+        lo = stack_lo[top]
+        hi = stack_hi[top]
+        mid, split = _split_node(table, rules, perm, lo, hi, work)
+        if split:
+            stack_lo[top] = mid
+            stack_hi[top] = hi
+            stack_lo[top + 1] = lo
+            stack_hi[top + 1] = mid
+            top += 2
+        else:
+            bounds[n_leaves] = lo
+            n_leaves += 1
+    bounds[n_leaves] = perm.shape[0]
+    return bounds[: n_leaves + 1]
