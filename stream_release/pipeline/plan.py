@@ -35,13 +35,13 @@ from stream_release.config import GroupingSettings
 from stream_release.core.grouping.generalize import group_layout, sensitive_pairs
 from stream_release.core.grouping.merge import GroupValidity
 from stream_release.core.grouping.partition import (
-    Requirements,
     form_groups,
     group_size_cap,
     place_in_groups,
     placer_for,
 )
 from stream_release.core.grouping.placer import Placer
+from stream_release.core.grouping.requirements import Requirements
 from stream_release.core.grouping.suppressed_set import SuppressedSet, protect_suppressed_set
 from stream_release.core.grouping.virtual import no_value_code, trim_virtual
 from stream_release.core.privacy.breach import (

@@ -62,8 +62,8 @@ def extent(
         return hi - lo
     for h in range(height[a]):
         if span_lo[a, h, lo] == span_lo[a, h, hi]:
-            return span_hi[a, h, lo] - span_lo[a, h, lo]
-    return span_hi[a, height[a] - 1, lo] - span_lo[a, height[a] - 1, lo]
+            return int(span_hi[a, h, lo] - span_lo[a, h, lo])
+    return int(span_hi[a, height[a] - 1, lo] - span_lo[a, height[a] - 1, lo])
 
 
 @njit(cache=True)

@@ -416,7 +416,7 @@ def _median_cut(
             ri += 1
     for i in range(ri):
         perm[li + i] = tmp[i]
-    return n_left
+    return int(n_left)
 
 
 @njit(cache=True)
