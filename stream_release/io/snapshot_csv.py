@@ -271,14 +271,20 @@ class _Lines:
         starts = np.concatenate(([0], stops + 1))
         if starts[-1] == n:  # nothing after the last line's end
             starts = starts[:-1]
-        ends = np.append(stops, n)[: starts.shape[0]]
-        blank_byte = (buf == _SPACE) | (buf == _TAB) | (buf == _LF) | is_cr
-        shown = np.concatenate(([0], np.cumsum(~blank_byte)))
-        delimiters = np.concatenate(([0], np.cumsum(buf == ord(delimiter))))
+        shown = ~((buf == _SPACE) | (buf == _TAB) | (buf == _LF) | is_cr)
+        del is_cr, ends_line
+        # per line (with its end, which is neither shown nor a delimiter): reduceat sums each
+        # line's bytes in buffered chunks, never a running total the size of the file; every
+        # line holds at least one byte, so no segment is empty
+        if starts.shape[0]:
+            shown_per_line = np.add.reduceat(shown, starts, dtype=np.int64)
+            delimiters = np.add.reduceat(buf == ord(delimiter), starts, dtype=np.int64)
+        else:
+            shown_per_line = delimiters = np.zeros(0, dtype=np.int64)
         self._buf = buf
         self._lengths = np.diff(np.append(starts, n))  # with the line's end
-        self.blank: NDArray[np.bool_] = shown[ends] == shown[starts]
-        self.fields: NDArray[np.int64] = delimiters[ends] - delimiters[starts] + 1
+        self.blank: NDArray[np.bool_] = shown_per_line == 0
+        self.fields: NDArray[np.int64] = delimiters + 1
         self.block_size = max(_BLOCK_SIZE, int(self._lengths.max(initial=0)) + 1)
 
     def check_widths(self, source: str, n_fields: int, delimiter: str) -> None:

@@ -194,7 +194,7 @@ class DPSanitised:
         ``budget`` (``epsilon_budget``, ``delta_budget``); ``refused_budget`` (people not
         published: over their caps); ``published``; ``counts`` (``method``, ``n``, and per
         sensitive value the de-biased ``estimate`` and its ``variance``,
-        :func:`~stream_release.core.privacy.metric_dp.rr_debiased_counts`); ``caveat``
+        :func:`~stream_release.core.privacy.metric_dp_rr.rr_debiased_counts`); ``caveat``
         (:data:`CAVEAT`); ``parameters_digest``.
 
         Raises
