@@ -5,6 +5,12 @@ functions; not those under ``if TYPE_CHECKING:``, which run only for the type ch
 
 * each layer imports only the layers :data:`ALLOWED` names for it;
 * no two modules import each other, directly or around a circle.
+
+Three places import a module by its name at run time, which no ``import`` statement shows; the
+last tests pin what they may name: the package's public API (``stream_release._EXPORTS``, any
+module), the audit's verifier of each kind (``VERIFIERS``: only ``mechanisms.<kind>.audit``,
+whose imports are checked here) and the registry's factories (``MECHANISMS``: only
+``mechanisms.<kind>.mechanism``, loaded when a series uses that kind).
 """
 
 from __future__ import annotations
@@ -215,3 +221,18 @@ def test_the_graph_is_read_from_the_sources() -> None:
     assert "stream_release.pipeline.plan" in GRAPH["stream_release.pipeline.publisher"]
     assert layer_of("stream_release.devtools.faults") == FOUNDATION
     assert layer_of("stream_release.devtools.datasets") == "stream_release.devtools"
+
+
+def test_the_imports_by_name_at_run_time_reach_only_what_they_may() -> None:
+    import stream_release
+    from stream_release.audit.mechanisms import VERIFIERS
+    from stream_release.mechanisms.registry import MECHANISMS
+
+    assert set(stream_release._EXPORTS.values()) <= set(GRAPH)
+    assert set(VERIFIERS) == set(MECHANISMS)
+    for kind, registration in MECHANISMS.items():
+        folder = registration.module.removesuffix(".mechanism")
+        # the kind's own folder: its audit and its factory's module, nothing else
+        assert folder.rsplit(".", 1)[0] == "stream_release.mechanisms", kind
+        assert registration.module.endswith(".mechanism") and registration.module in GRAPH
+        assert VERIFIERS[kind] == f"{folder}.audit" and VERIFIERS[kind] in GRAPH
