@@ -213,9 +213,10 @@ class ServiceRunner:
                 self.publication_ok, self.publication_error = True, None
             except Exception as exc:
                 self.publication_ok, self.publication_error = False, _health_error(exc)
-                log.error(
+                log.error(  # the type alone of anything but Redis or Kafka: a message of a
+                    # mechanism's check can quote a value of the data
                     "publication failed, will retry: %s",
-                    _describe(exc),
+                    self.publication_error,
                     extra={"event": "publication_failed", "error": type(exc).__name__},
                 )
 

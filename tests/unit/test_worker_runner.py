@@ -9,6 +9,7 @@ of its messages was acknowledged, and a failed send is retried.
 from __future__ import annotations
 
 import asyncio
+import logging
 import platform
 import subprocess
 import sys
@@ -21,6 +22,7 @@ import redis
 from support.worker_stubs import StubProducer, StubService, stub_runner
 
 from stream_release.config import Settings
+from stream_release.errors import SchemaError
 from stream_release.stream.app import ServiceRunner, create_app, limit_malloc_arenas
 from stream_release.stream.intake import Accepted, Incoming, PreparedBatch
 from stream_release.stream.messages import Rejected
@@ -147,6 +149,21 @@ def test_seals_are_rejected_with_their_coordinates(runner) -> None:  # type: ign
     [(topic, key, value)] = producer.sent
     assert (topic, key) == (TOPICS.rejected, b"r1")
     assert Rejected.model_validate_json(value).offset == 4
+
+
+def test_a_failed_publication_logs_no_value_of_the_data(runner, caplog) -> None:  # type: ignore[no-untyped-def]
+    runner, service, _ = runner
+
+    def cut_ready() -> list[dict[str, Any]]:  # a mechanism's check quoting a value of a record
+        raise SchemaError("sensitive: value 'HIV-positive' is not in sensitive_domain")
+
+    service.cut_ready = cut_ready
+    with caplog.at_level(logging.ERROR):
+        asyncio.run(runner.publish())
+    [record] = [r for r in caplog.records if getattr(r, "event", None) == "publication_failed"]
+    assert record.getMessage() == "publication failed, will retry: SchemaError"
+    assert "HIV" not in caplog.text and runner.publication_error == "SchemaError"
+    assert runner.publication_ok is False
 
 
 def test_a_release_is_marked_published_only_once_acknowledged(runner) -> None:  # type: ignore[no-untyped-def]
