@@ -42,6 +42,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stream_release.config import load_settings
+from stream_release.core.utility.query_index import pack_key
 from stream_release.core.utility.query_kernels import factorize_keys
 from stream_release.devtools.datasets import (
     ADULT_QID,
@@ -73,11 +74,10 @@ def adult_qid(data_dir: Path) -> NDArray[np.int32]:
 
 
 def packed_key(qid: NDArray[np.int32]) -> NDArray[np.int64]:
-    """(n,) int64: each row's codes packed into one key, as ``merge_rows`` packs them."""
-    radix = qid.max(axis=0).astype(np.int64) + 1
-    key = np.zeros(qid.shape[0], dtype=np.int64)
-    for j in range(qid.shape[1]):
-        key = key * radix[j] + qid[:, j]
+    """(n,) int64: each row's codes packed into one key, by ``merge_rows``' own packing."""
+    key = pack_key(qid)
+    if key is None:  # pragma: no cover - Adult's radixes are small
+        raise SystemExit("the QID codes do not fit one int64 key")
     return key
 
 

@@ -19,8 +19,8 @@ b. A 1,000,000-row release: Adult resampled with replacement (fixed seed, fresh 
    functions ``stream_release.pipeline.publisher`` imports are wrapped by timers in that module's
    namespace,
    and the store and pseudonymizer by timing proxies (nothing in the package is modified, and
-   the breakdown cannot drift from ``series.py``). The Redis keys (unique prefix) are deleted
-   afterwards.
+   the breakdown cannot drift from ``pipeline/publisher.py``). The Redis keys (unique prefix)
+   are deleted afterwards.
 
 c. The 20-release Adult series (``make_series``, seed 0) through a Publisher with a file-store
    history, same settings as (a): total wall time and time per release.

@@ -18,9 +18,8 @@ configuration that does not validate (:mod:`._describe`) and :func:`load_setting
 
 from __future__ import annotations
 
-from stream_release.config._environment import NESTED
 from stream_release.config._load import load_settings
-from stream_release.config._mechanism import MechanismKind, MechanismSettings
+from stream_release.config._mechanism import MechanismSettings
 from stream_release.config._sections import (
     GroupingSettings,
     HistorySettings,
@@ -34,9 +33,9 @@ from stream_release.config._sections import (
     VirtualSettings,
 )
 from stream_release.config._settings import Settings
+from stream_release.mechanisms.registry import MechanismKind
 
 __all__ = [
-    "NESTED",
     "GroupingSettings",
     "HistorySettings",
     "KafkaSettings",

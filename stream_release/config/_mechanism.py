@@ -9,25 +9,17 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, PrivateAttr, ValidationError, model_validator
 
 from stream_release.config._sections import Section
-from stream_release.errors import ConfigError
 from stream_release.mechanisms.registry import (
-    GLOBAL_GUARANTEE,
     KINDS,
     MECHANISMS,
-    registration,
+    MechanismKind,
     section_name,
 )
-
-MechanismKind = Literal[
-    "global-guarantee", "sampled-k-anonymity", "reconstruction-private-rr", "dp-sanitised"
-]
-"""``[mechanism] kind`` (equal to :data:`stream_release.mechanisms.MechanismKind`)."""
-
 
 CONFIG_DIR: ContextVar[Path | None] = ContextVar("CONFIG_DIR", default=None)
 """The directory of the configuration file being loaded
@@ -70,12 +62,7 @@ class MechanismSettings(Section):
 
     @model_validator(mode="after")
     def _check_sections(self) -> MechanismSettings:
-        if self.kind != GLOBAL_GUARANTEE:
-            try:
-                registration(self.kind)
-            except ConfigError as exc:  # a kind whose module is not in this version
-                raise ValueError(str(exc)) from None
-        for kind in KINDS[1:]:
+        for kind in KINDS[1:]:  # every one registered (MECHANISMS)
             name = section_name(kind)
             raw = getattr(self, name)
             if raw is None:
@@ -85,9 +72,7 @@ class MechanismSettings(Section):
                         "parameters (see README, Mechanisms)"
                     )
                 continue
-            if kind not in MECHANISMS:  # not in this version: only its kind is refused
-                continue
-            model = registration(kind).settings_model()
+            model = MECHANISMS[kind].settings
             try:
                 self._sections[kind] = model.model_validate(
                     raw, context={"base_dir": CONFIG_DIR.get()}

@@ -66,10 +66,6 @@ class Registration:
     factory: str
     pass_settings: bool = False
 
-    def settings_model(self) -> type[BaseModel]:
-        """The section model (a pydantic model class)."""
-        return self.settings
-
     def make(self, section: BaseModel, settings: Settings) -> Mechanism:
         """The mechanism for a validated ``section`` of ``settings``."""
         factory = getattr(importlib.import_module(self.module), self.factory)

@@ -138,7 +138,6 @@ class ReleasePlan:
     over the suppressed individuals' pairs that were not at the bound before (0 without any).
     """
 
-    group: NDArray[np.int64]
     layout: ReleaseLayout
     contents: GroupContents
     values: tuple[str, ...]
@@ -156,6 +155,11 @@ class ReleasePlan:
     virtual: NDArray[np.bool_] | None = None
     """(n,) the rows that are virtual candidates (:mod:`~stream_release.core.grouping.virtual`);
     ``None``: none. A candidate in no group is not in the release at all."""
+
+    @property
+    def group(self) -> NDArray[np.int64]:
+        """(n,) int64 group id per snapshot row, -1 = suppressed (the layout's)."""
+        return self.layout.group
 
     @property
     def real(self) -> NDArray[np.bool_]:
@@ -279,7 +283,6 @@ def plan_release(
     )
     star = (group < 0) & ~absent
     return ReleasePlan(
-        group=group,
         layout=layout,
         contents=contents,
         values=values,

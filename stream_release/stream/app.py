@@ -76,7 +76,7 @@ from stream_release.stream.observability import HttpEndpoint, Metrics, health_pa
 from stream_release.stream.records_consumer import RecordConsumer
 from stream_release.stream.redaction import SentRejected
 from stream_release.stream.release_producer import ReleaseProducer, Releases
-from stream_release.stream.retry import DEPENDENCY_ERRORS, until_done
+from stream_release.stream.retry import is_dependency_error, until_done
 from stream_release.stream.seal_watch import SealWatch
 from stream_release.stream.service import Outgoing, ReleaseService
 from stream_release.stream.shutdown import exit_on_bug
@@ -534,9 +534,7 @@ def _health_error(exc: BaseException) -> str:
     """What ``/health`` shows of a failed publication: the type and message of a Redis or Kafka
     failure (addresses and codes), the type alone of anything else (a message of ours could
     name a configuration value the endpoint's readers need not see)."""
-    if isinstance(exc, DEPENDENCY_ERRORS):
-        return _describe(exc)
-    return type(exc).__name__
+    return _describe(exc) if is_dependency_error(exc) else type(exc).__name__
 
 
 def _describe(exc: BaseException) -> str:

@@ -14,7 +14,7 @@ staging; a batch whose offsets could not be committed (a rebalance moved its par
 broker was away) is simply consumed again later, which staging makes harmless (a re-delivered
 record changes nothing).
 
-The consumer joins its own group, :func:`records_group` (``kafka.group_id + "-records"``): a
+The consumer joins its own group, ``kafka.records_group_id`` (``kafka.group_id + "-records"``): a
 plain aiokafka group cannot share the Faust group's assignor protocol.
 """
 
@@ -28,7 +28,7 @@ from typing import Any, Protocol
 import mode
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from stream_release.config import KafkaSettings, Settings
+from stream_release.config import Settings
 from stream_release.devtools.faults import kill_point
 from stream_release.stream.intake import Incoming, PreparedBatch
 from stream_release.stream.kafka import CLIENT_ERRORS, client_options
@@ -53,11 +53,6 @@ FETCH_BYTES = 8 << 20
 thousand records: a batch would wait for several round trips)."""
 
 
-def records_group(kafka: KafkaSettings) -> str:
-    """The consumer group of the records consumer (``kafka.records_group_id``)."""
-    return kafka.records_group_id
-
-
 def consumer_options(settings: Settings) -> dict[str, Any]:
     """Keyword arguments of the records consumer's ``AIOKafkaConsumer``: the client options,
     its group, manual commits, earliest offset for a new group, the group timeouts of
@@ -65,7 +60,7 @@ def consumer_options(settings: Settings) -> dict[str, Any]:
     kafka, conf = settings.kafka, settings.service
     return {
         **client_options(kafka),
-        "group_id": records_group(kafka),
+        "group_id": kafka.records_group_id,
         "enable_auto_commit": False,
         "auto_offset_reset": "earliest",
         "session_timeout_ms": int(conf.session_timeout_s * 1000),

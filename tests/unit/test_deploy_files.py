@@ -246,7 +246,9 @@ def test_grafana_and_prometheus_files_agree_with_compose(
     paths = [p["options"]["path"] for p in provider["providers"]]
     assert grafana["./deploy/grafana/dashboards"] in paths
     assert grafana["./deploy/grafana/provisioning"] == "/etc/grafana/provisioning"
-    for dashboard in (ROOT / "deploy/grafana/dashboards").glob("*.json"):
+    dashboards = sorted((ROOT / "deploy/grafana/dashboards").glob("*.json"))
+    assert dashboards
+    for dashboard in dashboards:
         json.loads(dashboard.read_text())
     prometheus = dict(_bind_mounts(services["prometheus"]))
     assert prometheus["./deploy/prometheus.yml"] == "/etc/prometheus/prometheus.yml"

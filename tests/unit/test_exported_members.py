@@ -34,6 +34,8 @@ def test_nothing_public_is_left_out_of_all() -> None:
         if not name.startswith("_") and not isinstance(value, types.ModuleType)
     }
     assert public == set(stream_release.__all__) - {"__version__"}
+    # what resolves lazily is exactly what is listed
+    assert set(stream_release._EXPORTS) == set(stream_release.__all__) - {"__version__"}
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:

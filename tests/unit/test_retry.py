@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 
 import pytest
@@ -66,11 +67,18 @@ def test_any_other_failure_is_raised_at_once() -> None:
 
 def test_the_pauses_grow_but_never_beyond_the_longest() -> None:
     attempt = Flaky(*(redis.ConnectionError() for _ in range(6)))
+    retried: list[float] = []  # when each failure was logged, just before its pause
     started = time.monotonic()
-    asyncio.run(until_done(attempt, longest_wait_s=0.05))
+    asyncio.run(
+        until_done(attempt, longest_wait_s=0.4, on_retry=lambda _: retried.append(time.monotonic()))
+    )
     elapsed = time.monotonic() - started
-    # six pauses of at most 0.05 s each (the first ones 0.1 s and more, but capped)
-    assert 6 * 0.05 <= elapsed < 6 * 0.05 + 1.0
+    pauses = [b - a for a, b in itertools.pairwise(retried)]
+    # 0.1 s doubling, plus a jitter of up to 0.1 s: [0.1, 0.2], [0.2, 0.3], then capped at 0.4
+    assert len(retried) == 6 and pauses[0] >= 0.1 and pauses[1] >= 0.2
+    assert all(pause >= 0.4 for pause in pauses[2:])
+    # six pauses, none beyond 0.4 s: at most 0.2 + 0.3 + 4 * 0.4 (and the machine's slowness)
+    assert elapsed < 0.2 + 0.3 + 4 * 0.4 + 1.0
 
 
 def test_a_stop_condition_gives_up_with_the_last_failure() -> None:

@@ -20,7 +20,12 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from stream_release.core.grouping.layout import ReleaseLayout, release_layout
+from stream_release.core.grouping.layout import (
+    GroupBounds,
+    ReleaseLayout,
+    layout_groups,
+    release_layout,
+)
 from stream_release.core.table import Attribute, EncodedTable
 
 QidValue = int | float | str | list[int] | list[float] | list[str]
@@ -52,10 +57,15 @@ def generalize_groups(
     ``[lo, hi]``; hierarchy the lowest common ancestor's label; set ``v`` or the sorted list of
     distinct values.
     """
-    layout = release_layout(table, group)
-    if layout.groups.n_groups == 0:
+    groups = layout_groups(table, group)
+    if groups.n_groups == 0:
         return []
-    bounds = layout.group_bounds(table)
+    # a layout's bounds (kept by the renderer), or of an assignment: no sensitive pairs needed
+    bounds = (
+        group.group_bounds(table)
+        if isinstance(group, ReleaseLayout)
+        else GroupBounds.of(table, groups)
+    )
     lo, hi = bounds.lo, bounds.hi
     columns: list[list[QidValue]] = []
     for j, attribute in enumerate(table.attributes):
@@ -141,7 +151,7 @@ def anatomy_members(
     the QIDs alone, so it carries no information about who holds which sensitive value; members
     with equal QIDs are indistinguishable in the output.
     """
-    layout = release_layout(table, group).groups
+    layout = layout_groups(table, group)
     if layout.n_groups == 0:
         return []
     codes = table.qid[layout.rows]

@@ -278,6 +278,20 @@ class ReleaseLayout:
         return self.bounds if self.bounds is not None else GroupBounds.of(table, self.groups)
 
 
+def layout_groups(table: EncodedTable, group: NDArray[np.integer] | ReleaseLayout) -> GroupLayout:
+    """The published rows sorted by group: a given :class:`ReleaseLayout`'s, or built from a
+    group assignment (n,) without the sensitive pairs a caller of the groups alone never reads.
+
+    Raises
+    ------
+    InvalidParameter
+        As :func:`release_layout`.
+    """
+    if isinstance(group, ReleaseLayout):
+        return release_layout(table, group).groups
+    return group_layout(group, table.n_rows)
+
+
 def release_layout(
     table: EncodedTable, group: NDArray[np.integer] | ReleaseLayout, *, bounds: bool = False
 ) -> ReleaseLayout:

@@ -183,16 +183,25 @@ def _weighted_count(
     return np.bincount(keys, weights=weights, minlength=size).astype(np.float64, copy=False)
 
 
+def pack_key(qid: NDArray[np.int32]) -> NDArray[np.int64] | None:
+    """(n,) int64: each row of ``qid`` (n, d), n >= 1, as one mixed-radix key (equal rows, equal
+    keys), or ``None`` when the product of the radixes reaches 2**62 (no room in an int64)."""
+    radix = qid.max(axis=0).astype(np.int64) + 1
+    if float(np.prod(radix.astype(np.float64))) >= 2.0**62:
+        return None
+    key = np.zeros(qid.shape[0], dtype=np.int64)
+    for j in range(qid.shape[1]):
+        key = key * radix[j] + qid[:, j]
+    return key
+
+
 def merge_rows(qid: NDArray[np.int32]) -> tuple[NDArray[np.int32], NDArray[np.int64]]:
     """Distinct rows of ``qid`` (C, d) int32 and each row's combination index (n,) int64."""
     n, d = qid.shape
     if n == 0:
         return np.empty((0, d), dtype=np.int32), np.empty(0, dtype=np.int64)
-    radix = qid.max(axis=0).astype(np.int64) + 1
-    if float(np.prod(radix.astype(np.float64))) < 2.0**62:
-        key = np.zeros(n, dtype=np.int64)
-        for j in range(d):
-            key = key * radix[j] + qid[:, j]
+    key = pack_key(qid)
+    if key is not None:
         inverse, first = factorize_keys(key)
         return np.ascontiguousarray(qid[first]), inverse
     combos, inverse = np.unique(qid, axis=0, return_inverse=True)

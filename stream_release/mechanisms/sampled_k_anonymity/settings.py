@@ -25,7 +25,6 @@ from pydantic import (
     field_validator,
 )
 
-from stream_release.core.privacy.sampling_dp_calculators import calc_delta
 from stream_release.errors import InvalidParameter
 
 if TYPE_CHECKING:
@@ -67,6 +66,10 @@ def accounting(k: int, beta: float, epsilon: float) -> dict[str, float | int | b
     """:func:`~stream_release.core.privacy.sampling_dp_calculators.calc_delta` (Theorem 3.9 of
     [LQS12]_), cached: the configuration, every release and the audit ask for the same few
     triples."""
+    # imported here: it loads scipy.stats (about half a second), and every start of the
+    # worker or a command loads this module with the configuration
+    from stream_release.core.privacy.sampling_dp_calculators import calc_delta
+
     return calc_delta(k, beta, epsilon)
 
 
