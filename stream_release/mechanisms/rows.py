@@ -12,6 +12,8 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
+from stream_release.errors import InvalidParameter
+
 __all__ = ["distinct_rows", "exact_bytes"]
 
 _Cell = TypeVar("_Cell", bound=np.generic)
@@ -28,7 +30,16 @@ def exact_bytes(pseudonyms: NDArray[Any]) -> list[bytes]:
     Returns
     -------
     list of n bytes objects, each ``pseudonyms.dtype.itemsize`` long.
+
+    Raises
+    ------
+    InvalidParameter
+        ``pseudonyms`` is not fixed-width bytes.
     """
+    if pseudonyms.dtype.kind != "S":
+        raise InvalidParameter(
+            f"pseudonyms: dtype {pseudonyms.dtype}, need fixed-width bytes (S16 keyed hashes)"
+        )
     width = pseudonyms.dtype.itemsize
     raw = np.ascontiguousarray(pseudonyms).tobytes()
     return [raw[i * width : (i + 1) * width] for i in range(pseudonyms.shape[0])]

@@ -65,8 +65,8 @@ def charge(
     general: list[int] = []
     for i, (p, d) in enumerate(zip(persons, digests, strict=True)):
         value = stored[p]
-        if value is not None and (value[:1] != _STATE_VERSION or (len(value) - 1) % _ENTRY.size):
-            decode_ledger(value)  # raises: a corrupt entry
+        if value is not None:
+            check_entry(value)
         if rows_of[p] > 1:
             general.append(i)
         elif value is None:
@@ -113,13 +113,18 @@ def decode_ledger(value: bytes) -> dict[str, list[float]]:
     HistoryStoreError
         Not version ``0x01`` followed by whole 24-byte entries.
     """
-    body = value[1:]
-    if value[:1] != _STATE_VERSION or len(body) % _ENTRY.size:
+    check_entry(value)
+    return {digest.hex(): [eps, dlt] for digest, eps, dlt in _ENTRY.iter_unpack(value[1:])}
+
+
+def check_entry(value: bytes) -> None:
+    """Raise :class:`HistoryStoreError` unless ``value`` is version ``0x01`` followed by whole
+    24-byte entries."""
+    if value[:1] != _STATE_VERSION or (len(value) - 1) % _ENTRY.size:
         raise HistoryStoreError(
             f"dp-sanitised ledger entry of {len(value)} bytes is corrupt (version "
             f"{value[:1]!r}, need 0x01 then 24-byte entries); restore the state store"
         )
-    return {digest.hex(): [eps, dlt] for digest, eps, dlt in _ENTRY.iter_unpack(body)}
 
 
 def encode_ledger(records: Mapping[str, Sequence[float]]) -> bytes:

@@ -186,7 +186,7 @@ class ReconstructionRR:
         keyed = _keyed_hash(randomness.secret)
         names = orjson.dumps(list(table.qid_names))
         group_hash = [keyed(names + orjson.dumps(list(q.values()))) for q in qids]
-        person = _exact_bytes(pseudonyms)
+        person = exact_bytes(pseudonyms)
         if len(set(person)) != n:
             raise InvalidParameter("pseudonyms: a pseudonym occurs twice; one row per individual")
         row_keys = [
@@ -377,15 +377,6 @@ def _keyed_hash(secret: bytes) -> Callable[[bytes], bytes]:
         return h.digest()
 
     return digest
-
-
-def _exact_bytes(pseudonyms: NDArray[Any]) -> list[bytes]:
-    """Each pseudonym's bytes at full width (``bytes(arr[i])`` drops trailing NULs)."""
-    if pseudonyms.dtype.kind != "S":
-        raise InvalidParameter(
-            f"pseudonyms: dtype {pseudonyms.dtype}, need fixed-width bytes (S16 keyed hashes)"
-        )
-    return exact_bytes(pseudonyms)
 
 
 def _parse_count(entry: bytes | None) -> int:
