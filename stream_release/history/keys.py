@@ -48,6 +48,19 @@ Cluster hash tag (STYLE.md §2 naming): every key of one individual maps to the 
 future per-individual script can touch them together. The prefix itself may not contain braces
 (they would move the hash tag into the prefix).
 
+Sharded namespaces (``[kafka] partitions`` above 1, or ``[redis] cluster``): every key above
+exists once per shard ``p`` (a partition of ``topics.records``) with the head ``{prefix:p}``
+instead of ``prefix`` and the individual's key without braces of its own, so every key of one
+shard is in one Redis Cluster slot and a shard's commit stays one transaction::
+
+    {prefix:p}:seq  {prefix:p}:values  {prefix:p}:release:{seq:08d}  {prefix:p}:ind:<hex>:h ...
+
+and the release-level records that every worker reads (the seals of whole releases, the votes of
+the shards, the sequence and the manifests of whole releases, the published sequence) have the
+head ``{prefix:release}`` (:meth:`RedisKeys.for_release`). The two tags never collide, across
+prefixes either: a shard tag ends in ``:`` and decimal digits, the release tag in ``:release``,
+and the last ``:`` of a tag separates the prefix from what follows.
+
 Nothing builds a key name elsewhere, in Python or server-side: every command receives its keys
 from these methods.
 """
@@ -96,9 +109,9 @@ class RedisKeys:
         ``prefix`` is empty or contains a brace.
     """
 
-    __slots__ = ("_ind_head", "_ind_tail", "prefix")
+    __slots__ = ("_ind_head", "_ind_tail", "head", "prefix", "shard", "tagged")
 
-    def __init__(self, prefix: str) -> None:
+    def __init__(self, prefix: str, *, _tag: str | None = None, _shard: int | None = None) -> None:
         if not isinstance(prefix, str) or not prefix:
             raise ConfigError(
                 f"history.prefix = {prefix!r}: the Redis key prefix must be a non-empty str"
@@ -109,30 +122,69 @@ class RedisKeys:
                 "Redis Cluster hash tag of every key)"
             )
         self.prefix = prefix
-        self._ind_head = f"{prefix}:{{ind:".encode()
-        self._ind_tail = b"}:h"
+        self.shard = _shard
+        """The shard of a sharded namespace (:meth:`for_shard`); ``None`` otherwise."""
+        self.tagged = _tag is not None
+        """Whether every key carries the namespace's hash tag (:meth:`for_shard`,
+        :meth:`for_release`)."""
+        self.head = prefix if _tag is None else f"{{{prefix}:{_tag}}}"
+        """What every key name starts with: ``prefix``, ``{prefix:p}`` or
+        ``{prefix:release}``."""
+        if self.tagged:
+            self._ind_head = f"{self.head}:ind:".encode()
+            self._ind_tail = b":h"
+        else:
+            self._ind_head = f"{prefix}:{{ind:".encode()
+            self._ind_tail = b"}:h"
+
+    @classmethod
+    def for_shard(cls, prefix: str, shard: int) -> RedisKeys:
+        """The keys of shard ``shard`` (partition of ``topics.records``): head ``{prefix:p}``,
+        one hash tag for all of them."""
+        if isinstance(shard, bool) or not isinstance(shard, int) or shard < 0:
+            raise ValueError(f"a shard is a partition number >= 0, got {shard!r}")
+        return cls(prefix, _tag=str(shard), _shard=shard)
+
+    @classmethod
+    def for_release(cls, prefix: str) -> RedisKeys:
+        """The release-level keys of a sharded namespace: head ``{prefix:release}``."""
+        return cls(prefix, _tag="release")
 
     def __repr__(self) -> str:
+        if self.shard is not None:
+            return f"RedisKeys.for_shard({self.prefix!r}, {self.shard})"
+        if self.tagged:
+            return f"RedisKeys.for_release({self.prefix!r})"
         return f"RedisKeys({self.prefix!r})"
+
+    @property
+    def where(self) -> str:
+        """The namespace in messages: ``prefix 'sr'``, ``prefix 'sr' shard 3``, ``prefix 'sr'
+        (release level)``."""
+        if self.shard is not None:
+            return f"prefix {self.prefix!r} shard {self.shard}"
+        if self.tagged:
+            return f"prefix {self.prefix!r} (release level)"
+        return f"prefix {self.prefix!r}"
 
     @property
     def sequence(self) -> str:
         """``{prefix}:seq``: the last committed sequence number."""
-        return f"{self.prefix}:seq"
+        return f"{self.head}:seq"
 
     @property
     def values(self) -> str:
         """``{prefix}:values``: the value dictionary (a LIST, index = global value id)."""
-        return f"{self.prefix}:values"
+        return f"{self.head}:values"
 
     @property
     def key_check(self) -> str:
         """``{prefix}:keycheck``: the check value of the pseudonymisation key."""
-        return f"{self.prefix}:keycheck"
+        return f"{self.head}:keycheck"
 
     def record(self, sequence: int) -> str:
         """``{prefix}:release:{sequence:08d}``: the record of release ``sequence``."""
-        return f"{self.prefix}:release:{sequence:08d}"
+        return f"{self.head}:release:{sequence:08d}"
 
     def individual(self, pseudonym: bytes) -> str:
         """``{prefix}:{ind:<hex>}:h``: the history of one individual.
@@ -145,7 +197,7 @@ class RedisKeys:
                 f"a pseudonym has {PSEUDONYM_DTYPE.itemsize} bytes, got {len(pseudonym)}"
             )
         full = bytes(pseudonym).ljust(PSEUDONYM_DTYPE.itemsize, b"\x00")
-        return f"{self.prefix}:{{ind:{full.hex()}}}:h"
+        return (self._ind_head + full.hex().encode() + self._ind_tail).decode()
 
     def individuals(self, pseudonyms: NDArray[np.bytes_]) -> list[bytes]:
         """:meth:`individual` of every element of an ``(n,) S16`` array, as bytes, vectorised."""
@@ -167,41 +219,41 @@ class RedisKeys:
     @property
     def labels(self) -> str:
         """``{prefix}:labels``: release label -> committed sequence (a HASH)."""
-        return f"{self.prefix}:labels"
+        return f"{self.head}:labels"
 
     @property
     def published(self) -> str:
         """``{prefix}:published``: the last sequence sent to Kafka."""
-        return f"{self.prefix}:published"
+        return f"{self.head}:published"
 
     @property
     def open_labels(self) -> str:
         """``{prefix}:stage:open``: labels being staged (a SET)."""
-        return f"{self.prefix}:stage:open"
+        return f"{self.head}:stage:open"
 
     def stage_rows(self, label: str) -> str:
         """``{prefix}:stage:<hex label>:rows``: the staged rows of one release (a HASH)."""
-        return f"{self.prefix}:stage:{label.encode().hex()}:rows"
+        return f"{self.head}:stage:{label.encode().hex()}:rows"
 
     def stage_seal(self, label: str) -> str:
         """``{prefix}:stage:<hex label>:seal``: the sealed record count of one release."""
-        return f"{self.prefix}:stage:{label.encode().hex()}:seal"
+        return f"{self.head}:stage:{label.encode().hex()}:seal"
 
     def stage_rejected(self, label: str) -> str:
         """The coordinates of release ``label``'s rejected records (SET)."""
-        return f"{self.prefix}:stage:{label.encode().hex()}:rejected"
+        return f"{self.head}:stage:{label.encode().hex()}:rejected"
 
     @property
     def status_outbox(self) -> str:
         """Status messages still to send (LIST of JSON)."""
-        return f"{self.prefix}:status:outbox"
+        return f"{self.head}:status:outbox"
 
     def mechanism_state(self, key: bytes) -> str:
         """``{prefix}:mech:<hex key>``: one committed state entry of the series' mechanism
         (``key``: non-empty bytes of the mechanism's choosing, hex-encoded in the name)."""
         if not isinstance(key, bytes | bytearray) or not key:
             raise ValueError(f"a mechanism state key must be non-empty bytes, got {key!r:.40}")
-        return f"{self.prefix}:mech:{bytes(key).hex()}"
+        return f"{self.head}:mech:{bytes(key).hex()}"
 
     def mechanism_states(self, keys: Sequence[bytes]) -> list[str]:
         """:meth:`mechanism_state` of every key, in order."""
@@ -213,5 +265,5 @@ class RedisKeys:
 
         Also matches keys of a namespace ``{prefix}:...`` nested under this one.
         """
-        escaped = "".join(f"\\{c}" if c in _GLOB_SPECIAL else c for c in self.prefix)
+        escaped = "".join(f"\\{c}" if c in _GLOB_SPECIAL else c for c in self.head)
         return f"{escaped}:*"

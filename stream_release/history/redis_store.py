@@ -34,9 +34,10 @@ Known sharp edges
   applied. The commit reads both watched keys with their own types before ``MULTI`` (a wrong
   type fails the check, not the transaction), and ``MSET``/``DEL``/``SET`` cannot fail on type;
   an out-of-memory refusal happens while queueing and aborts the whole ``EXEC``.
-* Redis Cluster: the individual keys carry per-individual hash tags, so a commit spans slots
-  and ``MULTI`` across slots is refused. The store needs a standalone Redis (or a primary with
-  replicas), which is what the service deploys.
+* Redis Cluster: the individual keys of a plain namespace carry per-individual hash tags, so
+  its commit spans slots and ``MULTI`` across slots is refused: it needs a standalone Redis (or
+  a primary with replicas). A shard's namespace (:meth:`RedisKeys.for_shard`) has one hash tag
+  for every key, so its commit is one transaction in one slot, which a cluster runs.
 * If the connection drops during ``EXEC``, redis-py reports a ``WatchError``; the retry then
   finds either the old sequence (the commit was lost, it is applied now) or the new one (it went
   through, the caller gets :class:`SequenceConflict` and can compare ``record(sequence)``).
@@ -48,7 +49,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import redis
@@ -68,6 +68,12 @@ from stream_release.history._validate import (
     key_mismatch_message,
 )
 from stream_release.history.keys import RedisKeys
+from stream_release.history.redis_client import (
+    RedisClient,
+    connect,
+    decodes_responses,
+    describe,
+)
 from stream_release.history.types import ENTRY_DTYPE, HistoryRows
 
 __all__ = ["CHUNK", "WATCH_ATTEMPTS", "RedisHistoryStore"]
@@ -86,51 +92,63 @@ class RedisHistoryStore:
 
     Parameters
     ----------
-    client : redis.Redis
+    client : redis.Redis or redis.RedisCluster
         A client with ``decode_responses=False`` (histories are binary). The store does not
         close an injected client; one made by :meth:`from_url` is closed by :meth:`close`.
-    prefix : str
-        Namespace of every key (``history.prefix``).
+        On a Redis Cluster the namespace must be a shard's (:meth:`RedisKeys.for_shard`): its
+        commit is one transaction, which a cluster runs only within one slot.
+    prefix : str or RedisKeys
+        Namespace of every key (``history.prefix``), or the key names of a shard.
 
     Raises
     ------
     ConfigError
-        The client decodes responses, or ``prefix`` is empty or holds a brace.
+        The client decodes responses, ``prefix`` is empty or holds a brace, or the client is
+        a cluster's and the namespace is not a shard's.
     """
 
-    def __init__(self, client: redis.Redis, prefix: str) -> None:
-        kwargs = client.connection_pool.connection_kwargs
-        if kwargs.get("decode_responses"):
+    def __init__(self, client: RedisClient, prefix: str | RedisKeys) -> None:
+        if decodes_responses(client):
             raise ConfigError(
                 "RedisHistoryStore needs a redis.Redis client with decode_responses=False: "
                 "histories are stored as binary strings"
             )
+        keys = prefix if isinstance(prefix, RedisKeys) else RedisKeys(prefix)
+        if isinstance(client, redis.RedisCluster) and keys.shard is None:
+            raise ConfigError(
+                f"the history of {keys.where} cannot live on a Redis Cluster: its keys span "
+                "slots and a commit is one transaction; a cluster holds the histories of "
+                "shards (RedisKeys.for_shard)"
+            )
         self._client = client
-        self._keys = RedisKeys(prefix)
-        self._where = _describe(client)
+        self._keys = keys
+        self._where = describe(client)
         self._owns_client = False
 
     @classmethod
-    def from_url(cls, url: str, prefix: str) -> RedisHistoryStore:
-        """A store on a new client for ``url`` (``redis://``, ``rediss://`` or ``unix://``).
+    def from_url(
+        cls, url: str, prefix: str | RedisKeys, *, cluster: bool = False
+    ) -> RedisHistoryStore:
+        """A store on a new client for ``url`` (``redis://``, ``rediss://`` or ``unix://``;
+        ``cluster``: any node of a Redis Cluster).
 
         Raises
         ------
         ConfigError
             ``url`` is not a Redis URL (the message hides any password).
         """
+        client = connect(url, cluster=cluster)
         try:
-            client = redis.Redis.from_url(url, decode_responses=False)
-        except ValueError as exc:
-            raise ConfigError(
-                f"redis.url = {redact_url(url)!r} is not a Redis URL: {exc}"
-            ) from None
-        store = cls(client, prefix)
+            store = cls(client, prefix)
+        except BaseException:
+            client.close()
+            raise
         store._owns_client = True
         return store
 
     def __repr__(self) -> str:
-        return f"RedisHistoryStore({self._where!r}, prefix={self._keys.prefix!r})"
+        shard = "" if self._keys.shard is None else f", shard={self._keys.shard}"
+        return f"RedisHistoryStore({self._where!r}, prefix={self._keys.prefix!r}{shard})"
 
     @property
     def keys(self) -> RedisKeys:
@@ -183,7 +201,7 @@ class RedisHistoryStore:
         if np.any(lengths % ENTRY_DTYPE.itemsize):
             bad = int(np.count_nonzero(lengths % ENTRY_DTYPE.itemsize))
             raise HistoryStoreError(
-                f"{bad} history strings under prefix {self._keys.prefix!r} on {self._where} are "
+                f"{bad} history strings under {self._keys.where} on {self._where} are "
                 f"not a whole number of {ENTRY_DTYPE.itemsize}-byte entries: the store is corrupt"
             )
         return decode_entries(b"".join(blobs), lengths // ENTRY_DTYPE.itemsize)
@@ -277,7 +295,7 @@ class RedisHistoryStore:
             return
         raise HistoryStoreError(
             f"Redis commit of release {c.sequence} on {self._where}: the sequence or value "
-            f"dictionary under prefix {self._keys.prefix!r} changed during each of "
+            f"dictionary under {self._keys.where} changed during each of "
             f"{WATCH_ATTEMPTS} attempts (another writer?); nothing was committed"
         )
 
@@ -299,7 +317,7 @@ class RedisHistoryStore:
             self._keys.key_check,
         )
         with self._client.pipeline(transaction=True) as pipe:
-            pipe.watch(seq_key, values_key, check_key)  # type: ignore[no-untyped-call]
+            pipe.watch(seq_key, values_key, check_key)
             recorded = pipe.get(check_key)
             if key_check is not None and recorded is not None and _as_bytes(recorded) != key_check:
                 raise KeyMismatch(key_mismatch_message(repr(self)))
@@ -307,7 +325,7 @@ class RedisHistoryStore:
             if current != sequence - 1:
                 raise SequenceConflict(
                     f"commit of release {sequence} refused: the last committed release under "
-                    f"prefix {self._keys.prefix!r} on {self._where} is {current}, so the next "
+                    f"{self._keys.where} on {self._where} is {current}, so the next "
                     f"must be {current + 1}"
                 )
             stored = self._decode_values(pipe.lrange(values_key, 0, -1))
@@ -320,17 +338,13 @@ class RedisHistoryStore:
             pipe.multi()
             step = 2 * CHUNK
             for start in range(0, len(mset_args), step):
-                pipe.execute_command(  # type: ignore[no-untyped-call]
-                    "MSET", *mset_args[start : start + step]
-                )
+                pipe.execute_command("MSET", *mset_args[start : start + step])
             for start in range(0, len(emptied), CHUNK):
                 pipe.delete(*emptied[start : start + CHUNK])
             if len(values) > len(stored):
                 pipe.rpush(values_key, *values[len(stored) :])
             for start in range(0, len(state_args), step):
-                pipe.execute_command(  # type: ignore[no-untyped-call]
-                    "MSET", *state_args[start : start + step]
-                )
+                pipe.execute_command("MSET", *state_args[start : start + step])
             pipe.set(self._keys.record(sequence), record)
             if key_check is not None and recorded is None:
                 pipe.set(check_key, key_check)
@@ -358,8 +372,7 @@ class RedisHistoryStore:
             return fn()
         except RedisError as exc:
             raise HistoryStoreError(
-                f"Redis: could not {operation} (prefix {self._keys.prefix!r}) on "
-                f"{self._where}: {exc}"
+                f"Redis: could not {operation} ({self._keys.where}) on {self._where}: {exc}"
             ) from exc
 
     def _parse_sequence(self, raw: Any) -> int:
@@ -387,28 +400,3 @@ def _as_bytes(reply: bytes | str) -> bytes:
     """A Redis reply as bytes (the clients here never decode replies; redis-py's types allow
     either)."""
     return reply if isinstance(reply, bytes) else reply.encode("utf-8")
-
-
-def redact_url(url: str) -> str:
-    """``url`` without its password (``redis://user:***@host``), safe for messages."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        user = parts.username or ""
-        host = parts.hostname or ""
-        port = f":{parts.port}" if parts.port is not None else ""
-        return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
-    except ValueError:
-        return "<unparsable URL>"
-
-
-def _describe(client: redis.Redis) -> str:
-    """Where ``client`` points, without credentials: ``redis://host:port/db`` or unix path."""
-    pool = client.connection_pool
-    kwargs = pool.connection_kwargs
-    db = kwargs.get("db", 0)
-    if "path" in kwargs:
-        return f"unix://{kwargs['path']}?db={db}"
-    scheme = "rediss" if issubclass(pool.connection_class, redis.SSLConnection) else "redis"
-    return f"{scheme}://{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}/{db}"
