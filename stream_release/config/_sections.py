@@ -174,6 +174,13 @@ class KafkaSettings(Section):
     request_timeout_ms: int = Field(default=5000, ge=100)
     """Time a connection attempt or a request may take before it fails. Short, so that an
     unreachable broker is reported in seconds; raise it for slow or distant clusters."""
+    partitions: int = Field(default=1, ge=1, le=4096)
+    """Partitions of ``topics.records`` when this package creates it, and the number the
+    worker and ``stream-release publish`` expect it to have. Records are keyed by the
+    individual's id, so Kafka's default partitioner keeps an individual on one partition: each
+    partition is a **shard** with the histories of its own individuals, planned on its own,
+    and the workers of one ``group_id`` share the shards. Fixed for a series: another value
+    moves individuals between shards, away from their histories (README, "Several workers")."""
     replication_factor: int = Field(default=1, ge=1)
     """Replication factor of the topics this package creates when they are missing (single-
     broker default; a production cluster wants 3). Existing topics are left as they are."""
@@ -231,6 +238,12 @@ class KafkaSettings(Section):
 
 class RedisSettings(Section):
     url: str = "redis://127.0.0.1:6379/0"
+    """A Redis server (``redis://``, ``rediss://``, ``unix://``), or with ``cluster`` any node
+    of a Redis Cluster."""
+    cluster: bool = False
+    """``url`` is a node of a Redis Cluster: every shard's keys share one hash tag
+    (``{prefix:p}``) and the release-level records have their own (``{prefix:release}``), so
+    each commit stays one transaction in one slot."""
 
 
 class ServiceSettings(Section):

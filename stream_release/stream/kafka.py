@@ -23,6 +23,7 @@ import asyncio
 import logging
 import ssl
 import time
+from array import array
 from collections.abc import Iterable
 from typing import Any
 
@@ -123,9 +124,9 @@ async def send_batched(
     messages: Iterable[tuple[bytes | None, bytes]],
     *,
     max_bytes: int,
-) -> int:
+) -> array[int]:
     """Send ``(key, value)`` messages to ``topic`` and wait until the broker acknowledged every
-    one; returns how many were sent.
+    one; returns the partition each was sent to, in order (its length: how many were sent).
 
     Each message goes to the partition aiokafka's default partitioner gives its key (murmur2,
     as :meth:`AIOKafkaProducer.send` would; a random one for ``None``), in order within its
@@ -147,7 +148,7 @@ async def send_batched(
     place = DefaultPartitioner()
     batches: dict[int, Any] = {}
     deliveries: list[asyncio.Future[Any]] = []
-    sent = 0
+    placed = array("i")
     for key, value in messages:
         if len(value) + (0 if key is None else len(key)) > max_bytes:
             raise aiokafka_errors.MessageSizeTooLargeError(
@@ -165,7 +166,7 @@ async def send_batched(
                 raise aiokafka_errors.MessageSizeTooLargeError(
                     f"a message of {len(value)} bytes does not fit in a record batch"
                 )
-        sent += 1
+        placed.append(partition)
     for partition, batch in batches.items():
         batch.close()
         deliveries.append(await producer.send_batch(batch, topic, partition=partition))
@@ -173,7 +174,7 @@ async def send_batched(
     for outcome in outcomes:
         if isinstance(outcome, BaseException):
             raise outcome
-    return sent
+    return placed
 
 
 TOPIC_METADATA_WAIT_S = 5.0
@@ -222,6 +223,35 @@ async def topic_partitions(settings: KafkaSettings, topics: list[str]) -> list[T
     ]
 
 
+def _partitions_of(settings: KafkaSettings, topic: str, partitions: int | None) -> int:
+    if partitions is not None:
+        return partitions
+    return settings.partitions if topic == settings.topics.records else 1
+
+
+async def check_records_partitions(settings: KafkaSettings) -> int:
+    """The partition count of ``topics.records``, which must be ``settings.partitions``.
+
+    Raises
+    ------
+    ConfigError
+        The topic has another number of partitions: the shards (and the histories they hold)
+        are fixed for a series.
+    aiokafka.errors.KafkaError
+        As :func:`topic_partitions`.
+    """
+    topic = settings.topics.records
+    found = len(await topic_partitions(settings, [topic]))
+    if found != settings.partitions:
+        raise ConfigError(
+            f"kafka.partitions = {settings.partitions}, but the topic {topic!r} has {found} "
+            f"partitions: set kafka.partitions = {found} (SR_KAFKA_PARTITIONS={found}). The "
+            "partitions are the shards that hold each individual's history, fixed for a series "
+            '(README, "Several workers")'
+        )
+    return found
+
+
 async def assign_at_end(consumer: AIOKafkaConsumer, partitions: list[TopicPartition]) -> None:
     """Assign ``partitions`` to the started, group-less ``consumer`` at their end, resolved now
     (before anything is sent)."""
@@ -232,14 +262,16 @@ async def assign_at_end(consumer: AIOKafkaConsumer, partitions: list[TopicPartit
 
 
 async def ensure_topics(
-    settings: KafkaSettings, names: Iterable[str], partitions: int = 1
+    settings: KafkaSettings, names: Iterable[str], partitions: int | None = None
 ) -> list[str]:
     """Create the topics among ``names`` that do not exist yet; return those created.
 
-    New topics get ``partitions`` partitions and ``settings.replication_factor`` replicas;
-    existing ones are left unchanged. Only missing topics are requested, so a client allowed
-    to describe but not to create topics works once they exist; a topic created concurrently
-    by another client counts as existing.
+    New topics get ``partitions`` partitions (by default ``settings.partitions`` for
+    ``topics.records``, the shards, and one for every other topic: the seals, the releases and
+    the status messages each keep one order) and ``settings.replication_factor`` replicas;
+    existing ones are left unchanged (:func:`check_records_partitions` compares). Only missing
+    topics are requested, so a client allowed to describe but not to create topics works once
+    they exist; a topic created concurrently by another client counts as existing.
 
     Raises
     ------
@@ -248,7 +280,7 @@ async def ensure_topics(
     KafkaError
         The cluster is unreachable or refuses (see :func:`kafka_error`).
     """
-    if partitions < 1:
+    if partitions is not None and partitions < 1:
         raise InvalidParameter(f"ensure_topics: partitions = {partitions}; it must be >= 1")
     wanted = list(dict.fromkeys(names))
     admin = AIOKafkaAdminClient(**client_options(settings))
@@ -259,7 +291,12 @@ async def ensure_topics(
         if not missing:
             return []
         response = await admin.create_topics(
-            [NewTopic(name, partitions, settings.replication_factor) for name in missing]
+            [
+                NewTopic(
+                    name, _partitions_of(settings, name, partitions), settings.replication_factor
+                )
+                for name in missing
+            ]
         )
         for entry in response.topic_errors:  # (topic, code[, message]) by version
             topic, code = entry[0], entry[1]

@@ -24,6 +24,7 @@ from pydantic import (
     RootModel,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from stream_release.config import SchemaSettings
@@ -82,10 +83,56 @@ class SnapshotRecord(_Message):
 
 
 class Seal(_Message):
-    """The end of a snapshot (topic ``sr.control``, key = the release label)."""
+    """The end of a snapshot (topic ``sr.control``, key = the release label).
+
+    ``partitions`` (needed when ``topics.records`` has more than one partition): element ``p``
+    is the number of distinct ids of the snapshot sent to partition ``p`` (keyed by the id,
+    Kafka's default partitioner); they add up to ``records``. Shard ``p`` knows its part is
+    complete when it has staged that many.
+    """
 
     release: str = Field(min_length=1)
     records: int = Field(ge=0, description="distinct ids the snapshot holds")
+    partitions: list[int] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=4096,
+        description="distinct ids per partition of the records topic, partition 0 first; "
+        "they add up to records (needed when the topic has more than one partition)",
+    )
+
+    @field_validator("partitions")
+    @classmethod
+    def _counts(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None and any(count < 0 for count in value):
+            raise ValueError("a partition's count of ids is >= 0")
+        return value
+
+    @model_validator(mode="after")
+    def _adds_up(self) -> Self:
+        if self.partitions is not None and sum(self.partitions) != self.records:
+            raise ValueError(
+                f"the partitions' counts add up to {sum(self.partitions)}, not to records = "
+                f"{self.records}: give each partition's number of distinct ids"
+            )
+        return self
+
+    def counts(self, partitions: int) -> list[int] | str:
+        """The number of ids of each of ``partitions`` partitions, or why this seal does not
+        say (no counts on a topic of several partitions, or counts for another number)."""
+        if self.partitions is None:
+            if partitions == 1:
+                return [self.records]
+            return (
+                f"the records topic has {partitions} partitions: the seal must give "
+                '"partitions": the distinct ids sent to each (stream-release publish does)'
+            )
+        if len(self.partitions) != partitions:
+            return (
+                f"the seal gives {len(self.partitions)} partition counts, but the records topic "
+                f"has {partitions} partitions (kafka.partitions); give one count per partition"
+            )
+        return list(self.partitions)
 
 
 class GroupLine(_Message):

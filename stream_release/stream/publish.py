@@ -4,9 +4,12 @@ Each row becomes one message on ``topics.records``: key = the individual's id (U
 ``{"release": label, "id": ..., "qid": {name: value, ...}, "sensitive": ...}`` with every value
 the string read from the snapshot (the worker encodes them). Only when every record has been
 acknowledged (``acks="all"``) does the seal ``{"release": label, "records": n}`` go to
-``topics.control`` under the key ``label``, ``n`` being the number of distinct ids. A failed
-record therefore never leaves a seal behind: the worker cuts a release only on its seal, so a
-snapshot is never released partially; publishing it again (same label) is the recovery.
+``topics.control`` under the key ``label``, ``n`` being the number of distinct ids; when the
+records topic has several partitions (``kafka.partitions``) the seal adds ``"partitions": [n0,
+n1, ...]``, the distinct ids sent to each, so that each shard knows when its part is complete.
+A failed record therefore never leaves a seal behind: the worker cuts a release only on its
+seal, so a snapshot is never released partially; publishing it again (same label) is the
+recovery.
 
 Records are sent in record batches (:func:`~stream_release.stream.kafka.send_batched`), each
 to the partition its key hashes to, and collected at the end.
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import csv
 import time
+from array import array
 from pathlib import Path
 from typing import Literal, NamedTuple
 
@@ -32,6 +36,7 @@ from stream_release.io.snapshot import RawSnapshot
 from stream_release.stream.kafka import (
     CLIENT_ERRORS,
     assign_at_end,
+    check_records_partitions,
     client_options,
     ensure_topics,
     kafka_error,
@@ -80,9 +85,21 @@ def check_snapshot_rows(path: Path | str, max_rows: int) -> None:
         )
 
 
-def seal_value(label: str, records: int) -> bytes:
-    """The seal of release ``label`` holding ``records`` distinct ids (JSON bytes)."""
-    return orjson.dumps({"release": label, "records": records})
+def seal_value(label: str, records: int, partitions: list[int] | None = None) -> bytes:
+    """The seal of release ``label`` holding ``records`` distinct ids (JSON bytes), with the
+    distinct ids sent to each partition of the records topic when it has several."""
+    if partitions is None or len(partitions) == 1:
+        return orjson.dumps({"release": label, "records": records})
+    return orjson.dumps({"release": label, "records": records, "partitions": partitions})
+
+
+def partition_counts(ids: list[str], placed: array[int], partitions: int) -> list[int]:
+    """Distinct ids per partition: ``placed[i]`` is the partition ``ids[i]`` was sent to (an
+    id sent twice went to one partition, its key's)."""
+    counts = [0] * partitions
+    for partition in dict(zip(ids, placed, strict=True)).values():
+        counts[partition] += 1
+    return counts
 
 
 class Outcome(NamedTuple):
@@ -119,6 +136,7 @@ async def publish_snapshot(
         )
     topics = settings.topics
     await ensure_topics(settings, [topics.records, topics.control])
+    await check_records_partitions(settings)
     return await _send(settings, label, raw, seal=seal)
 
 
@@ -172,13 +190,15 @@ async def _send(settings: KafkaSettings, label: str, raw: RawSnapshot, *, seal: 
                 raw.ids.tolist(), raw.sensitive.tolist(), *columns, strict=True
             )
         )
-        await send_batched(producer, topics.records, records, max_bytes=settings.max_message_bytes)
+        placed = await send_batched(
+            producer, topics.records, records, max_bytes=settings.max_message_bytes
+        )
         if not seal:
             return raw.n_rows
         action = f"send the seal to {topics.control!r}"
-        distinct = len(set(raw.ids.tolist()))
+        counts = partition_counts(raw.ids.tolist(), placed, settings.partitions)
         await producer.send_and_wait(
-            topics.control, seal_value(label, distinct), key=label.encode()
+            topics.control, seal_value(label, sum(counts), counts), key=label.encode()
         )
     except CLIENT_ERRORS as exc:
         raise kafka_error(settings, action, exc) from exc

@@ -78,7 +78,13 @@ from stream_release.stream.intake import (
     rejected_message,
     release_label_of,
 )
-from stream_release.stream.messages import Rejected, Rejection, ReleaseNotice, decode_seal
+from stream_release.stream.messages import (
+    Rejected,
+    Rejection,
+    RejectReason,
+    ReleaseNotice,
+    decode_seal,
+)
 from stream_release.stream.messages import decode_record as decode_snapshot_record
 from stream_release.stream.notices import (
     CONFIG_FIX,
@@ -219,6 +225,11 @@ class ReleaseService:
         seal = decode_seal(message.value, max_bytes=self.settings.kafka.max_message_bytes)
         if isinstance(seal, Rejection):
             return self._rejected(message, seal)
+        counts = seal.counts(self.settings.kafka.partitions)
+        if isinstance(counts, str):
+            return self._rejected(
+                message, Rejection(error=counts, reason=RejectReason.INVALID_FIELD)
+            )
         outcome = self.staging.seal(seal.release, seal.records)
         if outcome in SEAL_ERRORS:
             reason, error = SEAL_ERRORS[outcome]

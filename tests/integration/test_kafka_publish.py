@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from aiokafka.partitioner import DefaultPartitioner
 from support.data import adult_snapshot, write_config
 from support.kafka_topics import read_topic
 
@@ -170,3 +171,55 @@ def test_ensure_topics_creates_only_missing_topics(
         kafka_topics.rejected
     ]
     assert asyncio.run(ensure_topics(settings, names)) == []
+
+
+def test_a_seal_counts_the_ids_sent_to_each_partition(
+    shared_data: Path,
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    kafka_env: TopicSettings,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``kafka.partitions = 3``: the records topic is created with 3 partitions, every record
+    goes to its key's partition (Kafka's default partitioner, the same in every release), and
+    the seal gives the distinct ids each partition received."""
+    monkeypatch.setenv("SR_KAFKA_PARTITIONS", "3")
+    config = write_config(tmp_path, shared_data)
+    snapshot = adult_snapshot(shared_data, tmp_path / "snap.csv", ROWS)
+    code, _, err = _publish(capsys, "--config", str(config), "--release", "r1", str(snapshot))
+    assert (code, err) == (0, "")
+
+    records = read_topic(kafka_bootstrap, kafka_env.records)
+    assert len(records) == ROWS
+    received = [0, 0, 0]
+    place = DefaultPartitioner()
+    for message in records:
+        received[message.partition] += 1
+        assert message.partition == place(message.key, [0, 1, 2], [0, 1, 2])
+    assert all(received), f"{ROWS} ids left a partition empty: {received}"
+    (seal,) = read_topic(kafka_bootstrap, kafka_env.control)
+    assert json.loads(seal.value) == {"release": "r1", "records": ROWS, "partitions": received}
+
+
+def test_publish_refuses_a_records_topic_of_other_partitions(
+    shared_data: Path,
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    kafka_env: TopicSettings,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The topic exists with 2 partitions, the configuration says 3: nothing is sent, and the
+    message gives the fix (the shards are fixed for a series)."""
+    settings = KafkaSettings(bootstrap=kafka_bootstrap, topics=kafka_env)
+    asyncio.run(ensure_topics(settings, [kafka_env.records], partitions=2))
+    monkeypatch.setenv("SR_KAFKA_PARTITIONS", "3")
+    config = write_config(tmp_path, shared_data)
+    snapshot = adult_snapshot(shared_data, tmp_path / "snap.csv", 20)
+    code, out, err = _publish(capsys, "--config", str(config), "--release", "r1", str(snapshot))
+    assert code == 2 and out == ""
+    assert f"kafka.partitions = 3, but the topic {kafka_env.records!r} has 2 partitions" in err
+    assert "SR_KAFKA_PARTITIONS=2" in err
+    assert read_topic(kafka_bootstrap, kafka_env.records) == []
+    assert read_topic(kafka_bootstrap, kafka_env.control) == []

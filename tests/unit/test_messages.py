@@ -76,12 +76,29 @@ def test_an_id_is_the_same_id_with_surrounding_blanks() -> None:
         (b'{"release": "r", "records": true}', "records"),
         (b'{"records": 5}', "field release is missing"),
         (b"[]", "seal"),
+        (
+            b'{"release": "r", "records": 5, "partitions": [2, 2]}',
+            "add up to 4, not to records = 5",
+        ),
+        (b'{"release": "r", "records": 1, "partitions": [2, -1]}', "count of ids is >= 0"),
+        (b'{"release": "r", "records": 0, "partitions": []}', "partitions"),
+        (b'{"release": "r", "records": 2, "partitions": [1.0, 1]}', "partitions"),
     ],
 )
 def test_bad_seals_are_rejected_with_a_reason(raw: bytes, expected: str) -> None:
     result = decode_seal(raw, max_bytes=LIMIT)
     assert isinstance(result, Rejection)
     assert expected in result.error
+
+
+def test_a_seal_gives_the_ids_of_each_partition() -> None:
+    seal = decode_seal(b'{"release": "r", "records": 5, "partitions": [2, 0, 3]}', max_bytes=LIMIT)
+    assert isinstance(seal, Seal)
+    assert seal.counts(3) == [2, 0, 3]
+    assert "gives 3 partition counts, but the records topic has 4" in str(seal.counts(4))
+    old_form = Seal(release="r", records=5)
+    assert old_form.counts(1) == [5]  # the seal of before partitions, valid on one partition
+    assert '"partitions"' in str(old_form.counts(2))
 
 
 def test_exported_schemas_are_up_to_date() -> None:
