@@ -134,13 +134,15 @@ def group_lines(
     qids: list[dict[str, Any]] | None,
     members: list[list[dict[str, Any]]] | None,
     sensitive: list[dict[str, int]],
+    first_group: int = 0,
 ) -> Iterator[dict[str, Any]]:
-    """The JSON objects of ``release-NNNN.jsonl``, one per group, in group order."""
+    """The JSON objects of ``release-NNNN.jsonl``, one per group, in group order, numbered
+    from ``first_group``."""
     for g in range(sizes.shape[0]):
         line: dict[str, Any] = {
             "release": label,
             "sequence": sequence,
-            "group": g,
+            "group": first_group + g,
             "size": int(sizes[g]),
         }
         if members is not None:

@@ -72,7 +72,7 @@ from stream_release.io.release_files import (
 from stream_release.mechanisms import GLOBAL_GUARANTEE, make_mechanism
 from stream_release.mechanisms.base import Mechanism, ReleaseRandomness
 from stream_release.pipeline.candidates import CandidatePool
-from stream_release.pipeline.plan import plan_release
+from stream_release.pipeline.plan import ReleasePlan, plan_release
 from stream_release.pipeline.render import (
     render_mechanism_release,
     render_release,
@@ -104,6 +104,27 @@ class PreparedRelease:
     @property
     def manifest(self) -> dict[str, Any]:
         return self.files.manifest
+
+
+@dataclass(frozen=True, eq=False)
+class PlannedRelease:
+    """A release planned under the global guarantee, not yet rendered (:meth:`Publisher.plan`):
+    the table and pseudonyms in pseudonym order (with any virtual candidates), the plan."""
+
+    sequence: int
+    label: str
+    table: EncodedTable
+    pseudonyms: NDArray[np.bytes_]
+    plan: ReleasePlan
+    source: dict[str, Any] | None
+    cut_label: bool
+    started: float
+    """``time.perf_counter()`` when planning began (the manifest's ``elapsed_s``)."""
+
+    @property
+    def groups(self) -> int:
+        """The number of groups the plan publishes."""
+        return int(self.plan.contents.n_groups)
 
 
 class Publisher:
@@ -328,24 +349,69 @@ class Publisher:
         """Plan and render the next release of ``store`` (default: the series' store);
         writes nothing."""
         started = time.perf_counter()
-        store = store if store is not None else self.store
-        committed = store.last_sequence()
-        if store is self.store:
-            self.check_continuity(committed)
-        sequence = committed + 1
         ids_given = pseudonyms is not None
         if pseudonyms is None:
             pseudonyms = self.pseudonymizer.pseudonyms(table.ids)
-        order = np.argsort(pseudonyms, kind="stable")
-        if np.any(order != np.arange(order.shape[0])):
-            # rows in pseudonym order: the release does not depend on the input's row order,
-            # so the service (which stages rows by pseudonym) and offline runs agree
-            table, pseudonyms = table.take(order), pseudonyms[order]
-        self.check_kind(sequence - 1, store)
+        store, sequence, table, pseudonyms = self._next(table, pseudonyms, store)
         if self.mechanism is not None:
             return self._prepare_mechanism(
                 self.mechanism, table, pseudonyms, label, sequence, source, cut_label, store
             )
+        planned = self._plan(
+            table, pseudonyms, ids_given, label, sequence, source, cut_label, store, started
+        )
+        return self.render(planned)
+
+    def plan(
+        self,
+        table: EncodedTable,
+        *,
+        label: str,
+        pseudonyms: NDArray[np.bytes_],
+        cut_label: bool = False,
+        store: HistoryStore | None = None,
+    ) -> PlannedRelease:
+        """Plan the next release of ``store`` under the global guarantee without rendering it
+        (a shard's part: its group numbers are known once every shard has planned, and
+        :meth:`render` takes the first). ``pseudonyms`` (n,) S16 are the rows'."""
+        started = time.perf_counter()
+        if self.mechanism is not None:
+            raise ConfigError(
+                f"mechanism.kind = {self.kind!r} cannot run on shards (kafka.partitions > 1): "
+                "its state is one per series; use kafka.partitions = 1"
+            )
+        store, sequence, table, pseudonyms = self._next(table, pseudonyms, store)
+        return self._plan(table, pseudonyms, True, label, sequence, None, cut_label, store, started)
+
+    def _next(
+        self, table: EncodedTable, pseudonyms: NDArray[np.bytes_], store: HistoryStore | None
+    ) -> tuple[HistoryStore, int, EncodedTable, NDArray[np.bytes_]]:
+        """The store, the next sequence, and the rows in pseudonym order: the release does not
+        depend on the input's row order, so the service (which stages rows by pseudonym) and
+        offline runs agree. Refuses a store that lost commits and a series of another kind."""
+        store = store if store is not None else self.store
+        committed = store.last_sequence()
+        if store is self.store:
+            self.check_continuity(committed)
+        order = np.argsort(pseudonyms, kind="stable")
+        if np.any(order != np.arange(order.shape[0])):
+            table, pseudonyms = table.take(order), pseudonyms[order]
+        self.check_kind(committed, store)
+        return store, committed + 1, table, pseudonyms
+
+    def _plan(
+        self,
+        table: EncodedTable,
+        pseudonyms: NDArray[np.bytes_],
+        ids_given: bool,
+        label: str,
+        sequence: int,
+        source: dict[str, Any] | None,
+        cut_label: bool,
+        store: HistoryStore,
+        started: float,
+    ) -> PlannedRelease:
+        """Load the histories and plan (rows in pseudonym order)."""
         virtual = None
         register = self.settings.virtual.registry
         if register is not None:
@@ -366,26 +432,34 @@ class Publisher:
             virtual=virtual,
         )
         kill_point("planned")
+        return PlannedRelease(sequence, label, table, pseudonyms, plan, source, cut_label, started)
+
+    def render(self, planned: PlannedRelease, *, first_group: int = 0) -> PreparedRelease:
+        """The files and the commit of a planned release; its groups are numbered from
+        ``first_group`` (a shard's part: the groups of the shards before it come first)."""
+        table, plan, label, sequence = planned.table, planned.plan, planned.label, planned.sequence
         groups, manifest = render_release(
             table,
             plan,
             label=label,
             sequence=sequence,
             settings=self.settings,
-            elapsed_s=time.perf_counter() - started,
+            elapsed_s=time.perf_counter() - planned.started,
+            first_group=first_group,
         )
-        private = _private_record(label, sequence, source)
+        private = _private_record(label, sequence, planned.source)
         private["suppressed"] = suppressed_record(table, plan)
         if self.candidates is not None:
             private["registry"] = self.candidates.registry.source
         grouped = plan.group >= 0
         listed = plan.real | grouped  # the candidates in no group are not in the release
+        numbers = plan.group[listed]
         files = ReleaseFiles(
             groups,
             manifest,
             assignments_csv(
                 table.ids[listed].tolist(),
-                plan.group[listed].tolist(),
+                np.where(numbers >= 0, numbers + first_group, numbers).tolist(),
                 virtual=None if plan.virtual is None else plan.virtual[listed].tolist(),
             ),
             private,
@@ -394,12 +468,12 @@ class Publisher:
             sequence,
             label,
             files,
-            pseudonyms[plan.committed],
+            planned.pseudonyms[plan.committed],
             plan.history,
             plan.values,
             encode_record(groups, manifest),
             None,
-            cut_label,
+            planned.cut_label,
         )
 
     def _prepare_mechanism(

@@ -39,9 +39,11 @@ def render_release(
     sequence: int,
     settings: Settings,
     elapsed_s: float,
+    first_group: int = 0,
 ) -> tuple[bytes, dict[str, Any]]:
     """The bytes of ``release-NNNN.jsonl`` (:func:`encode_lines`) and the manifest of one
-    release (docs/contract.md §4).
+    release (docs/contract.md §4); the groups are numbered from ``first_group`` (a shard's
+    part of a release).
 
     The manifest is public: it names no file and holds no digest of any input (a hash of the
     snapshot would let whoever knows all rows but one confirm that row's value); the source
@@ -65,7 +67,8 @@ def render_release(
             real=None if plan.virtual is None else plan.real,
         )
         registry = settings.virtual.registry is not None
-        groups = encode_lines(_lines(table, plan, layout, label, sequence, fmt, registry))
+        lines = _lines(table, plan, layout, label, sequence, fmt, registry, first_group)
+        groups = encode_lines(lines)
         utility = utility_future.result()
     strategy = plan.strategy.describe()
     strategy["protected"] = list(settings.privacy.protected)
@@ -281,6 +284,7 @@ def _lines(
     sequence: int,
     fmt: str,
     registry: bool,
+    first_group: int = 0,
 ) -> list[dict[str, Any]]:
     """The JSON objects of the group lines, generalized or in anatomy form, read from the
     release's ``layout``; with a ``registry``, each states its ``virtual`` members (counted in
@@ -289,10 +293,10 @@ def _lines(
     sensitive = multisets(table.sensitive_values, c.pair_ptr, c.pair_value, c.pair_count)
     if fmt == "anatomy":
         members = anatomy_members(table, layout)
-        lines = list(group_lines(label, sequence, c.size, None, members, sensitive))
+        lines = list(group_lines(label, sequence, c.size, None, members, sensitive, first_group))
     else:
         qids = generalize_groups(table, layout)
-        lines = list(group_lines(label, sequence, c.size, qids, None, sensitive))
+        lines = list(group_lines(label, sequence, c.size, qids, None, sensitive, first_group))
     if registry:
         for line, virtual in zip(lines, c.virtual.tolist(), strict=True):
             line["virtual"] = int(virtual)
