@@ -249,6 +249,7 @@ def _audit_release(
         ids, assigned, virtual = [], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.bool_)
         if any(private.glob("assignments-*.csv")):
             problems.append(f"{assignments.name} is missing")
+    assigned = _from_first_group(manifest, lines, assigned, problems)
     record_path = private / f"private-{seq:04d}.json"
     record = read_json(record_path) if record_path.exists() else None
     if record is not None:
@@ -306,6 +307,29 @@ def _audit_release(
     result.suppressed_share = figures.share_max
     result.exempt_members = figures.exempt_members
     return result, lines
+
+
+def _from_first_group(
+    manifest: dict[str, Any],
+    lines: list[dict[str, Any]],
+    assigned: NDArray[np.int64],
+    problems: list[str],
+) -> NDArray[np.int64]:
+    """A shard's part of a release numbers its groups from ``first_group`` (its manifest, which
+    is never published; 0 when absent): the lines' and the assignments' numbers less it, so
+    every check reads groups 0..G-1. A number below it cannot be a group of the part and
+    becomes one past the last (reported by the structure check)."""
+    first = manifest.get("first_group", 0)
+    if isinstance(first, bool) or not isinstance(first, int) or first < 0:
+        problems.append(f"first_group = {first!r} is not a group number")
+        return assigned
+    if not first:
+        return assigned
+    for line in lines:
+        line["group"] = int(line["group"]) - first
+    shifted = np.where(assigned >= 0, assigned - first, assigned)
+    shifted[(assigned >= 0) & (shifted < 0)] = len(lines)
+    return shifted
 
 
 def _check_structure(

@@ -55,11 +55,21 @@ shard is in one Redis Cluster slot and a shard's commit stays one transaction::
 
     {prefix:p}:seq  {prefix:p}:values  {prefix:p}:release:{seq:08d}  {prefix:p}:ind:<hex>:h ...
 
-and the release-level records that every worker reads (the seals of whole releases, the votes of
-the shards, the sequence and the manifests of whole releases, the published sequence) have the
-head ``{prefix:release}`` (:meth:`RedisKeys.for_release`). The two tags never collide, across
-prefixes either: a shard tag ends in ``:`` and decimal digits, the release tag in ``:release``,
-and the last ``:`` of a tag separates the prefix from what follows.
+(a shard's ``release`` record is its part of that release: its group lines and the part's own
+figures), and the release-level records that every worker reads have the head
+``{prefix:release}``: the seals of whole releases (``stage:<hex label>:seal``, the JSON list of
+each partition's ids), ``stage:open``, ``labels``, ``seq``, ``release:{seq:08d}`` (the merged
+manifest), ``published``, ``status:outbox``, and::
+
+    {prefix:release}:current            HASH  the release in flight: label, sequence, and once
+                                              every shard voted outcome, offsets or refusal
+    {prefix:release}:votes:<hex label>  HASH  shard -> vote (JSON: its part's group count, or
+                                              why it cannot be made)
+    {prefix:release}:parts:<hex label>  SET   shards whose part is committed (or refused)
+
+The release-level names come from :meth:`RedisKeys.for_release`. The two tags never collide,
+across prefixes either: a shard tag ends in ``:`` and decimal digits, the release tag in
+``:release``, and the last ``:`` of a tag separates the prefix from what follows.
 
 Nothing builds a key name elsewhere, in Python or server-side: every command receives its keys
 from these methods.
@@ -242,6 +252,19 @@ class RedisKeys:
     def stage_rejected(self, label: str) -> str:
         """The coordinates of release ``label``'s rejected records (SET)."""
         return f"{self.head}:stage:{label.encode().hex()}:rejected"
+
+    @property
+    def current(self) -> str:
+        """``{prefix:release}:current``: the release in flight on the shards (a HASH)."""
+        return f"{self.head}:current"
+
+    def votes(self, label: str) -> str:
+        """``{prefix:release}:votes:<hex label>``: shard -> its vote on release ``label``."""
+        return f"{self.head}:votes:{label.encode().hex()}"
+
+    def parts(self, label: str) -> str:
+        """``{prefix:release}:parts:<hex label>``: the shards whose part of ``label`` is done."""
+        return f"{self.head}:parts:{label.encode().hex()}"
 
     @property
     def status_outbox(self) -> str:

@@ -101,6 +101,8 @@ def render_release(
         "utility": utility,
         "elapsed_s": round(elapsed_s, 6),
     }
+    if first_group:
+        manifest["first_group"] = first_group  # a shard's part, never published as it is
     if registry:
         manifest["virtual"] = {
             "members": int(plan.contents.virtual.sum()),

@@ -39,7 +39,6 @@ from typing import NamedTuple, TypeVar, cast
 
 import numpy as np
 import orjson
-import redis
 from numpy.typing import NDArray
 from redis.exceptions import RedisError
 
@@ -47,6 +46,7 @@ from stream_release.config import SchemaSettings
 from stream_release.devtools.faults import kill_point
 from stream_release.errors import HistoryStoreError
 from stream_release.history.keys import RedisKeys
+from stream_release.history.redis_client import RedisClient
 from stream_release.history.types import PSEUDONYM_DTYPE, pseudonym_hex
 from stream_release.io.snapshot import RawSnapshot, snapshot_from_distinct_rows
 
@@ -190,7 +190,7 @@ class RedisStaging:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: RedisClient,
         keys: RedisKeys,
         schema: SchemaSettings,
         *,
@@ -262,6 +262,20 @@ class RedisStaging:
             "stage a seal", lambda: self._stage_seal(keys=keys, args=[label, records])
         )
         return SealOutcome(int(code))
+
+    def seal_value(self, label: str, value: str) -> SealOutcome:
+        """Record ``value`` as the seal of ``label`` (a sharded release's list of each
+        partition's ids, JSON), idempotently: the same value again is a duplicate, another one
+        a conflict."""
+        keys = [self._keys.labels, self._keys.stage_seal(label), self._keys.open_labels]
+        code = self._call("stage a seal", lambda: self._stage_seal(keys=keys, args=[label, value]))
+        return SealOutcome(int(code))
+
+    def sealed_value(self, label: str) -> bytes | None:
+        """The seal of ``label`` as recorded (``None``: not sealed)."""
+        key = self._keys.stage_seal(label)
+        raw = self._call("read a seal", lambda: self._client.get(key))
+        return None if raw is None else bytes(cast("bytes", raw))
 
     def status(self, label: str) -> ReleaseStatus:
         """Staged and sealed counts and the committed sequence of ``label``."""
@@ -379,11 +393,12 @@ class RedisStaging:
         )
         return 0 if raw is None else int(raw)
 
-    def refuse(self, label: str, status: bytes) -> None:
+    def refuse(self, label: str, status: bytes | None) -> None:
         """Close release ``label`` without publishing it (its guarantee cannot be met): its
         label maps to :data:`REFUSED`, so its records and seal are late from now on, its
         staged rows, seal and rejected records are deleted, and ``status`` (the message that
-        tells the producer why) joins the status outbox, in one transaction."""
+        tells the producer why; ``None`` for a shard's part, whose release says it) joins the
+        status outbox, in one transaction."""
         self._copy.drop(label)
         with self._client.pipeline(transaction=True) as pipe:
             pipe.hset(self._keys.labels, label, REFUSED)
@@ -393,7 +408,8 @@ class RedisStaging:
                 self._keys.stage_rejected(label),
             )
             pipe.srem(self._keys.open_labels, label)
-            pipe.rpush(self._keys.status_outbox, status)
+            if status is not None:
+                pipe.rpush(self._keys.status_outbox, status)
             self._call("refuse a release", pipe.execute)
 
     def mark_published(self, sequence: int) -> int:

@@ -1,0 +1,156 @@
+"""The manifest of a release cut in parts, one per shard, from the parts' own manifests.
+
+Each shard plans its part against the histories of its own individuals (Wong et al., ICDE
+2010, Lemma 4: an individual's breach depends only on the groups it was in, so a part that
+meets the bound for each of its individuals meets it for the release). The release's manifest
+states the same fields as a release cut whole (docs/contract.md §4), computed from the parts:
+
+* **exact**: ``records_in``, ``published``, ``suppressed``, ``groups``, the group sizes
+  (``avg`` = published / groups, ``max``, ``min``), ``suppression``, ``discernibility``
+  (``sum |G|^2`` is each part's figure less its suppressed rows times its rows; the
+  suppressed rows then cost the release's rows), ``breach.max``, ``breach.spent``,
+  ``suppressed_set.rows``, ``decoys`` and ``breach_max``;
+* **bounds on the safe side**: ``breach.p50`` and ``breach.p99`` and ``suppressed_set.share_max``
+  are the largest of the parts' (a quantile of a union is at most the largest of its parts'
+  quantiles; a share of a union of sets, at most the largest of their shares);
+* **means of the parts**: ``ncp`` weighted by the parts' published rows (each part normalises
+  a set QID by the values its own rows hold, so this differs slightly from one shard's figure),
+  and the query errors weighted by the parts' queries, each part's queries drawn and answered
+  within its own rows (smaller counts than one shard's queries: compare releases of one
+  partition count with each other; ``benchmarks/scale.py --partitions`` scores the union).
+
+``elapsed_s`` is the longest part's. Anything else a part manifest holds must be equal in
+every part (``l``, ``strategy``, ``format``, ``schema``, ``virtual.assumption``), or the merge
+refuses: parts of one release come from one configuration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["merge_part_manifests"]
+
+_SAME = ("l", "strategy", "format", "schema")
+_SUMS = ("records_in", "published", "suppressed", "groups")
+_UTILITY = frozenset(
+    {
+        "avg_group_size",
+        "max_group_size",
+        "min_group_size",
+        "groups",
+        "published",
+        "suppressed",
+        "suppression",
+        "ncp",
+        "discernibility",
+        "query_error",
+        "query_error_median",
+        "query_error_trimmed",
+        "queries",
+        "virtual",
+    }
+)
+
+
+def merge_part_manifests(
+    label: str, sequence: int, parts: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    """The manifest of release ``sequence`` (``label``) from its parts' manifests, shard 0
+    first (module docstring).
+
+    Raises
+    ------
+    ValueError
+        No parts, a part of another release, a field that differs between parts where it
+        must not, or a utility figure this merge does not know.
+    """
+    if not parts:
+        raise ValueError("a release has at least one part")
+    for index, part in enumerate(parts):
+        if part.get("release") != label or part.get("sequence") != sequence:
+            raise ValueError(
+                f"part {index} is of release {part.get('release')!r} "
+                f"({part.get('sequence')}), not {label!r} ({sequence})"
+            )
+        for name in _SAME:
+            if part.get(name) != parts[0].get(name):
+                raise ValueError(f"the parts differ in {name!r}: one configuration per release")
+        unknown = set(part.get("utility", {})) - _UTILITY
+        if unknown:
+            raise ValueError(f"cannot merge the utility figures {sorted(unknown)}")
+    manifest: dict[str, Any] = {"release": label, "sequence": sequence}
+    for name in _SUMS:
+        manifest[name] = sum(int(part[name]) for part in parts)
+    for name in _SAME:
+        manifest[name] = parts[0][name]
+    manifest["breach"] = _breach([part["breach"] for part in parts])
+    manifest["suppressed_set"] = _suppressed_set([part["suppressed_set"] for part in parts])
+    manifest["utility"] = _utility([part["utility"] for part in parts])
+    manifest["elapsed_s"] = max(float(part["elapsed_s"]) for part in parts)
+    if "virtual" in parts[0]:
+        assumption = parts[0]["virtual"]["assumption"]
+        if any(part["virtual"]["assumption"] != assumption for part in parts):
+            raise ValueError("the parts differ in 'virtual': one configuration per release")
+        members = sum(int(part["virtual"]["members"]) for part in parts)
+        manifest["virtual"] = {"members": members, "assumption": assumption}
+    return manifest
+
+
+def _breach(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "bound": parts[0]["bound"],
+        "max": max(float(p["max"]) for p in parts),
+        "p50": max(float(p["p50"]) for p in parts),
+        "p99": max(float(p["p99"]) for p in parts),
+        "spent": sum(int(p["spent"]) for p in parts),
+    }
+
+
+def _suppressed_set(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "rows": sum(int(p["rows"]) for p in parts),
+        "decoys": sum(int(p["decoys"]) for p in parts),
+        "share_max": max(float(p["share_max"]) for p in parts),
+        "share_bound": parts[0]["share_bound"],
+        "breach_max": max(float(p["breach_max"]) for p in parts),
+    }
+
+
+def _utility(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    groups = sum(int(p["groups"]) for p in parts)
+    published = sum(int(p["published"]) for p in parts)
+    suppressed = sum(int(p["suppressed"]) for p in parts)
+    rows = published + suppressed
+    squares = sum(
+        float(p["discernibility"]) - float(p["suppressed"]) * (p["published"] + p["suppressed"])
+        for p in parts
+    )
+    grouped = [p for p in parts if p["groups"]]
+    out: dict[str, Any] = {
+        "avg_group_size": published / groups if groups else 0.0,
+        "max_group_size": max((int(p["max_group_size"]) for p in grouped), default=0),
+        "min_group_size": min((int(p["min_group_size"]) for p in grouped), default=0),
+        "groups": groups,
+        "published": published,
+        "suppressed": suppressed,
+        "suppression": suppressed / rows if rows else 0.0,
+        "ncp": _weighted(parts, "ncp", "published"),
+        "discernibility": squares + float(suppressed) * float(rows),
+    }
+    for name in ("query_error", "query_error_median", "query_error_trimmed"):
+        out[name] = _weighted([p for p in parts if p[name] is not None], name, "queries")
+    out["queries"] = sum(int(p["queries"]) for p in parts)
+    if out["queries"] == 0:
+        for name in ("query_error", "query_error_median", "query_error_trimmed"):
+            out[name] = None
+    if "virtual" in parts[0]:
+        out["virtual"] = sum(int(p["virtual"]) for p in parts)
+    return out
+
+
+def _weighted(parts: list[dict[str, Any]], name: str, weight: str) -> float:
+    total = sum(float(p[weight]) for p in parts)
+    if total == 0:
+        return 0.0
+    return sum(float(p[name]) * float(p[weight]) for p in parts) / total

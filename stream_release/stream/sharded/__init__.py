@@ -1,0 +1,1 @@
+"""Releases cut on shards (partitions of the records topic) by several workers."""

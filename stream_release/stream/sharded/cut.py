@@ -1,0 +1,296 @@
+"""One release cut by several workers, each for the shards it owns (docs/scale-out.md).
+
+A shard is a partition of ``topics.records``; its individuals' histories, its staged rows and
+its part of every release live under its own hash tag (:meth:`RedisKeys.for_shard`), so each
+of its commits is one transaction in one Redis Cluster slot. The release-level records
+(:meth:`RedisKeys.for_release`) hold what the shards agree on. One release is in flight at a
+time, in four steps that any worker may take and that each take again after a crash:
+
+1. **begin**: once every part of a sealed release is complete (shard ``p`` staged as many ids
+   as the seal's ``partitions[p]``), the release becomes the one in flight with the next
+   sequence (``release_begin.lua``; the smallest such label first);
+2. **vote**: the owner of each shard plans its part against its histories (nothing written)
+   and votes its group count, or the reason it cannot be made (``release_vote.lua``); the last
+   vote decides: every part planned (each part's first group number follows the groups of the
+   shards before it) or the release refused;
+3. **commit**: each owner renders its part with its group numbers and commits it in its
+   shard (histories, part record, label; :meth:`Publisher.apply`), or closes its part
+   unpublished when the release is refused, then marks its part done; planning is
+   deterministic, so an owner that planned again after a crash commits the same part;
+4. **finish**: when every part is done, the release record (the manifest merged from the
+   parts', :func:`~stream_release.pipeline.parts.merge_part_manifests`) and the release
+   sequence are committed together (``release_finish.lua``), or the refusal goes to the status
+   outbox. Only then is the release complete: :meth:`ShardedCut.outgoing` sends each part's
+   group lines, shard 0 first, then the manifest.
+
+A shard's sequence is the release sequence: every release that is not refused has a part in
+every shard, an empty one included.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, cast
+
+import orjson
+
+from stream_release.config import Settings
+from stream_release.errors import GuaranteeUnsatisfiable, HistoryStoreError, SchemaError
+from stream_release.history.keys import RedisKeys
+from stream_release.history.pseudonym import Pseudonymizer, load_key
+from stream_release.history.redis_client import RedisClient
+from stream_release.history.redis_store import RedisHistoryStore
+from stream_release.io.encoding import encode
+from stream_release.io.hierarchy import load_hierarchies
+from stream_release.io.release_files import decode_record, encode_record
+from stream_release.pipeline.parts import merge_part_manifests
+from stream_release.pipeline.publisher import PlannedRelease, Publisher
+from stream_release.stream.notices import refusal_notice
+from stream_release.stream.staging import REFUSED, RedisStaging, SealOutcome
+
+__all__ = ["Shard", "ShardedCut"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Shard:
+    """One shard's state in Redis, as every worker reaches it."""
+
+    number: int
+    keys: RedisKeys
+    staging: RedisStaging
+    store: RedisHistoryStore
+
+
+class ShardedCut:
+    """The cut of releases on ``settings.kafka.partitions`` shards by one worker owning
+    ``owned`` of them.
+
+    Parameters
+    ----------
+    settings : the configuration (``kafka.partitions``: the shards; the global guarantee)
+    client : a client of the Redis server or cluster (replies not decoded)
+    owned : the shards this worker plans and commits
+    private_archive : where each owned shard's part files go: ``shard-<p>/`` (its group lines
+        and part manifest) and ``shard-<p>.private/`` (assignments, private records), each a
+        series of its own that :func:`~stream_release.audit.audit_directory` checks
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        client: RedisClient,
+        owned: Iterable[int],
+        private_archive: Path,
+    ) -> None:
+        self.settings = settings
+        self.partitions = settings.kafka.partitions
+        prefix = settings.history.prefix
+        schema = settings.schema
+        limit = settings.service.max_release_rows
+        self.client = client
+        self.keys = RedisKeys.for_release(prefix)
+        self.board = RedisStaging(client, self.keys, schema)
+        self.shards = []
+        for number in range(self.partitions):
+            keys = RedisKeys.for_shard(prefix, number)
+            staging = RedisStaging(client, keys, schema, max_rows=limit)
+            self.shards.append(Shard(number, keys, staging, RedisHistoryStore(client, keys)))
+        self.pseudonymizer = Pseudonymizer(load_key(settings.history, default_dir=None))
+        self.hierarchies = load_hierarchies(schema)
+        self.publishers: dict[int, Publisher] = {}
+        for number in sorted(set(owned)):
+            shard = self.shards[number]
+            out = Path(private_archive) / f"shard-{number}"
+            publisher = Publisher(
+                settings,
+                out,
+                shard.store,
+                self.pseudonymizer,
+                private_dir=out.with_name(f"shard-{number}.private"),
+            )
+            publisher.recover()
+            self.publishers[number] = publisher
+        self.planned: dict[int, PlannedRelease] = {}
+        lua = resources.files("stream_release.history").joinpath("lua")
+        self._begin = client.register_script(lua.joinpath("release_begin.lua").read_text())
+        self._vote = client.register_script(lua.joinpath("release_vote.lua").read_text())
+        self._finish = client.register_script(lua.joinpath("release_finish.lua").read_text())
+
+    # -- seals and readiness -------------------------------------------------------------------
+
+    def seal(self, label: str, counts: list[int]) -> SealOutcome:
+        """Record the seal of ``label``: the release-level seal (each partition's ids), then
+        each shard's part seal. Idempotent; a conflicting or late seal changes nothing."""
+        if len(counts) != self.partitions:
+            raise ValueError(f"{len(counts)} partition counts for {self.partitions} shards")
+        outcome = self.board.seal_value(label, orjson.dumps(counts).decode())
+        if outcome in (SealOutcome.SEALED, SealOutcome.REDELIVERED):
+            for shard, count in zip(self.shards, counts, strict=True):
+                shard.staging.seal(label, count)
+        return outcome
+
+    def ready(self) -> list[str]:
+        """Sealed releases whose every part is complete, by label."""
+        out = []
+        for label in self.board.open_labels():
+            if self.board.sealed_value(label) is None:
+                continue
+            if all(shard.staging.status(label).ready for shard in self.shards):
+                out.append(label)
+        return out
+
+    # -- the release in flight -----------------------------------------------------------------
+
+    def current(self) -> dict[str, str]:
+        """The release in flight (label, sequence, outcome, offsets, refusal), or ``{}``."""
+        raw = self.client.hgetall(self.keys.current)
+        return {k.decode(): v.decode() for k, v in cast("dict[bytes, bytes]", raw).items()}
+
+    def step(self) -> list[dict[str, Any]]:
+        """Take every step this worker can now (module docstring); returns the manifests of
+        the releases finished, by this worker or another."""
+        finished: list[dict[str, Any]] = []
+        while True:
+            current = self.current()
+            if not current:
+                ready = self.ready()
+                if not ready:
+                    return finished
+                label = self._begin(
+                    keys=[self.keys.current, self.keys.labels, self.keys.sequence], args=[ready[0]]
+                )
+                if label is None:
+                    return finished
+                continue
+            label = current["label"]
+            if "outcome" not in current:
+                self._vote_owned(label, int(current["sequence"]))
+                if "outcome" not in self.current():
+                    return finished  # waiting for other workers' votes
+                continue
+            self._commit_owned(current)
+            closed, manifest = self._finish_if_done(current)
+            if not closed:
+                return finished  # waiting for other workers' parts
+            if manifest is not None:
+                finished.append(manifest)
+
+    def _vote_owned(self, label: str, sequence: int) -> None:
+        votes = self.client.hkeys(self.keys.votes(label))
+        voted = {int(v) for v in cast("list[bytes]", votes)}
+        for number, publisher in self.publishers.items():
+            if number in voted:
+                continue
+            shard = self.shards[number]
+            vote: dict[str, Any]
+            try:
+                planned = self._plan(shard, publisher, label, sequence)
+            except (GuaranteeUnsatisfiable, SchemaError) as exc:
+                notice = refusal_notice(label, exc)
+                vote = {"refused": notice.model_dump(mode="json")}
+            else:
+                self.planned[number] = planned
+                vote = {"groups": planned.groups}
+            self._vote(
+                keys=[self.keys.current, self.keys.votes(label)],
+                args=[label, number, orjson.dumps(vote), self.partitions],
+            )
+
+    def _plan(
+        self, shard: Shard, publisher: Publisher, label: str, sequence: int
+    ) -> PlannedRelease:
+        pseudonyms, raw = shard.staging.load(label)
+        table = encode(raw, self.settings.schema, self.hierarchies)
+        del raw
+        planned = publisher.plan(table, label=label, pseudonyms=pseudonyms, cut_label=True)
+        if planned.sequence != sequence:
+            raise HistoryStoreError(
+                f"shard {shard.number} is at release {planned.sequence - 1} but release "
+                f"{label!r} is to be {sequence}: the shard's history is not the release "
+                "series' (restore it from the backup taken with the others)"
+            )
+        return planned
+
+    def _commit_owned(self, current: dict[str, str]) -> None:
+        label, sequence = current["label"], int(current["sequence"])
+        for number, publisher in self.publishers.items():
+            shard = self.shards[number]
+            done = shard.staging.committed(label)
+            if done is None:
+                if current["outcome"] == "ok":
+                    planned = self.planned.pop(number, None)
+                    if planned is None or planned.label != label:
+                        planned = self._plan(shard, publisher, label, sequence)
+                    offsets = orjson.loads(current["offsets"])
+                    publisher.apply(publisher.render(planned, first_group=int(offsets[number])))
+                else:
+                    shard.staging.refuse(label, None)
+            elif done not in (sequence, REFUSED):
+                raise HistoryStoreError(
+                    f"shard {number} committed release {label!r} as {done}, not {sequence}"
+                )
+            self.client.sadd(self.keys.parts(label), number)
+
+    def _finish_if_done(self, current: dict[str, str]) -> tuple[bool, dict[str, Any] | None]:
+        """Whether the release is closed, and its merged manifest when this call finished it
+        (``None``: another worker did, it was refused, or a part is not done)."""
+        label, sequence = current["label"], int(current["sequence"])
+        if self.client.scard(self.keys.parts(label)) < self.partitions:
+            return False, None
+        manifest: dict[str, Any] | None = None
+        if current["outcome"] == "ok":
+            manifest = merge_part_manifests(label, sequence, self.part_manifests(sequence))
+            payload = encode_record(b"", manifest)
+        else:
+            refusal = orjson.loads(current["refusal"])["refused"]
+            payload = orjson.dumps(refusal)
+        keys = [
+            self.keys.current,
+            self.keys.parts(label),
+            self.keys.labels,
+            self.keys.sequence,
+            self.keys.record(sequence),
+            self.keys.open_labels,
+            self.keys.votes(label),
+            self.keys.stage_seal(label),
+            self.keys.status_outbox,
+        ]
+        closed = self._finish(keys=keys, args=[label, self.partitions, payload])
+        if int(closed) == -1:
+            return False, None
+        return True, manifest if int(closed) == 1 else None
+
+    # -- publication ---------------------------------------------------------------------------
+
+    def part_manifests(self, sequence: int) -> list[dict[str, Any]]:
+        """The manifest of each shard's part of release ``sequence``, shard 0 first."""
+        return [decode_record(self._part(shard, sequence))[0] for shard in self.shards]
+
+    def _part(self, shard: Shard, sequence: int) -> bytes:
+        record = shard.store.record(sequence)
+        if record is None:
+            raise HistoryStoreError(f"shard {shard.number} has no part of release {sequence}")
+        return record
+
+    def last_sequence(self) -> int:
+        """The last finished release (0 before the first)."""
+        raw = self.client.get(self.keys.sequence)
+        return 0 if raw is None else int(cast("bytes", raw))
+
+    def manifest(self, sequence: int) -> dict[str, Any]:
+        """The manifest of finished release ``sequence``."""
+        raw = self.client.get(self.keys.record(sequence))
+        if raw is None:
+            raise LookupError(f"release {sequence} is not finished")
+        return decode_record(cast("bytes", raw))[0]
+
+    def group_lines(self, sequence: int) -> bytes:
+        """Every group line of finished release ``sequence``: each part's, shard 0 first."""
+        self.manifest(sequence)  # finished: every part is committed
+        return b"".join(decode_record(self._part(shard, sequence))[1] for shard in self.shards)

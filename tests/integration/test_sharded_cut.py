@@ -1,0 +1,149 @@
+"""Releases cut on shards by two workers (:class:`ShardedCut`) on a real Redis.
+
+Three shards, worker A owning 0 and 1, worker B owning 2. Each part equals what one series of
+that shard's rows alone publishes (its groups numbered after the shards before it), each
+shard's part files pass the audit, the release is one release: one sequence, group numbers
+0..G-1, a manifest whose counts cover every part, and nothing finished until every part is.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import redis
+from aiokafka.partitioner import DefaultPartitioner
+from support.data import adult_series, write_config
+from support.service_runs import record_messages
+
+from stream_release.audit import audit_directory
+from stream_release.config import Settings, load_settings
+from stream_release.devtools.datasets import Table, read_csv_table
+from stream_release.history.pseudonym import Pseudonymizer, load_key
+from stream_release.io.hierarchy import load_hierarchies
+from stream_release.pipeline.anonymize import anonymize_files
+from stream_release.stream.intake import RecordValidator
+from stream_release.stream.messages import SnapshotRecord, decode_record
+from stream_release.stream.sharded.cut import ShardedCut
+
+pytestmark = pytest.mark.integration
+KEY = "sharded-test-key-0123456789abcdef"
+SHARDS = 3
+
+
+def stage(cut: ShardedCut, settings: Settings, snapshot: Path, label: str) -> list[int]:
+    """Stage every row of ``snapshot`` in the shard its id's partition is (Kafka's default
+    partitioner), then seal it; returns the ids of each shard."""
+    validator = RecordValidator(settings, load_hierarchies(settings.schema))
+    pseudonymizer = Pseudonymizer(load_key(settings.history, default_dir=None))
+    place = DefaultPartitioner()
+    partitions = list(range(SHARDS))
+    by_shard: dict[int, tuple[list[bytes], list[bytes]]] = {p: ([], []) for p in partitions}
+    for message in record_messages(snapshot, label, settings.schema.qid, 0):
+        record = decode_record(message.value, settings.schema, max_bytes=1 << 20)
+        assert isinstance(record, SnapshotRecord)
+        row = validator.staged_row(record)
+        assert isinstance(row, bytes)
+        shard = place(record.id.encode(), partitions, partitions)
+        by_shard[shard][0].append(pseudonymizer.digests([record.id])[0])
+        by_shard[shard][1].append(row)
+    for shard, (pseudonyms, rows) in by_shard.items():
+        cut.shards[shard].staging.stage(label, pseudonyms, rows)
+    counts = [len(by_shard[p][0]) for p in partitions]
+    assert cut.seal(label, counts) == 0
+    return counts
+
+
+def shard_snapshot(snapshot: Path, shard: int, directory: Path) -> Path:
+    """The rows of ``snapshot`` whose id goes to ``shard``, as a snapshot of the same name."""
+    table = read_csv_table(snapshot)
+    place = DefaultPartitioner()
+    partitions = list(range(SHARDS))
+    keep = np.array(
+        [place(i.encode(), partitions, partitions) == shard for i in table.columns["id"].tolist()]
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / snapshot.name
+    Table({name: column[keep] for name, column in table.columns.items()}).write_csv(path)
+    return path
+
+
+def test_a_release_cut_on_three_shards_by_two_workers(
+    shared_data: Path, tmp_path: Path, redis_url: str, redis_prefix: str
+) -> None:
+    config = write_config(tmp_path, shared_data)
+    settings = load_settings(
+        config, history={"key": KEY, "prefix": redis_prefix}, kafka={"partitions": SHARDS}
+    )
+    client = redis.Redis.from_url(redis_url)
+    private = tmp_path / "private"
+    a = ShardedCut(settings, client, [0, 1], private)
+    b = ShardedCut(settings, client, [2], private)
+    snaps = adult_series(shared_data, tmp_path, 20, rounds=2)
+    for k, snap in enumerate(snaps, start=1):
+        counts = stage(a, settings, snap, snap.stem)
+        assert min(counts) > 0
+        assert a.step() == []  # A voted for its two parts; B has not
+        assert a.current()["label"] == snap.stem and "outcome" not in a.current()
+        assert b.step() == []  # B's vote decides; B commits its part, A's are not done
+        assert a.current()["outcome"] == "ok"
+        [manifest] = a.step()  # A commits its parts, the last, and finishes the release
+        assert b.step() == [] and a.current() == {}
+        assert a.last_sequence() == b.last_sequence() == k
+        assert manifest == a.manifest(k)
+        assert (manifest["release"], manifest["sequence"]) == (snap.stem, k)
+        assert manifest["records_in"] == sum(counts)
+
+        lines = [json.loads(line) for line in a.group_lines(k).splitlines()]
+        assert [line["group"] for line in lines] == list(range(len(lines)))
+        assert {(line["release"], line["sequence"]) for line in lines} == {(snap.stem, k)}
+        assert manifest["groups"] == len(lines)
+        assert manifest["published"] == sum(line["size"] for line in lines)
+        assert manifest["published"] + manifest["suppressed"] == sum(counts)
+        parts = a.part_manifests(k)
+        assert [p["records_in"] for p in parts] == counts
+        assert manifest["breach"]["max"] == max(p["breach"]["max"] for p in parts)
+        assert manifest["breach"]["max"] <= manifest["breach"]["bound"] == 0.5
+
+    for shard in range(SHARDS):
+        report = audit_directory(
+            private / f"shard-{shard}", private=private / f"shard-{shard}.private", config=config
+        )
+        assert report.ok, report.table()
+
+
+def test_each_part_is_the_release_of_its_shard_alone(
+    shared_data: Path, tmp_path: Path, redis_url: str, redis_prefix: str
+) -> None:
+    """A part is what offline ``anonymize`` publishes from the shard's rows alone, as a series
+    of its own (same key, same settings), its groups numbered after the shards before it."""
+    config = write_config(tmp_path, shared_data)
+    settings = load_settings(
+        config, history={"key": KEY, "prefix": redis_prefix}, kafka={"partitions": SHARDS}
+    )
+    cut = ShardedCut(settings, redis.Redis.from_url(redis_url), range(SHARDS), tmp_path / "p")
+    snaps = adult_series(shared_data, tmp_path, 20, rounds=2)
+    for snap in snaps:
+        stage(cut, settings, snap, snap.stem)
+        assert len(cut.step()) == 1
+    offsets = [0] * SHARDS
+    for shard in range(SHARDS):
+        alone = tmp_path / f"alone-{shard}"
+        part_snaps = [shard_snapshot(snap, shard, tmp_path / f"s{shard}") for snap in snaps]
+        anonymize_files(settings, alone, part_snaps)
+        for k in (1, 2):
+            ours = (tmp_path / "p" / f"shard-{shard}" / f"release-{k:04d}.jsonl").read_text()
+            theirs = (alone / f"release-{k:04d}.jsonl").read_text()
+            mine = [json.loads(line) for line in ours.splitlines()]
+            other = [json.loads(line) for line in theirs.splitlines()]
+            assert [line["group"] for line in mine] == [
+                line["group"] + offsets[k - 1] for line in other
+            ]
+            for line in mine:
+                line.pop("group")
+            for line in other:
+                line.pop("group")
+            assert mine == other
+            offsets[k - 1] += len(other)
