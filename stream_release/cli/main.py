@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from stream_release.cli.calc import add_calc_parser
 from stream_release.cli.reconstruct import add_reconstruct_parser
-from stream_release.errors import StreamReleaseError
+from stream_release.errors import ConfigError, StreamReleaseError
 
 if TYPE_CHECKING:
     from stream_release.pipeline.what_if import PlannedSetting
@@ -427,6 +427,14 @@ def _worker(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     # no key, no worker: refused before anything is imported, connected or created
     load_key(settings.history)
+    if settings.kafka.partitions > 1 or settings.redis.cluster:
+        # the worker cuts one namespace; a history built so would not be the shards' (README,
+        # "Several workers")
+        raise ConfigError(
+            f"kafka.partitions = {settings.kafka.partitions}, redis.cluster = "
+            f"{str(settings.redis.cluster).lower()}: the worker does not cut on shards yet "
+            '(README, "Several workers"); set kafka.partitions = 1 and redis.cluster = false'
+        )
 
     import asyncio
 
