@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["merge_part_manifests"]
+__all__ = ["merge_part_assignments", "merge_part_manifests", "merge_part_private"]
 
 _SAME = ("l", "strategy", "format", "schema")
 _SUMS = ("records_in", "published", "suppressed", "groups")
@@ -154,3 +154,51 @@ def _weighted(parts: list[dict[str, Any]], name: str, weight: str) -> float:
     if total == 0:
         return 0.0
     return sum(float(p[name]) * float(p[weight]) for p in parts) / total
+
+
+def merge_part_assignments(parts: Sequence[str]) -> str:
+    """``assignments-NNNN.csv`` of a release from its parts' (their group numbers already
+    those of the release): the first part's header, then every part's rows, shard 0 first."""
+    if not parts:
+        raise ValueError("a release has at least one part")
+    header = parts[0].partition("\n")[0].rstrip("\r")
+    rows = []
+    for index, text in enumerate(parts):
+        head, _, body = text.partition("\n")
+        if head.rstrip("\r") != header:  # never quoted: the line may hold ids
+            raise ValueError(f"part {index}'s assignments have another header than part 0's")
+        rows.append(body)
+    return header + "\r\n" + "".join(rows)
+
+
+def merge_part_private(
+    label: str, sequence: int, parts: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    """The private record of a release (``private-NNNN.json``) from its parts': the suppressed
+    set's rows, values, decoys and exempt members summed, the forced, unplaced and exhausted
+    individuals of every part (each individual is in one shard)."""
+    if not parts:
+        raise ValueError("a release has at least one part")
+    record: dict[str, Any] = {"release": label, "sequence": sequence}
+    registries = {part["registry"] for part in parts if "registry" in part}
+    if len(registries) > 1:
+        raise ValueError("the parts name different registries: one configuration per release")
+    if registries:
+        record["registry"] = registries.pop()
+    sensitive: dict[str, int] = {}
+    exhausted: dict[str, str] = {}
+    for part in parts:
+        suppressed = part["suppressed"]
+        for value, count in suppressed["sensitive"].items():
+            sensitive[value] = sensitive.get(value, 0) + int(count)
+        exhausted.update(suppressed["exhausted"])
+    record["suppressed"] = {
+        "rows": sum(int(part["suppressed"]["rows"]) for part in parts),
+        "sensitive": sensitive,
+        "decoys": sum(int(part["suppressed"]["decoys"]) for part in parts),
+        "forced": [i for part in parts for i in part["suppressed"]["forced"]],
+        "unplaced": [i for part in parts for i in part["suppressed"]["unplaced"]],
+        "exhausted": exhausted,
+        "exempt_members": sum(int(part["suppressed"]["exempt_members"]) for part in parts),
+    }
+    return record

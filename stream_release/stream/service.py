@@ -42,6 +42,7 @@ whose fault it is:
 from __future__ import annotations
 
 import logging
+from abc import ABC, abstractmethod
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +62,7 @@ from stream_release.errors import (
 )
 from stream_release.history.keys import RedisKeys
 from stream_release.history.pseudonym import Pseudonymizer, load_key
+from stream_release.history.redis_client import RedisClient
 from stream_release.history.redis_store import RedisHistoryStore
 from stream_release.io.encoding import encode
 from stream_release.io.hierarchy import load_hierarchies
@@ -94,7 +96,13 @@ from stream_release.stream.notices import (
     refusal_notice,
 )
 from stream_release.stream.redaction import Redactor, fitted
-from stream_release.stream.staging import RedisStaging, ReleaseStatus, StageOutcome
+from stream_release.stream.staging import (
+    RedisStaging,
+    ReleaseStatus,
+    SealOutcome,
+    Staged,
+    StageOutcome,
+)
 
 log = logging.getLogger(__name__)
 
@@ -109,8 +117,11 @@ class Outgoing:
     value: bytes
 
 
-class ReleaseService:
-    """Staging, cutting, committing and re-sending releases for one configuration.
+class BaseReleaseService(ABC):
+    """What every release service does the same way: decode, check and pseudonymise records,
+    refuse bad ones, and keep the release-level publication state (published sequence,
+    status outbox) in :attr:`staging`. :class:`ReleaseService` cuts one namespace; the sharded
+    one (:mod:`stream_release.stream.sharded.service`) cuts shards.
 
     State, read by ``/health`` and the metrics:
 
@@ -123,41 +134,22 @@ class ReleaseService:
       is committed.
     """
 
-    def __init__(
-        self,
-        settings: Settings,
-        client: redis.Redis,
-        archive: Path | None = None,
-        private_archive: Path | None = None,
-    ) -> None:
+    staging: RedisStaging
+    """The release-level state: labels, seals, published sequence, status outbox."""
+
+    def __init__(self, settings: Settings, client: RedisClient) -> None:
         self.settings = settings
         self.client = client
         self.config_problem: ConfigProblem | None = None
         self.store_problem: StoreProblem | None = None
         self.refused: list[str] = []
         self.last_refusal: ReleaseNotice | None = None
-        self.keys = RedisKeys(settings.history.prefix)
-        self.store = RedisHistoryStore(client, settings.history.prefix)
-        self.staging = RedisStaging(
-            client, self.keys, settings.schema, max_rows=settings.service.max_release_rows
-        )
         self.pseudonymizer = Pseudonymizer(load_key(settings.history, default_dir=None))
         self.hierarchies = load_hierarchies(settings.schema)
         self.validator = RecordValidator(settings, self.hierarchies)
         self.redactor = Redactor(
             settings.service.rejected_raw, self.pseudonymizer, settings.schema.qid
         )
-        if archive is None:  # the configured pair
-            archive = settings.service.archive
-            private_archive = private_archive or settings.service.private_archive
-        self.publisher = Publisher(
-            settings,
-            archive,
-            self.store,
-            self.pseudonymizer,
-            private_dir=private_archive or default_private_dir(archive),
-        )
-        self.publisher.recover()
 
     # -- 1. staging ----------------------------------------------------------------------------
 
@@ -206,7 +198,7 @@ class ReleaseService:
         for index, (label, release) in enumerate(batch.releases.items()):
             if index:
                 kill_point("stage_partial")
-            staged = self.staging.stage(label, release.pseudonyms, release.rows)
+            staged = self._stage(label, release)
             complete = complete or staged.complete
             for message, outcome in zip(release.messages, staged.outcomes, strict=True):
                 if outcome in STAGE_ERRORS:
@@ -217,8 +209,20 @@ class ReleaseService:
                     if outcome is StageOutcome.TOO_LARGE:  # its id can never be staged
                         blocking[label].append(kafka_coordinates(message))
         for label, coordinates in blocking.items():
-            self.staging.note_rejected(label, coordinates)
+            self._note_rejected(label, coordinates)
         return Accepted(rejected, complete)
+
+    @abstractmethod
+    def _stage(self, label: str, release: ReleaseRows) -> Staged:
+        """Stage the valid rows of one release of a batch."""
+
+    @abstractmethod
+    def _note_rejected(self, label: str, coordinates: list[str]) -> None:
+        """Count rejected records of ``label`` (``topic:partition:offset`` each)."""
+
+    @abstractmethod
+    def _seal(self, label: str, counts: list[int]) -> SealOutcome:
+        """Record the seal of ``label``: the distinct ids of each partition."""
 
     def accept_seal(self, message: Incoming) -> Rejected | None:
         """Record an ``sr.control`` seal; returns it rejected if it is bad or conflicting."""
@@ -230,7 +234,7 @@ class ReleaseService:
             return self._rejected(
                 message, Rejection(error=counts, reason=RejectReason.INVALID_FIELD)
             )
-        outcome = self.staging.seal(seal.release, seal.records)
+        outcome = self._seal(seal.release, counts)
         if outcome in SEAL_ERRORS:
             reason, error = SEAL_ERRORS[outcome]
             text = error.format(
@@ -249,6 +253,160 @@ class ReleaseService:
             rejected_message(message, refusal), message.value, message.key
         )
         return fitted(sent, self.settings.kafka.max_message_bytes)
+
+    # -- release-level state -------------------------------------------------------------------
+
+    @abstractmethod
+    def last_sequence(self) -> int:
+        """The last committed release sequence (0 before the first)."""
+
+    def pending(self) -> list[int]:
+        """Committed sequences not yet marked published, ascending."""
+        return list(range(self.staging.published() + 1, self.last_sequence() + 1))
+
+    def mark_published(self, sequence: int) -> int:
+        return self.staging.mark_published(sequence)
+
+    def published(self) -> int:
+        """The last sequence marked published (0 if none)."""
+        return self.staging.published()
+
+    def status_outbox(self) -> list[bytes]:
+        """Status messages (:class:`ReleaseNotice` JSON) committed but not yet sent."""
+        return self.staging.status_outbox()
+
+    def status_sent(self, count: int) -> None:
+        """Drop the ``count`` oldest status messages: the broker acknowledged them."""
+        self.staging.status_sent(count)
+
+    def status_messages(self, values: list[bytes]) -> list[Outgoing]:
+        """``values`` (status JSON) as messages to ``topics.status``, keyed by label."""
+        topic = self.settings.kafka.topics.status
+        return [Outgoing(topic, orjson.loads(v)["release"].encode("utf-8"), v) for v in values]
+
+    @abstractmethod
+    def waiting(self) -> list[ReleaseStatus]:
+        """The sealed releases still missing records (not ready, not cut), by label."""
+
+    def blocked(self) -> list[ReleaseStatus]:
+        """The sealed releases the records received cannot complete
+        (:attr:`~stream_release.stream.staging.ReleaseStatus.blocked`)."""
+        return [status for status in self.waiting() if status.blocked]
+
+    @abstractmethod
+    def cut_ready(self) -> list[dict[str, Any]]:
+        """Cut and commit every release that can be; returns their manifests."""
+
+    @abstractmethod
+    def outgoing(self, sequence: int) -> list[Outgoing]:
+        """The group messages then the manifest of committed release ``sequence``."""
+
+    @abstractmethod
+    def last_state(self) -> tuple[dict[str, Any] | None, int]:
+        """The manifest of the last committed release (``None`` before the first) and the
+        last published sequence."""
+
+    def redis_answers(self) -> bool:
+        """Whether Redis answers PING."""
+        try:
+            return bool(self.client.ping())
+        except redis.RedisError:
+            return False
+
+    def log_refusal(self, notice: ReleaseNotice, rows: int) -> None:
+        """Log a refused release (event ``release_refused``) and keep it for ``/health``."""
+        self.refused.append(notice.release)
+        self.last_refusal = notice
+        log.error(
+            "release %r refused, nothing published: %s; %s",
+            notice.release,
+            notice.reason,
+            notice.fix,
+            extra={
+                "event": "release_refused",
+                "release": notice.release,
+                "rows": rows,
+                "error": notice.error,
+                "detail": notice.reason,
+                "fix": notice.fix,
+            },
+        )
+
+    def hold_for_store(self, label: str, rows: int, exc: Exception) -> None:
+        """A cut stopped because the history store is behind the archive (event
+        ``store_regressed``; ``/health`` degraded until a cut gets past it)."""
+        self.store_problem = StoreProblem(label, str(exc))
+        log.error(
+            "release %r not cut, the history store is behind the archive: %s; %s",
+            label,
+            exc,
+            STORE_FIX,
+            extra={
+                "event": "store_regressed",
+                "release": label,
+                "rows": rows,
+                "error": type(exc).__name__,
+                "detail": str(exc),
+                "fix": STORE_FIX,
+            },
+        )
+
+    def hold_for_config(self, label: str, rows: int, exc: ConfigError) -> None:
+        """A cut stopped at a release the configuration cannot make (event ``config_error``;
+        our messages name configuration keys and values, never a record's id or value)."""
+        self.config_problem = ConfigProblem(label, str(exc))
+        log.error(
+            "release %r not cut, the configuration cannot make it: %s; %s",
+            label,
+            exc,
+            CONFIG_FIX,
+            extra={
+                "event": "config_error",
+                "release": label,
+                "rows": rows,
+                "error": type(exc).__name__,
+                "detail": str(exc),
+                "fix": CONFIG_FIX,
+            },
+        )
+
+
+class ReleaseService(BaseReleaseService):
+    """Staging, cutting, committing and re-sending releases of one namespace (one shard)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        client: RedisClient,
+        archive: Path | None = None,
+        private_archive: Path | None = None,
+    ) -> None:
+        super().__init__(settings, client)
+        self.keys = RedisKeys(settings.history.prefix)
+        self.store = RedisHistoryStore(client, settings.history.prefix)
+        self.staging = RedisStaging(
+            client, self.keys, settings.schema, max_rows=settings.service.max_release_rows
+        )
+        if archive is None:  # the configured pair
+            archive = settings.service.archive
+            private_archive = private_archive or settings.service.private_archive
+        self.publisher = Publisher(
+            settings,
+            archive,
+            self.store,
+            self.pseudonymizer,
+            private_dir=private_archive or default_private_dir(archive),
+        )
+        self.publisher.recover()
+
+    def _stage(self, label: str, release: ReleaseRows) -> Staged:
+        return self.staging.stage(label, release.pseudonyms, release.rows)
+
+    def _note_rejected(self, label: str, coordinates: list[str]) -> None:
+        self.staging.note_rejected(label, coordinates)
+
+    def _seal(self, label: str, counts: list[int]) -> SealOutcome:
+        return self.staging.seal(label, sum(counts))
 
     # -- 2. cut and commit ---------------------------------------------------------------------
 
@@ -285,57 +443,13 @@ class ReleaseService:
             except (GuaranteeUnsatisfiable, SchemaError) as exc:
                 notice = refusal_notice(status.label, exc)
                 self.staging.refuse(status.label, notice.model_dump_json().encode("utf-8"))
-                self.refused.append(status.label)
-                self.last_refusal = notice
-                log.error(
-                    "release %r refused, nothing published: %s; %s",
-                    status.label,
-                    notice.reason,
-                    notice.fix,
-                    extra={
-                        "event": "release_refused",
-                        "release": status.label,
-                        "rows": rows,
-                        "error": notice.error,
-                        "detail": notice.reason,
-                        "fix": notice.fix,
-                    },
-                )
+                self.log_refusal(notice, rows)
                 continue
             except (StoreRegressed, ArchiveConflict) as exc:
-                self.store_problem = StoreProblem(status.label, str(exc))
-                log.error(
-                    "release %r not cut, the history store is behind the archive: %s; %s",
-                    status.label,
-                    exc,
-                    STORE_FIX,
-                    extra={
-                        "event": "store_regressed",
-                        "release": status.label,
-                        "rows": rows,
-                        "error": type(exc).__name__,
-                        "detail": str(exc),
-                        "fix": STORE_FIX,
-                    },
-                )
+                self.hold_for_store(status.label, rows, exc)
                 break
             except ConfigError as exc:
-                # our messages name configuration keys and values, never a record's id or value
-                self.config_problem = ConfigProblem(status.label, str(exc))
-                log.error(
-                    "release %r not cut, the configuration cannot make it: %s; %s",
-                    status.label,
-                    exc,
-                    CONFIG_FIX,
-                    extra={
-                        "event": "config_error",
-                        "release": status.label,
-                        "rows": rows,
-                        "error": type(exc).__name__,
-                        "detail": str(exc),
-                        "fix": CONFIG_FIX,
-                    },
-                )
+                self.hold_for_config(status.label, rows, exc)
                 break
             manifests.append(manifest)
             self.last_refusal = None  # a later release made it
@@ -343,9 +457,8 @@ class ReleaseService:
 
     # -- 3. publication ------------------------------------------------------------------------
 
-    def pending(self) -> list[int]:
-        """Committed sequences not yet marked published, ascending."""
-        return list(range(self.staging.published() + 1, self.store.last_sequence() + 1))
+    def last_sequence(self) -> int:
+        return self.store.last_sequence()
 
     def outgoing(self, sequence: int) -> list[Outgoing]:
         """The group messages then the manifest of release ``sequence``, from its record."""
@@ -353,20 +466,9 @@ class ReleaseService:
         if record is None:
             raise LookupError(f"release {sequence} has no committed record")
         manifest, groups = decode_record(record)
-        key = str(manifest["release"]).encode("utf-8")
-        topics = self.settings.kafka.topics
-        out = [Outgoing(topics.releases, key, line) for line in groups.splitlines() if line]
-        out.append(Outgoing(topics.manifests, key, orjson.dumps(manifest)))
-        return out
-
-    def mark_published(self, sequence: int) -> int:
-        return self.staging.mark_published(sequence)
+        return release_messages(self.settings, manifest, groups)
 
     # -- 4. health -----------------------------------------------------------------------------
-
-    def published(self) -> int:
-        """The last sequence marked published (0 if none)."""
-        return self.staging.published()
 
     def last_state(self) -> tuple[dict[str, Any] | None, int]:
         """The manifest of the last committed release (``None`` before the first) and the
@@ -376,35 +478,19 @@ class ReleaseService:
         manifest = None if record is None else decode_record(record)[0]
         return manifest, self.staging.published()
 
-    def status_outbox(self) -> list[bytes]:
-        """Status messages (:class:`ReleaseNotice` JSON) committed but not yet sent."""
-        return self.staging.status_outbox()
-
-    def status_sent(self, count: int) -> None:
-        """Drop the ``count`` oldest status messages: the broker acknowledged them."""
-        self.staging.status_sent(count)
-
-    def status_messages(self, values: list[bytes]) -> list[Outgoing]:
-        """``values`` (status JSON) as messages to ``topics.status``, keyed by label."""
-        topic = self.settings.kafka.topics.status
-        return [Outgoing(topic, orjson.loads(v)["release"].encode("utf-8"), v) for v in values]
-
-    def blocked(self) -> list[ReleaseStatus]:
-        """The sealed releases the records received cannot complete
-        (:attr:`~stream_release.stream.staging.ReleaseStatus.blocked`)."""
-        return [status for status in self.waiting() if status.blocked]
-
     def waiting(self) -> list[ReleaseStatus]:
-        """The sealed releases still missing records (not ready, not cut), by label."""
         return [
             status
             for status in (self.staging.status(label) for label in self.staging.open_labels())
             if status.sealed is not None and status.committed is None and not status.ready
         ]
 
-    def redis_answers(self) -> bool:
-        """Whether Redis answers PING."""
-        try:
-            return bool(self.client.ping())
-        except redis.RedisError:
-            return False
+
+def release_messages(settings: Settings, manifest: dict[str, Any], groups: bytes) -> list[Outgoing]:
+    """A release's group lines (``topics.releases``) then its manifest (``topics.manifests``),
+    keyed by its label."""
+    key = str(manifest["release"]).encode("utf-8")
+    topics = settings.kafka.topics
+    out = [Outgoing(topics.releases, key, line) for line in groups.splitlines() if line]
+    out.append(Outgoing(topics.manifests, key, orjson.dumps(manifest)))
+    return out

@@ -26,7 +26,7 @@ from stream_release.io.hierarchy import load_hierarchies
 from stream_release.pipeline.anonymize import anonymize_files
 from stream_release.stream.intake import RecordValidator
 from stream_release.stream.messages import SnapshotRecord, decode_record
-from stream_release.stream.sharded.cut import ShardedCut
+from stream_release.stream.sharded.cut import CutResult, ShardedCut
 
 pytestmark = pytest.mark.integration
 KEY = "sharded-test-key-0123456789abcdef"
@@ -78,19 +78,19 @@ def test_a_release_cut_on_three_shards_by_two_workers(
         config, history={"key": KEY, "prefix": redis_prefix}, kafka={"partitions": SHARDS}
     )
     client = redis.Redis.from_url(redis_url)
-    private = tmp_path / "private"
-    a = ShardedCut(settings, client, [0, 1], private)
-    b = ShardedCut(settings, client, [2], private)
+    archive, private = tmp_path / "archive", tmp_path / "private"
+    a = ShardedCut(settings, client, [0, 1], archive, private)
+    b = ShardedCut(settings, client, [2], archive, private)
     snaps = adult_series(shared_data, tmp_path, 20, rounds=2)
     for k, snap in enumerate(snaps, start=1):
         counts = stage(a, settings, snap, snap.stem)
         assert min(counts) > 0
-        assert a.step() == []  # A voted for its two parts; B has not
+        assert a.step() == CutResult([], [])  # A voted for its two parts; B has not
         assert a.current()["label"] == snap.stem and "outcome" not in a.current()
-        assert b.step() == []  # B's vote decides; B commits its part, A's are not done
+        assert b.step() == CutResult([], [])  # B's vote decides and B commits; A's parts wait
         assert a.current()["outcome"] == "ok"
-        [manifest] = a.step()  # A commits its parts, the last, and finishes the release
-        assert b.step() == [] and a.current() == {}
+        [manifest] = a.step().manifests  # A commits its parts and finishes the release
+        assert b.step() == CutResult([], []) and a.current() == {}
         assert a.last_sequence() == b.last_sequence() == k
         assert manifest == a.manifest(k)
         assert (manifest["release"], manifest["sequence"]) == (snap.stem, k)
@@ -108,10 +108,14 @@ def test_a_release_cut_on_three_shards_by_two_workers(
         assert manifest["breach"]["max"] <= manifest["breach"]["bound"] == 0.5
 
     for shard in range(SHARDS):
-        report = audit_directory(
-            private / f"shard-{shard}", private=private / f"shard-{shard}.private", config=config
-        )
+        part = a.part_paths(shard, 1)
+        report = audit_directory(part.directory, private=part.private_dir, config=config)
         assert report.ok, report.table()
+    # the series as one: the merged public files, the merged assignments and private records
+    report = audit_directory(archive, private=private, config=config)
+    assert report.ok and len(report.releases) == 2, report.table()
+    assert (archive / "release-0002.jsonl").read_bytes() == a.group_lines(2)
+    assert json.loads((archive / "manifest-0002.json").read_text()) == a.manifest(2)
 
 
 def test_each_part_is_the_release_of_its_shard_alone(
@@ -123,11 +127,12 @@ def test_each_part_is_the_release_of_its_shard_alone(
     settings = load_settings(
         config, history={"key": KEY, "prefix": redis_prefix}, kafka={"partitions": SHARDS}
     )
-    cut = ShardedCut(settings, redis.Redis.from_url(redis_url), range(SHARDS), tmp_path / "p")
+    client = redis.Redis.from_url(redis_url)
+    cut = ShardedCut(settings, client, range(SHARDS), tmp_path / "archive", tmp_path / "p")
     snaps = adult_series(shared_data, tmp_path, 20, rounds=2)
     for snap in snaps:
         stage(cut, settings, snap, snap.stem)
-        assert len(cut.step()) == 1
+        assert len(cut.step().manifests) == 1
     offsets = [0] * SHARDS
     for shard in range(SHARDS):
         alone = tmp_path / f"alone-{shard}"

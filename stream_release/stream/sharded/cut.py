@@ -46,13 +46,27 @@ from stream_release.history.redis_client import RedisClient
 from stream_release.history.redis_store import RedisHistoryStore
 from stream_release.io.encoding import encode
 from stream_release.io.hierarchy import load_hierarchies
-from stream_release.io.release_files import decode_record, encode_record
-from stream_release.pipeline.parts import merge_part_manifests
+from stream_release.io.release_files import (
+    ReleaseFiles,
+    ReleasePaths,
+    decode_record,
+    encode_record,
+    finalize_release,
+    is_staged,
+    published_sequences,
+    stage_release,
+)
+from stream_release.pipeline.parts import (
+    merge_part_assignments,
+    merge_part_manifests,
+    merge_part_private,
+)
 from stream_release.pipeline.publisher import PlannedRelease, Publisher
+from stream_release.stream.messages import ReleaseNotice
 from stream_release.stream.notices import refusal_notice
 from stream_release.stream.staging import REFUSED, RedisStaging, SealOutcome
 
-__all__ = ["Shard", "ShardedCut"]
+__all__ = ["CutResult", "Shard", "ShardedCut"]
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +81,16 @@ class Shard:
     store: RedisHistoryStore
 
 
+@dataclass
+class CutResult:
+    """What one :meth:`ShardedCut.step` closed."""
+
+    manifests: list[dict[str, Any]]
+    """The manifests of the releases it finished."""
+    refused: list[ReleaseNotice]
+    """The releases it closed as refused (a part could not be made)."""
+
+
 class ShardedCut:
     """The cut of releases on ``settings.kafka.partitions`` shards by one worker owning
     ``owned`` of them.
@@ -76,9 +100,10 @@ class ShardedCut:
     settings : the configuration (``kafka.partitions``: the shards; the global guarantee)
     client : a client of the Redis server or cluster (replies not decoded)
     owned : the shards this worker plans and commits
-    private_archive : where each owned shard's part files go: ``shard-<p>/`` (its group lines
-        and part manifest) and ``shard-<p>.private/`` (assignments, private records), each a
-        series of its own that :func:`~stream_release.audit.audit_directory` checks
+    archive, private_archive : the public and private directories of the release series (the
+        merged files of each release, as one worker would write them); the private one also
+        holds each shard's part files (:meth:`part_paths`), so every worker of the series
+        shares both (one volume)
     """
 
     def __init__(
@@ -86,6 +111,7 @@ class ShardedCut:
         settings: Settings,
         client: RedisClient,
         owned: Iterable[int],
+        archive: Path,
         private_archive: Path,
     ) -> None:
         self.settings = settings
@@ -94,6 +120,8 @@ class ShardedCut:
         schema = settings.schema
         limit = settings.service.max_release_rows
         self.client = client
+        self.archive = Path(archive)
+        self.private_archive = Path(private_archive)
         self.keys = RedisKeys.for_release(prefix)
         self.board = RedisStaging(client, self.keys, schema)
         self.shards = []
@@ -104,23 +132,47 @@ class ShardedCut:
         self.pseudonymizer = Pseudonymizer(load_key(settings.history, default_dir=None))
         self.hierarchies = load_hierarchies(schema)
         self.publishers: dict[int, Publisher] = {}
-        for number in sorted(set(owned)):
-            shard = self.shards[number]
-            out = Path(private_archive) / f"shard-{number}"
-            publisher = Publisher(
-                settings,
-                out,
-                shard.store,
-                self.pseudonymizer,
-                private_dir=out.with_name(f"shard-{number}.private"),
-            )
-            publisher.recover()
-            self.publishers[number] = publisher
         self.planned: dict[int, PlannedRelease] = {}
         lua = resources.files("stream_release.history").joinpath("lua")
         self._begin = client.register_script(lua.joinpath("release_begin.lua").read_text())
         self._vote = client.register_script(lua.joinpath("release_vote.lua").read_text())
         self._finish = client.register_script(lua.joinpath("release_finish.lua").read_text())
+        self.own(owned)
+
+    def own(self, owned: Iterable[int]) -> None:
+        """Plan and commit the parts of ``owned`` from now on (the partitions of
+        ``topics.records`` the worker's consumer group assigned it); a shard taken on finishes
+        a release its previous owner left committed but not filed (:meth:`Publisher.recover`)."""
+        wanted = set(owned)
+        bad = sorted(n for n in wanted if not 0 <= n < self.partitions)
+        if bad:
+            raise ValueError(f"shards {bad} outside 0..{self.partitions - 1}")
+        for number in set(self.publishers) - wanted:
+            del self.publishers[number]
+            self.planned.pop(number, None)
+        for number in sorted(wanted - set(self.publishers)):
+            paths = self.part_paths(number, 0)
+            publisher = Publisher(
+                self.settings,
+                paths.directory,
+                self.shards[number].store,
+                self.pseudonymizer,
+                private_dir=paths.private_dir,
+            )
+            publisher.recover()
+            self.publishers[number] = publisher
+
+    @property
+    def owned(self) -> frozenset[int]:
+        """The shards this worker plans and commits."""
+        return frozenset(self.publishers)
+
+    def part_paths(self, shard: int, sequence: int) -> ReleasePaths:
+        """Where shard ``shard``'s part of release ``sequence`` is filed: ``shard-<p>/`` and
+        ``shard-<p>.private/`` in the private archive (never published: each is a series of its
+        own, which the audit checks as one)."""
+        directory = self.private_archive / f"shard-{shard}"
+        return ReleasePaths(directory, sequence, directory.with_name(f"shard-{shard}.private"))
 
     # -- seals and readiness -------------------------------------------------------------------
 
@@ -152,34 +204,65 @@ class ShardedCut:
         raw = self.client.hgetall(self.keys.current)
         return {k.decode(): v.decode() for k, v in cast("dict[bytes, bytes]", raw).items()}
 
-    def step(self) -> list[dict[str, Any]]:
+    def step(self) -> CutResult:
         """Take every step this worker can now (module docstring); returns the manifests of
-        the releases finished, by this worker or another."""
-        finished: list[dict[str, Any]] = []
+        the releases this call finished and the refusals it closed."""
+        result = CutResult([], [])
         while True:
             current = self.current()
             if not current:
                 ready = self.ready()
                 if not ready:
-                    return finished
-                label = self._begin(
-                    keys=[self.keys.current, self.keys.labels, self.keys.sequence], args=[ready[0]]
-                )
-                if label is None:
-                    return finished
+                    break
+                keys = [self.keys.current, self.keys.labels, self.keys.sequence]
+                if self._begin(keys=keys, args=[ready[0]]) is None:
+                    break
                 continue
             label = current["label"]
             if "outcome" not in current:
                 self._vote_owned(label, int(current["sequence"]))
                 if "outcome" not in self.current():
-                    return finished  # waiting for other workers' votes
+                    break  # waiting for other workers' votes
                 continue
             self._commit_owned(current)
             closed, manifest = self._finish_if_done(current)
             if not closed:
-                return finished  # waiting for other workers' parts
+                break  # waiting for other workers' parts
             if manifest is not None:
-                finished.append(manifest)
+                result.manifests.append(manifest)
+            elif current["outcome"] != "ok":
+                refusal = orjson.loads(current["refusal"])["refused"]
+                result.refused.append(ReleaseNotice.model_validate(refusal))
+        self.file_finished()
+        return result
+
+    def file_finished(self) -> None:
+        """Write the archive files of every finished release that has none yet (the merged
+        public files, the merged private ones), from the release record and the parts' files:
+        what the finisher did not write before a crash is written by the next step."""
+        last = self.last_sequence()
+        done = published_sequences(self.archive) if self.archive.is_dir() else []
+        for sequence in range((done[-1] if done else 0) + 1, last + 1):
+            self._file(sequence)
+
+    def _file(self, sequence: int) -> None:
+        manifest = self.manifest(sequence)
+        label = str(manifest["release"])
+        parts = [self.part_paths(shard.number, sequence) for shard in self.shards]
+        for paths in parts:
+            if is_staged(paths):  # committed, its owner stopped before renaming
+                finalize_release(paths)
+        files = ReleaseFiles(
+            self.group_lines(sequence),
+            manifest,
+            merge_part_assignments([p.assignments.read_bytes().decode("utf-8") for p in parts]),
+            merge_part_private(
+                label, sequence, [orjson.loads(p.private_record.read_bytes()) for p in parts]
+            ),
+        )
+        paths = ReleasePaths(self.archive, sequence, self.private_archive)
+        stage_release(paths, files)
+        finalize_release(paths)
 
     def _vote_owned(self, label: str, sequence: int) -> None:
         votes = self.client.hkeys(self.keys.votes(label))
