@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from stream_release.cli.calc import add_calc_parser
 from stream_release.cli.reconstruct import add_reconstruct_parser
-from stream_release.errors import ConfigError, StreamReleaseError
+from stream_release.errors import StreamReleaseError
 
 if TYPE_CHECKING:
     from stream_release.pipeline.what_if import PlannedSetting
@@ -427,35 +427,38 @@ def _worker(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     # no key, no worker: refused before anything is imported, connected or created
     load_key(settings.history)
-    if settings.kafka.partitions > 1 or settings.redis.cluster:
-        # the worker cuts one namespace; a history built so would not be the shards' (README,
-        # "Several workers")
-        raise ConfigError(
-            f"kafka.partitions = {settings.kafka.partitions}, redis.cluster = "
-            f"{str(settings.redis.cluster).lower()}: the worker does not cut on shards yet "
-            '(README, "Several workers"); set kafka.partitions = 1 and redis.cluster = false'
-        )
 
     import asyncio
 
-    import redis
-
+    from stream_release.history.redis_client import connect
     from stream_release.pipeline.plan import warm_up
     from stream_release.stream.access import check_access
     from stream_release.stream.app import create_app, limit_malloc_arenas, tune_gc
-    from stream_release.stream.kafka import ensure_topics, quiet_client_logs
+    from stream_release.stream.kafka import (
+        check_records_partitions,
+        ensure_topics,
+        quiet_client_logs,
+    )
     from stream_release.stream.logs import logging_config
-    from stream_release.stream.service import ReleaseService
+    from stream_release.stream.service import BaseReleaseService, ReleaseService
+    from stream_release.stream.sharded.service import ShardedReleaseService
     from stream_release.stream.shutdown import BoundedStopWorker
 
     limit_malloc_arenas()
     topics = settings.kafka.topics
-    service = ReleaseService(settings, redis.Redis.from_url(settings.redis.url))
+    client = connect(settings.redis.url, cluster=settings.redis.cluster)
+    service: BaseReleaseService
+    if settings.kafka.partitions > 1 or settings.redis.cluster:
+        service = ShardedReleaseService(settings, client)
+    else:
+        service = ReleaseService(settings, client)
     warm_up()
-    # one partition each, before the app subscribes (a broker may auto-create them otherwise);
+    # before the app subscribes (a broker may auto-create them otherwise): the records topic
+    # with kafka.partitions partitions, the others with one;
     # a refused login or an unreachable broker ends the start with our one line
     quiet_client_logs()
     asyncio.run(ensure_topics(settings.kafka, topics.every))
+    asyncio.run(check_records_partitions(settings.kafka))  # the shards are fixed for a series
     asyncio.run(check_access(settings))  # a missing ACL: one line now, not a hang later
     app = create_app(settings, service)
     tune_gc()

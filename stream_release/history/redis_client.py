@@ -12,8 +12,9 @@ from typing import Any, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
+from redis.exceptions import RedisError
 
-from stream_release.errors import ConfigError
+from stream_release.errors import ConfigError, HistoryStoreError
 
 __all__ = ["RedisClient", "connect", "decodes_responses", "describe", "redact_url"]
 
@@ -30,6 +31,9 @@ def connect(url: str, *, cluster: bool = False, **options: Any) -> RedisClient:
     ConfigError
         ``url`` is not a Redis URL, or a cluster URL names a unix socket or a database other
         than 0 (the message hides any password).
+    HistoryStoreError
+        A cluster does not answer (its client reads the slots map at once; a client of one
+        server connects on first use).
     """
     try:
         if not cluster:
@@ -40,6 +44,11 @@ def connect(url: str, *, cluster: bool = False, **options: Any) -> RedisClient:
         return redis.RedisCluster.from_url(url, decode_responses=False, **options)
     except ValueError as exc:
         raise ConfigError(f"redis.url = {redact_url(url)!r} is not a Redis URL: {exc}") from None
+    except RedisError as exc:  # a cluster client reads the slots map when it is made
+        raise HistoryStoreError(
+            f"cannot reach the Redis Cluster at {redact_url(url)!r}: {exc}; start it, or set "
+            "redis.cluster = false for one Redis server"
+        ) from exc
 
 
 def decodes_responses(client: RedisClient) -> bool:

@@ -78,7 +78,8 @@ from stream_release.stream.redaction import SentRejected
 from stream_release.stream.release_producer import ReleaseProducer, Releases
 from stream_release.stream.retry import is_dependency_error, until_done
 from stream_release.stream.seal_watch import SealWatch
-from stream_release.stream.service import Outgoing, ReleaseService
+from stream_release.stream.service import BaseReleaseService, Outgoing
+from stream_release.stream.sharded.service import ShardedReleaseService
 from stream_release.stream.shutdown import exit_on_bug
 from stream_release.stream.staging import ReleaseStatus
 
@@ -86,17 +87,22 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 A = TypeVar("A")
 
+SHARD_POLL_S = 0.2
+"""How often a worker on shards looks whether the release in flight needs a step of its."""
+
 PROBE_TIMEOUT_S = 2.0
 """Longest wait for Redis when answering ``/health`` or refreshing ``/metrics``."""
 
 
 class ServiceRunner:
-    """The asynchronous side of :class:`ReleaseService`: one lock, threads, the producer."""
+    """The asynchronous side of a release service (:class:`~stream_release.stream.service.
+    ReleaseService`, or :class:`~stream_release.stream.sharded.service.ShardedReleaseService`
+    on shards): one lock, threads, the producer."""
 
     def __init__(
         self,
         app: faust.App,
-        service: ReleaseService,
+        service: BaseReleaseService,
         settings: Settings,
         metrics: Metrics | None = None,
     ) -> None:
@@ -119,6 +125,27 @@ class ServiceRunner:
         self.on_bug: Callable[[str, BaseException], NoReturn] = exit_on_bug
         """What a failure of this program while staging a batch does (the action, the
         exception): end the process before anything of the batch is committed."""
+
+    async def assigned(self, partitions: set[int]) -> None:
+        """The records consumer was given ``partitions`` of ``topics.records`` (after a
+        rebalance): on shards, the worker cuts the parts of those from now on."""
+        service = self.service
+        if isinstance(service, ShardedReleaseService):
+            async with self.lock:
+                await asyncio.to_thread(service.own, partitions)
+            log.info(
+                "shards %s assigned",
+                sorted(partitions),
+                extra={"event": "shards_assigned", "shards": sorted(partitions)},
+            )
+            self.metrics.observe_shards(partitions)
+
+    def sends_releases(self) -> bool:
+        """Whether this worker sends the committed releases and the status messages: always
+        on one namespace; on shards, the owner of shard 0 (one sender at a time, which moves
+        with the shard; its transactional id fences the previous one)."""
+        service = self.service
+        return not isinstance(service, ShardedReleaseService) or 0 in service.cut.owned
 
     async def prepare_records(self, messages: list[Incoming]) -> PreparedBatch:
         """Decode, validate and pseudonymise a batch of ``topics.records`` messages in a
@@ -190,6 +217,9 @@ class ServiceRunner:
                         *(fields[k] for k in ("sequence", "published", "suppressed", "groups")),
                         extra={"event": "committed", **fields},
                     )
+                if not self.sends_releases():
+                    self.publication_ok, self.publication_error = True, None
+                    return
                 for sequence in await asyncio.to_thread(self.service.pending):
                     started = time.perf_counter()
                     outgoing = await asyncio.to_thread(self.service.outgoing, sequence)
@@ -390,7 +420,7 @@ class ServiceRunner:
 
 
 def create_app(
-    settings: Settings, service: ReleaseService, metrics: Metrics | None = None
+    settings: Settings, service: BaseReleaseService, metrics: Metrics | None = None
 ) -> faust.App:
     """The worker's Faust app: the records consumer, the agent of ``topics.control``, the
     publication at start and every ``service.retry_interval_s``, and ``/metrics`` and
@@ -418,7 +448,10 @@ def create_app(
     runner = ServiceRunner(app, service, settings, metrics)
     runner.records = RecordConsumer(runner, settings, beacon=app.beacon)
     app.service(runner.records)  # type: ignore[arg-type]  # Faust starts instances too
-    runner.releases = ReleaseProducer(kafka, beacon=app.beacon)
+    # on shards only the owner of shard 0 opens the transactional producer; every worker sends
+    # its rejections outside transactions
+    sharded = isinstance(service, ShardedReleaseService)
+    runner.releases = ReleaseProducer(kafka, plain_outside_transactions=sharded, beacon=app.beacon)
     app.service(runner.releases)  # type: ignore[arg-type]
     control = app.topic(kafka.topics.control, key_serializer="raw", value_serializer="raw")
 
@@ -442,6 +475,15 @@ def create_app(
     @app.timer(interval=conf.retry_interval_s)  # type: ignore[untyped-decorator]
     async def publish_periodically() -> None:
         await runner.publish()
+
+    if isinstance(service, ShardedReleaseService):
+
+        @app.timer(interval=SHARD_POLL_S)  # type: ignore[untyped-decorator]
+        async def follow_shards() -> None:
+            # another worker's vote or part may let this one go on: look again soon while a
+            # release is in flight (a read of one hash), not only at the next retry interval
+            if await asyncio.to_thread(service.cut.current):
+                await runner.publish()
 
     seal_watch = SealWatch(conf.seal_alert_after_s)  # logs seals that stay incomplete
 

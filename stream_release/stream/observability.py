@@ -37,6 +37,9 @@ metric                            meaning
 ``sr_consumer_lag``               per ``topic`` and ``partition``: end offset minus
                                   committed offset (see Notes)
 ``sr_seal_incomplete``            per sealed ``release`` label: records still missing
+``sr_shard_owned``                per ``shard``: 1 while this worker cuts that shard
+                                  (``kafka.partitions`` above 1: the partitions of the
+                                  records topic its consumer is assigned)
 ================================  =====================================================
 
 Notes
@@ -140,6 +143,13 @@ class Metrics:
             ["topic", "partition"],
             registry=r,
         )
+        self.shards_owned = Gauge(
+            "sr_shard_owned",
+            "1 for each shard (partition of the records topic) this worker cuts; none on one "
+            "namespace.",
+            ["shard"],
+            registry=r,
+        )
         self.seal_incomplete = Gauge(
             "sr_seal_incomplete",
             "Records a sealed release still waits for.",
@@ -207,6 +217,12 @@ class Metrics:
         self.releases_published.inc()
         self.release_sequence.set(sequence)
         self.publish_seconds.observe(seconds)
+
+    def observe_shards(self, shards: Iterable[int]) -> None:
+        """The shards this worker owns now (after a rebalance)."""
+        self.shards_owned.clear()
+        for shard in sorted(shards):
+            self.shards_owned.labels(shard=str(shard)).set(1)
 
     # -- state, refreshed at each scrape -------------------------------------------------------
 

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 import mode
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 
 from stream_release.config import Settings
 from stream_release.devtools.faults import kill_point
@@ -43,6 +43,8 @@ class RecordStager(Protocol):
     async def prepare_records(self, messages: list[Incoming]) -> PreparedBatch: ...
 
     async def stage_records(self, batch: PreparedBatch) -> None: ...
+
+    async def assigned(self, partitions: set[int]) -> None: ...
 
 
 log = logging.getLogger(__name__)
@@ -138,7 +140,8 @@ class RecordConsumer(mode.Service):
         topic = self.settings.kafka.topics.records
 
         async def start() -> AIOKafkaConsumer:
-            consumer = AIOKafkaConsumer(topic, **consumer_options(self.settings))
+            consumer = AIOKafkaConsumer(**consumer_options(self.settings))
+            consumer.subscribe([topic], listener=_Assignments(self.runner))
             try:
                 await consumer.start()
             except CLIENT_ERRORS:
@@ -167,3 +170,16 @@ class RecordConsumer(mode.Service):
             log.warning("offsets not committed (the batch may be consumed again): %s", exc)
             return
         self.committed.update(offsets)
+
+
+class _Assignments(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Tells the runner which partitions of ``topics.records`` the group gave this worker."""
+
+    def __init__(self, runner: RecordStager) -> None:
+        self.runner = runner
+
+    async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+        """Nothing to hand over: staging is in Redis, offsets are committed per batch."""
+
+    async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        await self.runner.assigned({tp.partition for tp in assigned})

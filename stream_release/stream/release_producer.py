@@ -47,10 +47,17 @@ class Releases(Protocol):
 class ReleaseProducer(mode.Service):
     """Sends :class:`~stream_release.stream.service.Outgoing` messages in record batches."""
 
-    def __init__(self, kafka: KafkaSettings, **kwargs: Any) -> None:
+    def __init__(
+        self, kafka: KafkaSettings, *, plain_outside_transactions: bool = False, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.kafka = kafka
+        self.plain_outside_transactions = plain_outside_transactions
+        """Send what is not in a :meth:`transaction` through a producer without a
+        transactional id (a worker on shards that does not send releases must not open the
+        transactional one: it would fence the worker that does)."""
         self.producer: AIOKafkaProducer | None = None
+        self.plain: AIOKafkaProducer | None = None
         self._one_at_a_time = asyncio.Lock()
         self._owner: asyncio.Task[Any] | None = None
 
@@ -85,13 +92,15 @@ class ReleaseProducer(mode.Service):
         (the worker's rejections)."""
         transactional = self.kafka.release_transactional_id is not None
         if transactional and self._owner is not asyncio.current_task():
+            if self.plain_outside_transactions:
+                await self._send_runs(messages, await self._plain())
+                return
             async with self.transaction():
-                await self._send_runs(messages)
+                await self._send_runs(messages, await self._connected())
             return
-        await self._send_runs(messages)
+        await self._send_runs(messages, await self._connected())
 
-    async def _send_runs(self, messages: Sequence[Outgoing]) -> None:
-        producer = await self._connected()
+    async def _send_runs(self, messages: Sequence[Outgoing], producer: AIOKafkaProducer) -> None:
         for topic, run in groupby(messages, key=lambda m: m.topic):
             await send_batched(
                 producer,
@@ -114,6 +123,17 @@ class ReleaseProducer(mode.Service):
             self.producer = producer
         return self.producer
 
+    async def _plain(self) -> AIOKafkaProducer:
+        if self.plain is None:
+            producer = AIOKafkaProducer(**producer_options(self.kafka))
+            try:
+                await producer.start()
+            except BaseException:
+                await producer.stop()
+                raise
+            self.plain = producer
+        return self.plain
+
     async def _drop(self) -> None:
         producer, self.producer = self.producer, None
         if producer is not None:
@@ -123,3 +143,7 @@ class ReleaseProducer(mode.Service):
 
     async def on_stop(self) -> None:
         await self._drop()
+        plain, self.plain = self.plain, None
+        if plain is not None:
+            with suppress(Exception):
+                await plain.stop()

@@ -107,6 +107,9 @@ class ReleaseStatus:
     committed: int | None
     rejected: int = 0
     """Records of this release rejected so far (their values, or the release full)."""
+    part_blocked: bool | None = None
+    """A release on shards: whether one shard's part is blocked (its counts added up here
+    could hide it or feign it); ``None`` for one namespace."""
 
     @property
     def ready(self) -> bool:
@@ -122,6 +125,8 @@ class ReleaseStatus:
     def blocked(self) -> bool:
         """Sealed, short, and at least as many of its records rejected as it misses: the
         records received cannot complete it (only records sent again can)."""
+        if self.part_blocked is not None:
+            return self.part_blocked
         return self.committed is None and 0 < self.missing <= self.rejected
 
 

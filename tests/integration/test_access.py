@@ -378,37 +378,6 @@ def test_worker_without_a_key_refuses_to_start_before_connecting(
     assert not (tmp_path / "archive").exists()
 
 
-@pytest.mark.parametrize(
-    "setting", [("SR_KAFKA_PARTITIONS", "2"), ("SR_REDIS_CLUSTER", "true")], ids=["P", "cluster"]
-)
-def test_worker_refuses_shards_it_does_not_cut_yet(
-    shared_data: Path, tmp_path: Path, setting: tuple[str, str]
-) -> None:
-    """Until the worker cuts on shards, it refuses to build a history the shards could not
-    read, before connecting to anything."""
-    config = write_config(tmp_path, shared_data)
-    with contextlib.ExitStack() as stack:
-        listeners = [stack.enter_context(socket.create_server(("127.0.0.1", 0))) for _ in "rk"]
-        redis_port, kafka_port = (s.getsockname()[1] for s in listeners)
-        env = worker_env(
-            bootstrap=f"127.0.0.1:{kafka_port}",
-            redis_url=f"redis://127.0.0.1:{redis_port}/0",
-            archive=tmp_path / "archive",
-        )
-        env[setting[0]] = setting[1]
-        done = subprocess.run(
-            worker_argv(config), env=env, cwd=tmp_path, capture_output=True, timeout=60
-        )
-        for listener in listeners:
-            listener.setblocking(False)
-            with pytest.raises(BlockingIOError):
-                listener.accept()
-    assert done.returncode == 2
-    [line] = done.stderr.decode().splitlines()
-    assert line.startswith("stream-release worker: error: kafka.partitions = ")
-    assert "does not cut on shards yet" in line and "kafka.partitions = 1" in line
-
-
 def test_worker_with_a_wrong_redis_password_exits_with_one_line(
     secured_redis: str, shared_data: Path, tmp_path: Path
 ) -> None:

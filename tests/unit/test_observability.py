@@ -116,6 +116,7 @@ def test_the_registry_holds_the_documented_metrics() -> None:
         "sr_publish_seconds",
         "sr_consumer_lag",
         "sr_seal_incomplete",
+        "sr_shard_owned",
     }
     # every reason series exists at zero from the start
     for reason in RejectReason:
@@ -404,3 +405,16 @@ def test_the_endpoint_serves_metrics_and_health() -> None:
             assert (response.status, body["status"], body["redis"]) == (503, "degraded", False)
 
     asyncio.run(scenario())
+
+
+def test_owned_shards_replace_their_series() -> None:
+    metrics = Metrics()
+    metrics.observe_shards({3, 0})
+    _, samples = _exposed(metrics)
+    assert {k: v for k, v in samples.items() if k.startswith("sr_shard_owned")} == {
+        "sr_shard_owned{shard=0}": 1,
+        "sr_shard_owned{shard=3}": 1,
+    }
+    metrics.observe_shards({1})  # after a rebalance: the shards moved away are gone
+    owned = [k for k in _exposed(metrics)[1] if k.startswith("sr_shard_owned")]
+    assert owned == ["sr_shard_owned{shard=1}"]
