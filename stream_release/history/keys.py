@@ -84,6 +84,8 @@ class RedisKeys:
       service's staging and publication state
     * :meth:`mechanism_state` / :meth:`mechanism_states` -- ``{prefix}:mech:<hex key>``
     * :attr:`match` -- a ``SCAN MATCH`` pattern for every key of the namespace
+    * :attr:`matches` -- :attr:`match` and the pattern of the Redis Cluster keys whose hash
+      tag opens with the prefix (``{prefix}:...``, ``{prefix:<shard>}:...``)
 
     Parameters
     ----------
@@ -213,5 +215,18 @@ class RedisKeys:
 
         Also matches keys of a namespace ``{prefix}:...`` nested under this one.
         """
-        escaped = "".join(f"\\{c}" if c in _GLOB_SPECIAL else c for c in self.prefix)
-        return f"{escaped}:*"
+        return f"{self._glob_prefix}:*"
+
+    @property
+    def matches(self) -> tuple[str, str]:
+        """``SCAN`` patterns that together match every key of this namespace: :attr:`match`,
+        and ``{prefix[:}]*`` for the keys whose Redis Cluster hash tag opens with the prefix
+        (``{prefix}:...``, ``{prefix:<shard>}:...``; a nested namespace's too). Neither
+        matches a namespace that merely starts with the same characters (``prefix2``).
+        """
+        return self.match, f"{{{self._glob_prefix}[:}}]*"
+
+    @property
+    def _glob_prefix(self) -> str:
+        """The prefix with the glob's special characters escaped."""
+        return "".join(f"\\{c}" if c in _GLOB_SPECIAL else c for c in self.prefix)
