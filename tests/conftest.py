@@ -1,10 +1,10 @@
 """Shared fixtures: real services for integration and contract tests.
 
 Each service fixture uses an externally provided instance when its environment variable is set
-(``SR_TEST_REDIS_URL``, ``SR_TEST_KAFKA``), and otherwise starts its own process on a free
-local port for the whole session. A service that cannot be started FAILS the tests that need
-it, never skips them (STYLE.md §2 Tests): a skipped integration test in CI hides a broken
-product.
+(``SR_TEST_REDIS_URL``, ``SR_TEST_REDIS_CLUSTER``, ``SR_TEST_KAFKA``), and otherwise starts its
+own process on a free local port for the whole session. A service that cannot be started FAILS
+the tests that need it, never skips them (STYLE.md §2 Tests): a skipped integration test in CI
+hides a broken product.
 
 To add a service, write a session fixture next to :func:`redis_url` on the same helpers:
 ``free_port`` (:mod:`stream_release.devtools.local_services`, which the demo uses too) for the
@@ -13,6 +13,10 @@ port, :func:`support.services.external_service` for the variable and
 per-test namespace fixture like :func:`redis_prefix` or :func:`kafka_topics`. Helpers the
 tests share live in the ``support`` package (``tests/support/``), fixtures in the
 ``conftest.py`` files.
+
+Redis Cluster: :func:`redis_cluster` starts 3 masters and 3 replicas
+(:mod:`support.redis_cluster`), which a test may fail over or kill; :func:`redis_cluster_prefix`
+is its per-test namespace, cleaned on every master.
 
 Kafka: :func:`kafka_bootstrap` starts Apache Kafka (:mod:`support.kafka_broker`: KRaft, one
 node, its log on disk; Maven resolves its jars), so every test runs with the production
@@ -28,6 +32,7 @@ from pathlib import Path
 import pytest
 from support.kafka_broker import KafkaNode
 from support.kafka_topics import fresh_topics
+from support.redis_cluster import RedisClusterNodes, cluster_answers
 from support.services import external_service, redis_namespace, started_service
 
 from stream_release.config import TopicSettings
@@ -40,6 +45,7 @@ from stream_release.devtools.local_services import (
 from stream_release.errors import StreamReleaseError
 
 REDIS_URL_ENV = "SR_TEST_REDIS_URL"
+REDIS_CLUSTER_ENV = "SR_TEST_REDIS_CLUSTER"
 KAFKA_ENV = "SR_TEST_KAFKA"
 
 
@@ -75,6 +81,47 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def redis_prefix(redis_url: str) -> Iterator[str]:
     """A fresh key prefix for one test; every key under it is deleted afterwards."""
     with redis_namespace(redis_url) as prefix:
+        yield prefix
+
+
+# -- Redis Cluster ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterNodes]:
+    """A Redis Cluster for this session (:class:`support.redis_cluster.RedisClusterNodes`).
+
+    ``SR_TEST_REDIS_CLUSTER`` (``redis://host:port`` of one node) if set, whose cluster must
+    be in state ok, taken as it is: the tests may fail its masters over, not kill them. Else
+    3 masters and 3 replicas started here from ``redis-server`` and ``redis-cli`` on free
+    ports, without persistence, stopped at the end of the session.
+    """
+    external = external_service(
+        REDIS_CLUSTER_ENV,
+        cluster_answers,
+        f"{REDIS_CLUSTER_ENV}={{address!r}} is set but no Redis Cluster in state ok answers "
+        "there; start it or unset the variable to let the tests start their own cluster",
+    )
+    try:
+        if external:
+            yield RedisClusterNodes.attached(external)
+            return
+        with RedisClusterNodes.started(tmp_path_factory.mktemp("redis-cluster")) as nodes:
+            yield nodes
+    except StreamReleaseError as exc:
+        pytest.fail(
+            f"cannot start a Redis Cluster for the tests: {exc}; or point the tests to a "
+            f"running cluster with {REDIS_CLUSTER_ENV}=redis://host:port",
+            pytrace=False,
+        )
+
+
+@pytest.fixture
+def redis_cluster_prefix(redis_cluster: RedisClusterNodes) -> Iterator[str]:
+    """A fresh key prefix for one test on :func:`redis_cluster`; every key under it
+    (``prefix:...``, ``{prefix}:...``, ``{prefix:<shard>}:...``) is deleted from every master
+    afterwards."""
+    with redis_namespace(lambda: redis_cluster.url, cluster=True) as prefix:
         yield prefix
 
 

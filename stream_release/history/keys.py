@@ -107,6 +107,8 @@ class RedisKeys:
       service's staging and publication state
     * :meth:`mechanism_state` / :meth:`mechanism_states` -- ``{prefix}:mech:<hex key>``
     * :attr:`match` -- a ``SCAN MATCH`` pattern for every key of the namespace
+    * :attr:`matches` -- :attr:`match` and the pattern of the Redis Cluster keys whose hash
+      tag opens with the prefix (``{prefix}:...``, ``{prefix:<shard>}:...``)
 
     Parameters
     ----------
@@ -288,5 +290,20 @@ class RedisKeys:
 
         Also matches keys of a namespace ``{prefix}:...`` nested under this one.
         """
-        escaped = "".join(f"\\{c}" if c in _GLOB_SPECIAL else c for c in self.head)
-        return f"{escaped}:*"
+        return f"{_glob(self.head)}:*"
+
+    @property
+    def matches(self) -> tuple[str, str]:
+        """``SCAN`` patterns that together match every key of the series under ``prefix``,
+        whatever its namespace: ``prefix:*`` (a plain namespace) and ``{prefix[:}]*`` (the
+        keys whose Redis Cluster hash tag opens with the prefix: ``{prefix:<shard>}:...``,
+        ``{prefix:release}:...``; a nested namespace's too). Neither matches a namespace that
+        merely starts with the same characters (``prefix2``).
+        """
+        escaped = _glob(self.prefix)
+        return f"{escaped}:*", f"{{{escaped}[:}}]*"
+
+
+def _glob(text: str) -> str:
+    """``text`` with the glob's special characters escaped."""
+    return "".join(f"\\{c}" if c in _GLOB_SPECIAL else c for c in text)

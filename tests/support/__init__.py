@@ -6,6 +6,7 @@ test imports them as ``from support.<module> import ...``; no test module import
 - :mod:`support.tables`: hand-built tables for the unit tests, and pseudonyms as inputs.
 - :mod:`support.schemas`: the exported JSON Schemas as a check of documents.
 - :mod:`support.services`: local services started for a block, a Redis namespace.
+- :mod:`support.redis_cluster`: the Redis Cluster of the integration tests, its failovers.
 - :mod:`support.kafka_broker`: the Apache Kafka node of the integration tests.
 - :mod:`support.kafka_topics`: fresh topic names, reading a topic to its end.
 - :mod:`support.worker`: ``stream-release worker`` as a subprocess, and the steps around it.

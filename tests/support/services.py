@@ -2,19 +2,22 @@
 Redis namespace of one test.
 
 The session fixtures of ``tests/conftest.py`` and the tests that start a service of their own
-(a secured Redis, a second broker) use these.
+(a secured Redis, a second broker) use these; the Redis Cluster is in
+:mod:`support.redis_cluster`.
 """
 
 from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import redis
+from redis.crc import key_slot
 
 from stream_release.devtools.local_services import managed_process
 from stream_release.errors import StreamReleaseError
@@ -55,16 +58,41 @@ def external_service(variable: str, answers: Callable[[str], bool], refusal: str
 
 
 @contextmanager
-def redis_namespace(url: str) -> Iterator[str]:
-    """A fresh Redis key prefix; every key under it is deleted when the block exits."""
+def redis_namespace(url: str | Callable[[], str], *, cluster: bool = False) -> Iterator[str]:
+    """A fresh Redis key prefix; every key under it (:attr:`RedisKeys.matches`: ``prefix:...``
+    and the cluster hash tags ``{prefix}:...``, ``{prefix:<shard>}:...``) is deleted when the
+    block exits, on every master of the cluster when ``cluster``.
+
+    ``url`` may be a function giving it when the block exits: a cluster's startup node may
+    have died meanwhile.
+    """
     prefix = f"sr-test-{uuid.uuid4().hex}"
     try:
         yield prefix
     finally:
-        client = redis.Redis.from_url(url)
+        at_exit = url() if callable(url) else url
+        client = redis.RedisCluster.from_url(at_exit) if cluster else redis.Redis.from_url(at_exit)
         try:
-            keys = list(client.scan_iter(match=RedisKeys(prefix).match, count=10_000))
-            for start in range(0, len(keys), 10_000):
-                client.unlink(*keys[start : start + 10_000])
+            if isinstance(client, redis.RedisCluster):
+                primaries = client.get_primaries()  # type: ignore[no-untyped-call]
+                masters = [client.get_redis_connection(node) for node in primaries]
+            else:
+                masters = [client]
+            for master in masters:
+                _unlink_matching(master, RedisKeys(prefix).matches)
         finally:
             client.close()
+
+
+def _unlink_matching(client: redis.Redis, patterns: Iterable[str]) -> None:
+    """Unlink every key of the Redis (or cluster node) ``client`` that matches one of the
+    ``SCAN`` ``patterns``; one ``UNLINK`` per hash slot, as a cluster node refuses more."""
+    for pattern in patterns:
+        by_slot: dict[int, list[bytes]] = defaultdict(list)
+        for key in client.scan_iter(match=pattern, count=10_000):
+            by_slot[key_slot(key)].append(key)
+        pipe = client.pipeline(transaction=False)
+        for keys in by_slot.values():
+            for start in range(0, len(keys), 10_000):
+                pipe.unlink(*keys[start : start + 10_000])
+        pipe.execute()

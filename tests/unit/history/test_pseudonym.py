@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 import stat
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 import numpy as np
@@ -232,6 +233,18 @@ def test_other_key_names() -> None:
         RedisKeys("sr{x}")
     with pytest.raises(ConfigError, match="non-empty"):
         RedisKeys("")
+
+
+def test_scan_patterns_cover_the_cluster_hash_tags_of_the_namespace() -> None:
+    # fnmatch reads "*" and "[...]" as Redis' glob does; tests/integration/test_redis_cluster.py
+    # runs the patterns through SCAN on a real cluster
+    keys = RedisKeys("sr")
+    assert keys.matches == ("sr:*", "{sr[:}]*")
+    assert RedisKeys("a*b").matches == ("a\\*b:*", "{a\\*b[:}]*")
+    ours = ["sr:seq", "sr:{ind:00ff}:h", "{sr}:seq", "{sr:0}:ind:00ff:h", "{sr:5}:x", "{sr:sub}:x"]
+    others = ["sr2:seq", "{sr2}:seq", "{sr2:0}:x", "srx", "{s}:sr:x", "x:{sr}:seq", "{sr"]
+    assert [n for n in ours if not any(fnmatchcase(n, p) for p in keys.matches)] == []
+    assert [n for n in others if any(fnmatchcase(n, p) for p in keys.matches)] == []
 
 
 # -- load_key --------------------------------------------------------------------------------
