@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from stream_release.audit.files import groups_in_order, read_assignments
-from stream_release.config import load_settings
+from stream_release.config import Settings, load_settings
 from stream_release.core.utility.queries import error_figures, relative_errors
 from stream_release.devtools.datasets import (
     ADULT_QID,
@@ -49,7 +49,7 @@ from stream_release.devtools.datasets import (
     read_csv_table,
 )
 from stream_release.io.encoding import encode
-from stream_release.io.hierarchy import load_hierarchies
+from stream_release.io.hierarchy import Hierarchy, load_hierarchies
 from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.pipeline.publisher import Publisher
 
@@ -68,17 +68,40 @@ KEY = "scale-benchmark-key-0123456789abcdef"
 PRIVACY = {"strategy": "constant-ratio", "l": 2, "k_prime": 3, "min_group_size": 2}
 
 
-def measure(size: int, releases: int, data_dir: Path, seed: int = 0) -> list[dict[str, Any]]:
-    """One series of ``releases`` snapshots of ``size`` rows (population and queries drawn
-    with ``seed``); a dict per release."""
+def open_series(
+    size: int, data_dir: Path, seed: int
+) -> tuple[Settings, dict[str, Hierarchy], ChurnPopulation]:
+    """The settings every series is published with (:data:`PRIVACY`, no query in the
+    manifest), their hierarchies and the churn population of ``size`` rows drawn with
+    ``seed``."""
     schema = adult_schema(data_dir)
     settings = load_settings(
         None, schema=schema, privacy=PRIVACY, history={"key": KEY}, output={"queries": 0}
     )
-    hierarchies = load_hierarchies(settings.schema)
     population = ChurnPopulation(
         read_csv_table(data_dir / "adult.csv"), ADULT_QID, ADULT_SENSITIVE, size, seed=seed
     )
+    return settings, load_hierarchies(settings.schema), population
+
+
+def private_counts(private: Path, release: int) -> tuple[int, int]:
+    """``(forced, exhausted)`` individuals of release ``release`` (1-based) from its private
+    record in the directory ``private``."""
+    record = (
+        json.loads((private / f"private-{release:04d}.json").read_text()).get("suppressed") or {}
+    )
+    return len(record.get("forced", [])), len(record.get("exhausted", {}))
+
+
+def peak_rss_mib() -> float:
+    """Peak resident set size of this process so far, MiB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def measure(size: int, releases: int, data_dir: Path, seed: int = 0) -> list[dict[str, Any]]:
+    """One series of ``releases`` snapshots of ``size`` rows (population and queries drawn
+    with ``seed``); a dict per release."""
+    settings, hierarchies, population = open_series(size, data_dir, seed)
     out: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -101,12 +124,7 @@ def measure(size: int, releases: int, data_dir: Path, seed: int = 0) -> list[dic
                     rng=np.random.default_rng([seed, k]),
                     min_count=-(-table.n_rows // REFERENCE_ROWS),
                 )  # fmt: skip
-                record = (
-                    json.loads((work / "out.private" / f"private-{k:04d}.json").read_text()).get(
-                        "suppressed"
-                    )
-                    or {}
-                )
+                forced, exhausted = private_counts(work / "out.private", k)
                 u = manifest["utility"]
                 out.append(
                     {
@@ -116,8 +134,8 @@ def measure(size: int, releases: int, data_dir: Path, seed: int = 0) -> list[dic
                         "rows": table.n_rows,
                         "suppressed": int(manifest["suppressed"]),
                         "suppression": float(u["suppression"]),
-                        "forced": len(record.get("forced", [])),
-                        "exhausted": len(record.get("exhausted", {})),
+                        "forced": forced,
+                        "exhausted": exhausted,
                         "groups": int(manifest["groups"]),
                         "avg_group": float(u["avg_group_size"]),
                         "max_group": int(u["max_group_size"]),
@@ -138,7 +156,7 @@ def measure(size: int, releases: int, data_dir: Path, seed: int = 0) -> list[dic
                         ),
                         "breach_max": float(manifest["breach"]["max"]),
                         "publish_s": seconds,
-                        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                        "peak_rss_mib": peak_rss_mib(),
                     }
                 )
                 print(format_row(out[-1]), file=sys.stderr, flush=True)
@@ -147,15 +165,61 @@ def measure(size: int, releases: int, data_dir: Path, seed: int = 0) -> list[dic
     return out
 
 
-def format_row(r: dict[str, Any]) -> str:
+def format_row(r: dict[str, Any], prefix: str | None = None) -> str:
+    """One release's figures on one line, after ``prefix`` (default: the size)."""
+    head = f"{r['size']:>9,}" if prefix is None else prefix
     return (
-        f"{r['size']:>9,} R{r['release']}  supp {100 * r['suppression']:6.2f} %  "
+        f"{head} R{r['release']}  supp {100 * r['suppression']:6.2f} %  "
         f"forced {r['forced']:>6,}  exhausted {r['exhausted']:>6,}  avg {r['avg_group']:.2f}  "
         f"max {r['max_group']:>5,}  NCP {r['ncp']:.3f}  error {r['error_mean']:.3f} / "
         f"{r['error_median']:.3f} / {r['error_trimmed']:.3f}  common {r['common_median']:.3f} / "
         f"{r['common_trimmed']:.3f}  {r['publish_s']:6.1f} s  "
         f"RSS {r['peak_rss_mib']:,.0f} MiB"
     )
+
+
+FIGURE_COLUMNS = (
+    "suppression",
+    "forced",
+    "exhausted",
+    "groups",
+    "avg group",
+    "max group",
+    "NCP",
+    "error mean / median / trimmed",
+    "common median / trimmed",
+    "breach max",
+    "publish s",
+    "peak RSS MiB",
+)
+"""The columns of :func:`figure_cells`, in order."""
+
+
+def figure_cells(r: dict[str, Any]) -> list[str]:
+    """A release's figures as the cells of a markdown table (:data:`FIGURE_COLUMNS`)."""
+    return [
+        f"{100 * r['suppression']:.2f} %",
+        f"{r['forced']:,}",
+        f"{r['exhausted']:,}",
+        f"{r['groups']:,}",
+        f"{r['avg_group']:.2f}",
+        f"{r['max_group']:,}",
+        f"{r['ncp']:.3f}",
+        f"{r['error_mean']:.3f} / {r['error_median']:.3f} / {r['error_trimmed']:.3f}",
+        f"{r['common_median']:.3f} / {r['common_trimmed']:.3f}",
+        f"{r['breach_max']:.4f}",
+        f"{r['publish_s']:.1f}",
+        f"{r['peak_rss_mib']:,.0f}",
+    ]
+
+
+def table_lines(header: list[str], cells: list[list[str]]) -> list[str]:
+    """A markdown table: its header line, the rule and one line per row of ``cells``."""
+    return [
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+        *("| " + " | ".join(row) + " |" for row in cells),
+    ]
 
 
 def markdown(rows: list[dict[str, Any]], argv: list[str]) -> str:
@@ -169,44 +233,39 @@ def markdown(rows: list[dict[str, Any]], argv: list[str]) -> str:
         "per release, mean / median / 10 % trimmed mean. RSS: peak of the child process "
         f"measuring that size. CPUs: {os.cpu_count()}.",
         "",
-        "| rows | seed | release | suppression | forced | exhausted | groups | avg group "
-        "| max group | NCP | error mean / median / trimmed | common median / trimmed "
-        "| breach max | publish s | peak RSS MiB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        *table_lines(
+            ["rows", "seed", "release", *FIGURE_COLUMNS],
+            [[f"{r['size']:,}", str(r["seed"]), str(r["release"]), *figure_cells(r)] for r in rows],
+        ),
     ]
-    for r in rows:
-        lines.append(
-            f"| {r['size']:,} | {r['seed']} | {r['release']} | {100 * r['suppression']:.2f} % "
-            f"| {r['forced']:,} | {r['exhausted']:,} | {r['groups']:,} | {r['avg_group']:.2f} "
-            f"| {r['max_group']:,} "
-            f"| {r['ncp']:.3f} | {r['error_mean']:.3f} / {r['error_median']:.3f} / "
-            f"{r['error_trimmed']:.3f} | {r['common_median']:.3f} / {r['common_trimmed']:.3f} "
-            f"| {r['breach_max']:.4f} | {r['publish_s']:.1f} "
-            f"| {r['peak_rss_mib']:,.0f} |"
-        )
     return "\n".join(lines + summary(rows)) + "\n"
 
 
-def summary(rows: list[dict[str, Any]]) -> list[str]:
-    """Per size, over every seed and release: the mean and range of the NCP and of the
-    robust error figures. The spread between seeds at one size is the noise the sizes'
-    difference is judged against."""
-    lines = [
-        "",
-        "Per size, over every seed and release: mean [min, max].",
-        "",
-        "| rows | series | NCP | error median | error trimmed | common median | common trimmed |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for size in sorted({r["size"] for r in rows}):
-        mine = [r for r in rows if r["size"] == size]
-        cells = []
-        for key in ("ncp", "error_median", "error_trimmed", "common_median", "common_trimmed"):
+SUMMARY_FIGURES = ("ncp", "error_median", "error_trimmed", "common_median", "common_trimmed")
+"""The figures :func:`summary` gives the mean and range of: the NCP and the robust errors."""
+
+
+def summary(
+    rows: list[dict[str, Any]], by: str = "size", name: str = "rows", noun: str = "size"
+) -> list[str]:
+    """Per value of ``by`` (a ``noun``, in a column named ``name``), over every seed and
+    release: the mean and range of the NCP and of the robust error figures. The spread between
+    seeds at one value is the noise the values' difference is judged against."""
+    cells = []
+    for value in sorted({r[by] for r in rows}):
+        mine = [r for r in rows if r[by] == value]
+        row = [f"{value:,}", str(len({r["seed"] for r in mine}))]
+        for key in SUMMARY_FIGURES:
             v = np.array([r[key] for r in mine])
-            cells.append(f"{v.mean():.3f} [{v.min():.3f}, {v.max():.3f}]")
-        n_series = len({r["seed"] for r in mine})
-        lines.append(f"| {size:,} | {n_series} | " + " | ".join(cells) + " |")
-    return lines
+            row.append(f"{v.mean():.3f} [{v.min():.3f}, {v.max():.3f}]")
+        cells.append(row)
+    header = [name, "series", "NCP", "error median", "error trimmed"]
+    return [
+        "",
+        f"Per {noun}, over every seed and release: mean [min, max].",
+        "",
+        *table_lines([*header, "common median", "common trimmed"], cells),
+    ]
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
@@ -241,6 +300,16 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
+def measure_in_child(script: str, args: list[str]) -> list[dict[str, Any]]:
+    """The rows (JSON on its stdout) of ``python script *args``, run in a child process of its
+    own: the peak RSS it reports is that of one series."""
+    child = subprocess.run(
+        [sys.executable, script, *args], check=True, stdout=subprocess.PIPE, text=True
+    )
+    rows: list[dict[str, Any]] = json.loads(child.stdout)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -265,12 +334,9 @@ def main(argv: list[str] | None = None) -> int:
         rows.extend(json.loads(path.read_text()))
     for size in [] if args.rows_in else (int(s) for s in args.sizes.split(",")):
         for seed in seeds:
-            child = subprocess.run(
-                [sys.executable, __file__, "--measure-only", str(size), "--seeds", str(seed),
-                 "--releases", str(args.releases), "--data-dir", str(args.data_dir)],
-                check=True, stdout=subprocess.PIPE, text=True,
-            )  # fmt: skip
-            rows.extend(json.loads(child.stdout))
+            child = ["--measure-only", str(size), "--seeds", str(seed), "--releases",
+                     str(args.releases), "--data-dir", str(args.data_dir)]  # fmt: skip
+            rows.extend(measure_in_child(__file__, child))
     if args.rows_out:
         args.rows_out.write_text(json.dumps(rows))
     seeds = sorted({r["seed"] for r in rows}) if args.rows_in else seeds
