@@ -192,7 +192,8 @@ class RedisHistoryStore:
         def fetch() -> list[list[bytes | None]]:
             with self._client.pipeline(transaction=False) as pipe:
                 for start in range(0, n, CHUNK):
-                    pipe.mget(keys[start : start + CHUNK])
+                    # by name: a cluster pipeline refuses its mget() method, not one slot's MGET
+                    pipe.execute_command("MGET", *keys[start : start + CHUNK])
                 return pipe.execute()
 
         replies = self._call(f"load the history of {n} individuals", fetch)
@@ -216,7 +217,7 @@ class RedisHistoryStore:
         def fetch() -> list[list[bytes | None]]:
             with self._client.pipeline(transaction=False) as pipe:
                 for start in range(0, len(names), CHUNK):
-                    pipe.mget(names[start : start + CHUNK])
+                    pipe.execute_command("MGET", *names[start : start + CHUNK])
                 return pipe.execute()
 
         replies = self._call(f"load {len(names)} mechanism state entries", fetch)

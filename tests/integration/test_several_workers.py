@@ -1,4 +1,4 @@
-"""Three workers, one release series on six shards, on the real broker and Redis.
+"""Three workers, one release series on six shards, on the real broker and a Redis Cluster.
 
 Every release is published once, by sequence, in one piece: its group lines (every part's,
 numbered 0..G-1) and its manifest; the archive the workers share holds it as one release and
@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from support.data import adult_series, write_config
 from support.kafka_topics import read_topic
+from support.redis_cluster import RedisClusterNodes
 from support.worker import MakeWorker, publish_with_cli, wait_for
 
 from stream_release.audit import audit_directory
@@ -30,12 +31,19 @@ def test_three_workers_cut_one_series_on_six_shards(
     kafka_bootstrap: str,
     kafka_topics: TopicSettings,
     make_worker: MakeWorker,
+    redis_cluster: RedisClusterNodes,
+    redis_cluster_prefix: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("SR_KAFKA_PARTITIONS", SHARDS)
     config = write_config(tmp_path, shared_data)
     snaps = adult_series(shared_data, tmp_path, 20, rounds=3)
-    extra = {"SR_KAFKA_PARTITIONS": SHARDS}
+    extra = {
+        "SR_KAFKA_PARTITIONS": SHARDS,
+        "SR_REDIS_URL": redis_cluster.url,
+        "SR_REDIS_CLUSTER": "true",
+        "SR_HISTORY_PREFIX": redis_cluster_prefix,
+    }
     workers = [make_worker(config, extra=extra, log=f"w{i}.log") for i in range(3)]
     for worker in workers:
         worker.start()

