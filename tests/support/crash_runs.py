@@ -93,7 +93,7 @@ def run_series(
     report = audit_directory(archive)
     assert report.ok, report
     lines = read_topic(bootstrap, topics.releases)
-    groups = _groups(lines)
+    groups = groups_of(lines)
     return Outcome(
         manifests=manifests,
         groups=groups,
@@ -128,13 +128,13 @@ def _wait_for_series(
             first = by_sequence.setdefault(sequence, message.value)
             assert first == message.value, f"release {sequence} was sent with other content"
         if len(by_sequence) >= RELEASES:
-            return {seq: _timeless(json.loads(value)) for seq, value in by_sequence.items()}
+            return {seq: timeless(json.loads(value)) for seq, value in by_sequence.items()}
         if time.monotonic() > deadline:
             pytest.fail(f"only releases {sorted(by_sequence)} were published:\n{worker.tail()}")
         time.sleep(0.3)
 
 
-def _groups(messages: list[Any]) -> dict[tuple[int, int], bytes]:
+def groups_of(messages: list[Any]) -> dict[tuple[int, int], bytes]:
     """Group messages by (sequence, group); copies of one must be identical."""
     out: dict[tuple[int, int], bytes] = {}
     for message in messages:
@@ -148,7 +148,7 @@ def _sequences(messages: list[Any]) -> set[int]:
     return {int(json.loads(message.value)["sequence"]) for message in messages}
 
 
-def _timeless(manifest: dict[str, Any]) -> dict[str, Any]:
+def timeless(manifest: dict[str, Any]) -> dict[str, Any]:
     """A manifest without its timing (``elapsed_s`` differs between any two runs)."""
     return {k: v for k, v in manifest.items() if k != "elapsed_s"}
 
@@ -167,7 +167,7 @@ def _redis_contents(url: str, prefix: str) -> dict[str, Any]:
                 value: Any = client.get(key)
                 if name.startswith(f"{prefix}:release:"):
                     manifest, groups = decode_record(value)
-                    value = (_timeless(manifest), groups)
+                    value = (timeless(manifest), groups)
             elif kind == "list":
                 value = client.lrange(key, 0, -1)
             elif kind == "hash":
@@ -188,7 +188,7 @@ def _archive_contents(archive: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for path in sorted(archive.iterdir()):
         if path.name.startswith("manifest-"):
-            out[path.name] = _timeless(json.loads(path.read_bytes()))
+            out[path.name] = timeless(json.loads(path.read_bytes()))
         else:
             out[path.name] = path.read_bytes()
     return out

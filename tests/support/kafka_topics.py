@@ -28,9 +28,9 @@ def fresh_topics() -> TopicSettings:
 
 
 def send_snapshots(kafka: KafkaSettings, config: Path, snaps: Sequence[Path]) -> None:
-    """Create every topic of ``kafka`` (one partition each, as the worker makes them), then
-    send each of ``snaps`` (read with the schema of ``config``) as release ``snap.stem``: its
-    records, then its seal."""
+    """Create every topic of ``kafka`` (as the worker makes them: ``kafka.partitions`` for the
+    records, one for the others), then send each of ``snaps`` (read with the schema of
+    ``config``) as release ``snap.stem``: its records, then its seal."""
     schema = load_settings(config).schema
     raws = [(snap.stem, read_snapshot(snap, schema)) for snap in snaps]
 

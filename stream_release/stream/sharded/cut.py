@@ -39,6 +39,7 @@ from typing import Any, cast
 import orjson
 
 from stream_release.config import Settings
+from stream_release.devtools.faults import kill_point
 from stream_release.errors import GuaranteeUnsatisfiable, HistoryStoreError, SchemaError
 from stream_release.history.keys import RedisKeys
 from stream_release.history.pseudonym import Pseudonymizer, load_key
@@ -289,6 +290,7 @@ class ShardedCut:
         self, shard: Shard, publisher: Publisher, label: str, sequence: int
     ) -> PlannedRelease:
         pseudonyms, raw = shard.staging.load(label)
+        kill_point("cut_loaded")
         table = encode(raw, self.settings.schema, self.hierarchies)
         del raw
         planned = publisher.plan(table, label=label, pseudonyms=pseudonyms, cut_label=True)

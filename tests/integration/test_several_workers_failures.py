@@ -1,0 +1,128 @@
+"""Failures across workers: three workers, six shards, the real broker and a Redis Cluster.
+
+Each run sends the same three Adult snapshots (records on six partitions, a seal each) and
+ends with every release published; against one uninterrupted run of three workers:
+
+* every release appears by ``sequence`` (1, 2, 3) with the same manifest and group lines
+  (``elapsed_s`` aside; copies of one message identical: consumers dedupe by sequence), read
+  as a ``read_committed`` consumer reads them;
+* the cluster holds the same keys and values: every individual's history (each linkage
+  counted once), the shards' parts, the release records, labels, sequences, published
+  marker, and nothing in flight (no staging, vote or part marker left);
+* the shared archive holds the same files and passes the audit.
+
+The failures:
+
+* **a worker killed at a kill point** (SIGKILL by itself, mid-way through release 2): the
+  worker runs alone until it dies, owning every shard; two others then start, take its
+  shards and finish the series;
+* **a worker killed by the test while three run** (SIGKILL after release 1's manifest): its
+  shards move to the two others when its session times out;
+* **a worker added and one removed** between releases and while release 2 is cut;
+* **a master failed over** (its replica promoted) between releases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.crash_runs import RELEASES
+from support.data import adult_series, write_config
+from support.redis_cluster import RedisClusterNodes
+from support.services import redis_namespace
+from support.sharded_runs import SHARDS, WORKERS, Run, ShardedOutcome, wait_for_sigkill
+
+pytestmark = pytest.mark.integration
+
+KILL_POINTS = {
+    # the n-th time the lone worker reaches the point is in release 2 (each release: a part
+    # per shard, four files per part plus four merged ones)
+    "cut_loaded": SHARDS + 4,
+    "planned": SHARDS + 4,
+    "commit_queued": SHARDS + 4,
+    "committed": SHARDS + 4,
+    "finalizing": 4 * (SHARDS + 1) + 2 * SHARDS,
+    "groups_sent": 2,
+    "marked": 2,
+}
+
+
+@pytest.fixture(scope="module")
+def series(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> tuple[Path, list[Path]]:
+    directory = tmp_path_factory.mktemp("sharded-series")
+    config = write_config(directory, shared_data)
+    return config, adult_series(shared_data, directory, 20, rounds=RELEASES)
+
+
+@pytest.fixture
+def run(
+    series: tuple[Path, list[Path]],
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    redis_cluster: RedisClusterNodes,
+    redis_cluster_prefix: str,
+) -> Iterator[Run]:
+    config, _ = series
+    run = Run(config, tmp_path, kafka_bootstrap, redis_cluster.url, redis_cluster_prefix)
+    try:
+        yield run
+    finally:
+        run.kill_all()
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(
+    series: tuple[Path, list[Path]],
+    tmp_path_factory: pytest.TempPathFactory,
+    kafka_bootstrap: str,
+    redis_cluster: RedisClusterNodes,
+) -> ShardedOutcome:
+    config, snaps = series
+    directory = tmp_path_factory.mktemp("uninterrupted")
+    with redis_namespace(lambda: redis_cluster.url, cluster=True) as prefix:
+        run = Run(config, directory, kafka_bootstrap, redis_cluster.url, prefix)
+        try:
+            for i in range(WORKERS):
+                run.worker(f"w{i}")
+            run.send(snaps)
+            return run.outcome(redis_cluster.url, prefix)
+        finally:
+            run.kill_all()
+
+
+def same(outcome: ShardedOutcome, reference: ShardedOutcome, prefix: str, other: str) -> None:
+    """``outcome`` equals ``reference`` (the cluster's key names under their own prefix)."""
+    assert sorted(outcome.manifests) == list(range(1, RELEASES + 1))
+    assert outcome.manifests == reference.manifests
+    assert outcome.groups == reference.groups
+    assert {k.replace(prefix, "P"): v for k, v in outcome.redis.items()} == {
+        k.replace(other, "P"): v for k, v in reference.redis.items()
+    }
+    assert outcome.archive == reference.archive
+
+
+@pytest.mark.parametrize("kill_at", sorted(KILL_POINTS))
+def test_a_worker_killed_at_a_kill_point(
+    kill_at: str,
+    series: tuple[Path, list[Path]],
+    run: Run,
+    redis_cluster: RedisClusterNodes,
+    redis_cluster_prefix: str,
+    uninterrupted: ShardedOutcome,
+) -> None:
+    _, snaps = series
+    run.send(snaps)
+    lone = run.worker("killed", kill_at=f"{kill_at}:{KILL_POINTS[kill_at]}")
+    wait_for_sigkill(lone, kill_at)
+    for i in range(WORKERS - 1):
+        run.worker(f"w{i}")
+    outcome = run.outcome(redis_cluster.url, redis_cluster_prefix)
+    same(outcome, uninterrupted, redis_cluster_prefix, reference_prefix(uninterrupted))
+
+
+def reference_prefix(outcome: ShardedOutcome) -> str:
+    """The prefix of the uninterrupted run's keys (its namespace is gone; its names stay)."""
+    name = next(iter(outcome.redis))
+    return name.split(":", 1)[0].lstrip("{")

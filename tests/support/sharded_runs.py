@@ -1,0 +1,179 @@
+"""One run of the multi-worker failure tests: a series of Adult snapshots on six shards, cut by
+three workers on the real broker and the session's Redis Cluster, with a failure in the middle
+(a worker killed at a kill point, a worker killed or added by the test, a master failed over)
+or none; what the run left on the broker, in the cluster and in the shared archive, normalised
+for comparison with another run (``test_several_workers_failures``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from stream_release.audit import audit_directory
+from stream_release.config import KafkaSettings
+from stream_release.devtools.faults import ENV
+from stream_release.history.keys import RedisKeys
+from stream_release.io.release_files import decode_record
+from support.crash_runs import RELEASES, RUN_TIMEOUT_S, groups_of, timeless
+from support.kafka_topics import fresh_topics, read_topic, send_snapshots
+from support.worker import Worker, worker_environment
+
+SHARDS = 6
+WORKERS = 3
+
+
+@dataclass
+class ShardedOutcome:
+    """What one run left behind, normalised for comparison."""
+
+    manifests: dict[int, dict[str, Any]]
+    """By sequence, without ``elapsed_s``; every copy of one sequence's manifest identical."""
+    groups: dict[tuple[int, int], bytes]
+    """Group messages by (sequence, group), as a ``read_committed`` consumer reads them."""
+    redis: dict[str, Any]
+    archive: dict[str, Any]
+
+
+class Run:
+    """The workers of one run and what they share: topics, the cluster prefix, the archive."""
+
+    def __init__(
+        self, config: Path, directory: Path, bootstrap: str, cluster_url: str, prefix: str
+    ) -> None:
+        self.config, self.directory, self.bootstrap = config, directory, bootstrap
+        self.topics = fresh_topics()
+        self.archive = directory / "archive"
+        self.env = worker_environment(
+            bootstrap,
+            cluster_url,
+            self.archive,
+            self.topics,
+            prefix,
+            extra={"SR_KAFKA_PARTITIONS": str(SHARDS), "SR_REDIS_CLUSTER": "true"},
+        )
+        self.workers: list[Worker] = []
+
+    def send(self, snaps: list[Path]) -> None:
+        """Send the snapshots (records on the six partitions, then a seal each)."""
+        kafka = KafkaSettings(bootstrap=self.bootstrap, topics=self.topics, partitions=SHARDS)
+        send_snapshots(kafka, self.config, snaps)
+
+    def worker(self, name: str, *, kill_at: str | None = None) -> Worker:
+        """A started worker of the run (killing itself at ``kill_at``)."""
+        env = self.env if kill_at is None else {**self.env, ENV: kill_at}
+        worker = Worker(self.config, env, self.directory / f"{name}.log")
+        worker.start()
+        self.workers.append(worker)
+        return worker
+
+    def manifests(self) -> dict[int, bytes]:
+        """The manifests on the broker, by sequence (copies of one must be identical)."""
+        by_sequence: dict[int, bytes] = {}
+        for message in read_topic(self.bootstrap, self.topics.manifests):
+            sequence = json.loads(message.value)["sequence"]
+            first = by_sequence.setdefault(sequence, message.value)
+            assert first == message.value, f"release {sequence} was sent with other content"
+        return by_sequence
+
+    def wait(self, done: Callable[[dict[int, bytes]], bool], what: str) -> dict[int, bytes]:
+        """The manifests once ``done`` holds for them (every live worker checked alive)."""
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while True:
+            manifests = self.manifests()
+            if done(manifests):
+                return manifests
+            if time.monotonic() > deadline:
+                tails = "\n".join(f"== {w.log.name}\n{w.tail(2500)}" for w in self.workers)
+                pytest.fail(f"no {what} within {RUN_TIMEOUT_S:.0f} s; logs:\n{tails}")
+            time.sleep(0.3)
+
+    def outcome(self, cluster_url: str, prefix: str) -> ShardedOutcome:
+        """Stop every live worker, audit the shared archive, collect."""
+        manifests = self.wait(lambda m: len(m) >= RELEASES, f"{RELEASES} releases")
+        for worker in self.workers:
+            if worker.proc is not None and worker.proc.poll() is None:
+                assert worker.stop() == 0, worker.tail()
+        report = audit_directory(self.archive, config=self.config)
+        assert report.ok and len(report.releases) == RELEASES, report.table()
+        return ShardedOutcome(
+            manifests={s: timeless(json.loads(v)) for s, v in manifests.items()},
+            groups=groups_of(read_topic(self.bootstrap, self.topics.releases)),
+            redis=cluster_contents(cluster_url, prefix),
+            archive=_archive_contents(self.archive),
+        )
+
+    def kill_all(self) -> None:
+        for worker in self.workers:
+            worker.kill()
+
+
+def wait_for_sigkill(worker: Worker, kill_at: str) -> None:
+    """The worker must die by SIGKILL at its kill point within :data:`RUN_TIMEOUT_S`."""
+    assert worker.proc is not None
+    try:
+        code = worker.proc.wait(timeout=RUN_TIMEOUT_S)
+    except Exception:
+        worker.kill()
+        pytest.fail(f"the worker never reached kill point {kill_at}:\n{worker.tail()}")
+    assert code == -9, f"the worker exited with {code}, not SIGKILL:\n{worker.tail()}"
+
+
+def cluster_contents(url: str, prefix: str) -> dict[str, Any]:
+    """Every key of the series on every master, by name, with its value; a release record as
+    its group lines and timeless manifest. No staging, vote or release in flight is left."""
+    cluster = redis.RedisCluster.from_url(url)
+    out: dict[str, Any] = {}
+    try:
+        for node in cluster.get_primaries():  # type: ignore[no-untyped-call]
+            client = cluster.get_redis_connection(node)
+            for pattern in RedisKeys(prefix).matches:
+                for key in client.scan_iter(match=pattern, count=10_000):
+                    out[key.decode()] = _value(client, key)
+    finally:
+        cluster.close()
+    leftovers = [n for n in out if ":votes:" in n or ":parts:" in n or n.endswith(":current")]
+    assert not leftovers, leftovers
+    assert not any(":stage:" in n for n in out if not n.endswith(":stage:open"))
+    return out
+
+
+def _value(client: redis.Redis, key: bytes) -> Any:
+    kind = client.type(key).decode()
+    if kind == "string":
+        value: Any = client.get(key)
+        if b":release:" in key and not key.endswith(b":release}"):
+            manifest, groups = decode_record(value)
+            return timeless(manifest), groups
+        return value
+    if kind == "list":
+        return client.lrange(key, 0, -1)
+    if kind == "hash":
+        return client.hgetall(key)
+    if kind == "set":
+        return client.smembers(key)
+    raise AssertionError(f"unexpected Redis type {kind} of {key!r}")
+
+
+def _archive_contents(archive: Path) -> dict[str, Any]:
+    """Every file of the archive and its private side (parts included), manifests timeless;
+    no temporary file may be left."""
+    out: dict[str, Any] = {}
+    for root in (archive, archive.with_name(archive.name + ".private")):
+        for path in sorted(root.rglob("*")):
+            if path.is_dir():
+                continue
+            name = str(path.relative_to(root.parent))
+            if path.name.startswith("manifest-"):
+                out[name] = timeless(json.loads(path.read_bytes()))
+            else:
+                out[name] = path.read_bytes()
+    assert not any(name.endswith(".tmp") for name in out), sorted(out)
+    return out
