@@ -34,6 +34,8 @@ from support.redis_cluster import RedisClusterNodes
 from support.services import redis_namespace
 from support.sharded_runs import SHARDS, WORKERS, Run, ShardedOutcome, wait_for_sigkill
 
+from stream_release.history.keys import RedisKeys
+
 pytestmark = pytest.mark.integration
 
 KILL_POINTS = {
@@ -126,3 +128,67 @@ def reference_prefix(outcome: ShardedOutcome) -> str:
     """The prefix of the uninterrupted run's keys (its namespace is gone; its names stay)."""
     name = next(iter(outcome.redis))
     return name.split(":", 1)[0].lstrip("{")
+
+
+def test_a_worker_killed_while_three_run(
+    series: tuple[Path, list[Path]],
+    run: Run,
+    redis_cluster: RedisClusterNodes,
+    redis_cluster_prefix: str,
+    uninterrupted: ShardedOutcome,
+) -> None:
+    """SIGKILL by the test after release 1: the dead worker's shards move to the two others
+    once its session times out, and they cut releases 2 and 3."""
+    _, snaps = series
+    workers = [run.worker(f"w{i}") for i in range(WORKERS)]
+    run.send(snaps[:1])
+    run.wait(lambda m: len(m) >= 1, "release 1")
+    workers[0].kill()
+    run.send(snaps[1:])
+    outcome = run.outcome(redis_cluster.url, redis_cluster_prefix)
+    same(outcome, uninterrupted, redis_cluster_prefix, reference_prefix(uninterrupted))
+
+
+def test_workers_added_and_removed_between_and_during_releases(
+    series: tuple[Path, list[Path]],
+    run: Run,
+    redis_cluster: RedisClusterNodes,
+    redis_cluster_prefix: str,
+    uninterrupted: ShardedOutcome,
+) -> None:
+    """Two workers cut release 1; a third joins before release 2; the first leaves (SIGTERM)
+    while release 2 is being cut, and a fourth joins; release 3 is cut by those left."""
+    _, snaps = series
+    first, _ = run.worker("w0"), run.worker("w1")
+    run.send(snaps[:1])
+    run.wait(lambda m: len(m) >= 1, "release 1")
+    run.worker("w2")
+    run.send(snaps[1:2])
+    assert first.stop() == 0, first.tail()  # while release 2 is staged or cut
+    run.worker("w3")
+    run.wait(lambda m: len(m) >= 2, "release 2")
+    run.send(snaps[2:])
+    outcome = run.outcome(redis_cluster.url, redis_cluster_prefix)
+    same(outcome, uninterrupted, redis_cluster_prefix, reference_prefix(uninterrupted))
+
+
+def test_a_master_failed_over_mid_series(
+    series: tuple[Path, list[Path]],
+    run: Run,
+    redis_cluster: RedisClusterNodes,
+    redis_cluster_prefix: str,
+    uninterrupted: ShardedOutcome,
+) -> None:
+    """After release 1, the master holding the release-level records (and the shards that
+    share its slots) hands them to its replica; the workers go on against the promoted one."""
+    _, snaps = series
+    for i in range(WORKERS):
+        run.worker(f"w{i}")
+    run.send(snaps[:1])
+    run.wait(lambda m: len(m) >= 1, "release 1")
+    master = redis_cluster.master_of(RedisKeys.for_release(redis_cluster_prefix).sequence)
+    promoted = redis_cluster.fail_over(master)
+    assert redis_cluster.roles()[promoted] == "master"
+    run.send(snaps[1:])
+    outcome = run.outcome(redis_cluster.url, redis_cluster_prefix)
+    same(outcome, uninterrupted, redis_cluster_prefix, reference_prefix(uninterrupted))
