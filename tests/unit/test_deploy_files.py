@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from types import ModuleType
@@ -38,7 +40,7 @@ DOCKERFILE = ROOT / "Dockerfile"
 CONFIG = ROOT / "deploy" / "config" / "stream-release.toml"
 SERVICES = {"kafka", "redis", "stream-release", "prometheus", "grafana"}
 SR_LINE = re.compile(r"^\s*(#\s*)?(SR_[A-Z0-9_]+):\s*(\S.*?)\s*$", re.MULTILINE)
-INTERPOLATION = re.compile(r"\$\{([A-Z0-9_]+)(?:[:?\-][^}]*)?\}")
+INTERPOLATION = re.compile(r"\$\{([A-Z0-9_]+)(?::-([^}]*)|[:?\-][^}]*)?\}")
 RULES = ROOT / "deploy" / "prometheus"
 DURATION = re.compile(r"^(\d+)([smh])$")
 
@@ -69,8 +71,15 @@ def _environment(service: dict[str, Any]) -> dict[str, str]:
 
 
 def _substitute(value: str) -> str:
-    """``${NAME...}`` replaced by a sample value, as compose would with NAME set."""
-    return INTERPOLATION.sub(lambda m: f"sample-{m.group(1).lower().replace('_', '-')}", value)
+    """``${NAME...}`` replaced as compose would: by its default (``${NAME:-default}``), else
+    by a sample value, as with NAME set."""
+
+    def sample(match: re.Match[str]) -> str:
+        if match.group(2) is not None:
+            return match.group(2)
+        return f"sample-{match.group(1).lower().replace('_', '-')}"
+
+    return INTERPOLATION.sub(sample, value)
 
 
 def _valid_env_names() -> set[str]:
@@ -254,8 +263,11 @@ def test_grafana_and_prometheus_files_agree_with_compose(
     assert prometheus["./deploy/prometheus.yml"] == "/etc/prometheus/prometheus.yml"
     scrape = pyyaml.safe_load((ROOT / "deploy/prometheus.yml").read_text())
     targets = [
-        t for job in scrape["scrape_configs"] for c in job["static_configs"] for t in c["targets"]
-    ]
+        f"{name}:{c['port']}"
+        for job in scrape["scrape_configs"]
+        for c in job["dns_sd_configs"]
+        for name in c["names"]
+    ]  # every replica of the service, by compose's DNS
     assert f"stream-release:{ServiceSettings().metrics_port}" in targets
 
 
@@ -382,3 +394,16 @@ def test_the_build_context_leaves_out_secrets_and_caches() -> None:
 def test_compose_runs_the_kafka_the_tests_run(compose: dict[str, Any]) -> None:
     # users run the broker of docker-compose.yml; the tests resolve tests/kafka/pom.xml
     assert compose["services"]["kafka"]["image"] == f"apache/kafka:{kafka_version()}"
+
+
+def test_compose_file_follows_the_compose_specification() -> None:
+    """check-jsonschema's vendored Compose Specification schema (no network), as ``docker
+    compose config`` would check it; a Docker engine is not needed."""
+    done = subprocess.run(
+        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.compose-spec",
+         str(COMPOSE)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
