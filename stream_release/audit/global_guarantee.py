@@ -82,6 +82,11 @@ class SuppressedRecord:
     unplaced: frozenset[str]
     exhausted: dict[str, str]
     exempt_members: int | None
+    forced_values: frozenset[str] | None = None
+    """The values the forced members hold, when the record states them (a release cut on
+    shards, whose set is the union of the parts'): only a spent pair for one of these is
+    exempt. ``None``: every protected value of the set (one set, whose planner keeps a value
+    no forced member holds out of it)."""
 
     @classmethod
     def of(cls, record: dict[str, Any] | None) -> SuppressedRecord | None:
@@ -95,6 +100,9 @@ class SuppressedRecord:
             unplaced=frozenset(_listed(block.get("unplaced"))),
             exhausted=dict(block["exhausted"]) if isinstance(block.get("exhausted"), dict) else {},
             exempt_members=block.get("exempt_members"),
+            forced_values=(
+                frozenset(_listed(block["forced_values"])) if "forced_values" in block else None
+            ),
         )
 
 
@@ -162,7 +170,12 @@ def audit_linkages(
     history = strategy.get("name") != "localized"
     if record is not None and star.size and history:
         forced = np.array([ids[i] in record.forced for i in star.tolist()], dtype=bool)
-        values = [ledger.value(v) for v, c in record.counts.items() if c and is_protected(v)]
+        held = record.forced_values
+        values = [
+            ledger.value(v)
+            for v, c in record.counts.items()
+            if c and is_protected(v) and (held is None or v in held)
+        ]
         cap = strategy.get("group_size_cap")
         if values and forced.any() and cap is None:
             problems.append("the manifest states no strategy.group_size_cap for the suppressed set")

@@ -65,6 +65,11 @@ manifest), ``published``, ``status:outbox``, and::
                                               every shard voted outcome, offsets or refusal
     {prefix:release}:votes:<hex label>  HASH  shard -> vote (JSON: its part's group count, or
                                               why it cannot be made)
+    {prefix:release}:confirms:<hex label>
+                                        HASH  shard -> confirmation (JSON: its part holds the
+                                              bound with the union of the suppressed rows)
+    {prefix:release}:breach:<hex label> HASH  shard -> its published individuals' breach
+                                              probabilities (float64; no individual named)
     {prefix:release}:parts:<hex label>  SET   shards whose part is committed (or refused)
 
 The release-level names come from :meth:`RedisKeys.for_release`. The two tags never collide,
@@ -263,6 +268,16 @@ class RedisKeys:
     def votes(self, label: str) -> str:
         """``{prefix:release}:votes:<hex label>``: shard -> its vote on release ``label``."""
         return f"{self.head}:votes:{label.encode().hex()}"
+
+    def confirms(self, label: str) -> str:
+        """``{prefix:release}:confirms:<hex label>``: shard -> its confirmation of ``label``
+        with its suppressed rows linked to the union of every shard's."""
+        return f"{self.head}:confirms:{label.encode().hex()}"
+
+    def breaches(self, label: str) -> str:
+        """``{prefix:release}:breach:<hex label>``: shard -> its published individuals' breach
+        probabilities (float64), for the release's exact quantiles."""
+        return f"{self.head}:breach:{label.encode().hex()}"
 
     def parts(self, label: str) -> str:
         """``{prefix:release}:parts:<hex label>``: the shards whose part of ``label`` is done."""

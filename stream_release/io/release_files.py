@@ -23,6 +23,7 @@ import csv
 import io
 import json
 import os
+import uuid
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -200,6 +201,32 @@ def stage_release(paths: ReleasePaths, files: ReleaseFiles) -> None:
         with _tmp(path).open("wb") as fh:
             fh.write(data)
             _sync(fh)
+
+
+def write_once(path: Path, data: bytes) -> None:
+    """Put ``data`` at ``path`` unless it is there already, safely when several processes
+    write the same file at once (workers sharing an archive): each writes a temporary file of
+    its own (fsynced) and links it into place, which fails when the file exists; an existing
+    file must hold ``data``.
+
+    Raises
+    ------
+    ArchiveConflict
+        ``path`` holds other content (published files are write-once).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    check_write_once(path, data)
+    own = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex}{TMP_SUFFIX}")
+    try:
+        with own.open("wb") as fh:
+            fh.write(data)
+            _sync(fh)
+        try:
+            os.link(own, path)
+        except FileExistsError:
+            check_write_once(path, data)  # another writer was first: it must agree
+    finally:
+        own.unlink(missing_ok=True)
 
 
 def check_write_once(path: Path, data: bytes) -> None:

@@ -9,15 +9,19 @@ states the same fields as a release cut whole (docs/contract.md §4), computed f
   (``avg`` = published / groups, ``max``, ``min``), ``suppression``, ``discernibility``
   (``sum |G|^2`` is each part's figure less its suppressed rows times its rows; the
   suppressed rows then cost the release's rows), ``breach.max``, ``breach.spent``,
-  ``suppressed_set.rows``, ``decoys`` and ``breach_max``;
-* **bounds on the safe side**: ``breach.p50`` and ``breach.p99`` and ``suppressed_set.share_max``
-  are the largest of the parts' (a quantile of a union is at most the largest of its parts'
-  quantiles; a share of a union of sets, at most the largest of their shares);
+  ``suppressed_set.rows``, ``decoys`` and ``breach_max`` (each part's suppressed members
+  already linked to the union);
+* **exact from what the parts voted**: ``suppressed_set.share_max`` (the largest share of a
+  protected value among the suppressed rows of every shard: an adversary sees them as one
+  set, and each part links its suppressed rows to that union before it commits) and
+  ``breach.p50`` / ``p99`` (the quantiles of every published individual's breach); without
+  those, the largest of the parts' (a quantile of a union is at most the largest of its
+  parts' quantiles; a share of a union of sets, at most the largest of their shares);
 * **means of the parts**: ``ncp`` weighted by the parts' published rows (each part normalises
   a set QID by the values its own rows hold, so this differs slightly from one shard's figure),
   and the query errors weighted by the parts' queries, each part's queries drawn and answered
   within its own rows (smaller counts than one shard's queries: compare releases of one
-  partition count with each other; ``benchmarks/scale.py --partitions`` scores the union).
+  partition count with each other; ``benchmarks/shards.py`` scores the union).
 
 ``elapsed_s`` is the longest part's. Anything else a part manifest holds must be equal in
 every part (``l``, ``strategy``, ``format``, ``schema``, ``virtual.assumption``), or the merge
@@ -28,6 +32,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from stream_release.pipeline.plan import SuppressedUnion
 
 __all__ = ["merge_part_assignments", "merge_part_manifests", "merge_part_private"]
 
@@ -54,10 +63,16 @@ _UTILITY = frozenset(
 
 
 def merge_part_manifests(
-    label: str, sequence: int, parts: Sequence[dict[str, Any]]
+    label: str,
+    sequence: int,
+    parts: Sequence[dict[str, Any]],
+    union: SuppressedUnion | None = None,
+    breach: NDArray[np.float64] | None = None,
 ) -> dict[str, Any]:
     """The manifest of release ``sequence`` (``label``) from its parts' manifests, shard 0
-    first (module docstring).
+    first (module docstring); with the ``union`` of the parts' suppressed rows its share is
+    exact, and with ``breach``, every published individual's breach over the parts, so are
+    the breach quantiles.
 
     Raises
     ------
@@ -84,8 +99,11 @@ def merge_part_manifests(
         manifest[name] = sum(int(part[name]) for part in parts)
     for name in _SAME:
         manifest[name] = parts[0][name]
-    manifest["breach"] = _breach([part["breach"] for part in parts])
-    manifest["suppressed_set"] = _suppressed_set([part["suppressed_set"] for part in parts])
+    manifest["breach"] = _breach([part["breach"] for part in parts], breach)
+    protected = (parts[0].get("strategy") or {}).get("protected") or []
+    manifest["suppressed_set"] = _suppressed_set(
+        [part["suppressed_set"] for part in parts], union, protected
+    )
     manifest["utility"] = _utility([part["utility"] for part in parts])
     manifest["elapsed_s"] = max(float(part["elapsed_s"]) for part in parts)
     if "virtual" in parts[0]:
@@ -97,21 +115,34 @@ def merge_part_manifests(
     return manifest
 
 
-def _breach(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
+def _breach(parts: list[dict[str, Any]], breach: NDArray[np.float64] | None) -> dict[str, Any]:
+    out = {
         "bound": parts[0]["bound"],
         "max": max(float(p["max"]) for p in parts),
         "p50": max(float(p["p50"]) for p in parts),
         "p99": max(float(p["p99"]) for p in parts),
         "spent": sum(int(p["spent"]) for p in parts),
     }
+    if breach is not None:  # exact, as ReleasePlan.breach_summary computes them
+        out["p50"] = float(np.quantile(breach, 0.5)) if breach.size else 0.0
+        out["p99"] = float(np.quantile(breach, 0.99)) if breach.size else 0.0
+    return out
 
 
-def _suppressed_set(parts: list[dict[str, Any]]) -> dict[str, Any]:
+def _suppressed_set(
+    parts: list[dict[str, Any]], union: SuppressedUnion | None, protected: list[str]
+) -> dict[str, Any]:
+    share = max(float(p["share_max"]) for p in parts)
+    if union is not None:  # exact: the largest share of a protected value in the union
+        wanted = set(protected)
+        share = max(
+            (c / union.size for v, c in union.counts.items() if not wanted or v in wanted),
+            default=0.0,
+        )
     return {
         "rows": sum(int(p["rows"]) for p in parts),
         "decoys": sum(int(p["decoys"]) for p in parts),
-        "share_max": max(float(p["share_max"]) for p in parts),
+        "share_max": share,
         "share_bound": parts[0]["share_bound"],
         "breach_max": max(float(p["breach_max"]) for p in parts),
     }
@@ -200,5 +231,9 @@ def merge_part_private(
         "unplaced": [i for part in parts for i in part["suppressed"]["unplaced"]],
         "exhausted": exhausted,
         "exempt_members": sum(int(part["suppressed"]["exempt_members"]) for part in parts),
+        # what a forced member's spent pair may be exempt for, over the union (the audit)
+        "forced_values": sorted(
+            {v for part in parts for v in part["suppressed"].get("forced_values", [])}
+        ),
     }
     return record

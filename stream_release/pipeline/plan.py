@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import functools
 import warnings
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -45,6 +46,7 @@ from stream_release.core.grouping.requirements import Requirements
 from stream_release.core.grouping.suppressed_set import SuppressedSet, protect_suppressed_set
 from stream_release.core.grouping.virtual import no_value_code, trim_virtual
 from stream_release.core.privacy.breach import (
+    RATIO_RTOL,
     log_survival_factor,
     minimum_ratio_from_log_product,
 )
@@ -221,6 +223,7 @@ def plan_release(
     min_group_size: int = 1,
     grouping: GroupingSettings | None = None,
     virtual: NDArray[np.bool_] | None = None,
+    set_floor: Mapping[str, float] | None = None,
 ) -> ReleasePlan:
     """Group ``table`` under ``strategy`` given the history of its rows.
 
@@ -236,6 +239,9 @@ def plan_release(
         from the snapshot, holding :data:`~stream_release.core.grouping.virtual.NO_VALUE`,
         :func:`~stream_release.core.grouping.virtual.with_candidates`): they join groups that need
         them and are never suppressed; the others are left out of the release
+    set_floor : value -> the least ratio ``R(S,s)`` the suppressed set must hold (a part of a
+        release cut on shards: what every part's suppressed members need, so that the union
+        of the parts' sets holds it; :func:`relink_suppressed`)
 
     Raises
     ------
@@ -264,30 +270,243 @@ def plan_release(
 
     requirements = _requirements(table, history, local_of_global, is_protected, strategy)
     grouper = _ReleaseGrouping(table, is_protected, requirements, min_group_size, grouping)
-    group, suppressed = grouper.group_release(strategy, absent)
+    floor = None
+    if set_floor:
+        names = table.sensitive_values
+        floor = np.array([float(set_floor.get(v, 0.0)) for v in names], dtype=np.float64)
+    group, suppressed = grouper.group_release(strategy, absent, floor)
     layout = ReleaseLayout.of(table, group)  # once per release: render reads it too
     contents = GroupContents.of(table, layout)
+    check_sizes(contents.size, min_group_size)
+    star = (group < 0) & ~absent
+    pairs = _pairs(contents, value_of_local, table.sensitive[star], len(table.sensitive_values))
+    return _link_and_check(
+        _Linking(table, history, absent, is_protected, protected, strategy, virtual),
+        layout,
+        contents,
+        suppressed,
+        values,
+        value_of_local,
+        pairs,
+    )
+
+
+@dataclass(frozen=True)
+class SuppressedUnion:
+    """The suppressed rows of a whole release cut in parts on shards: how many hold each value,
+    and how many there are. An adversary sees them as one set (the published counts against
+    the snapshot's totals; :mod:`~stream_release.core.grouping.suppressed_set`), whichever
+    shard each came from, so every member is linked to the union's values."""
+
+    counts: dict[str, int]
+    size: int
+    forced: frozenset[str] = frozenset()
+    """The values a forced member of some part holds (what a forced member's spent pair may
+    be linked to without being held to the bound: the set's exemption, over the union)."""
+
+
+def relink_suppressed(
+    table: EncodedTable,
+    history: HistoryRows,
+    plan: ReleasePlan,
+    union: SuppressedUnion,
+    protected: tuple[str, ...] | list[str] = (),
+    *,
+    cap: int,
+) -> ReleasePlan:
+    """``plan`` (this shard's part, planned against ``history``, its rows' history before the
+    release) with its suppressed rows linked to the ``union`` of every part's suppressed rows
+    instead of its own (Lemma 4 of [WFLWX10], the union as one group), the values the union
+    adds appended to the dictionary, and every bound checked again. As in one set, a forced
+    member's pair spent before this release (Theorem 1's ratio infinite, or above ``cap``
+    with the safe margin) for a protected value a forced member holds is linked without being
+    held to the bound (*exempt*): here the forced members of every part.
+
+    Raises
+    ------
+    GuaranteeUnsatisfiable
+        A member's breach would pass ``1/l`` with the union's linkages (its own set held it).
+    ValueError
+        The union does not hold this part's suppressed rows.
+    """
+    group, absent = plan.group, _absent(plan)
+    star = (group < 0) & ~absent
+    own = np.bincount(table.sensitive[star], minlength=len(table.sensitive_values))
+    names = table.sensitive_values
+    if union.size < int(star.sum()) or any(
+        union.counts.get(names[v], 0) < int(c) for v, c in enumerate(own.tolist()) if c
+    ):
+        raise ValueError("the union of the suppressed rows does not hold this part's")
+    index = {v: i for i, v in enumerate(plan.values)}
+    values = list(plan.values)
+    for value in sorted(union.counts):
+        if value not in index:
+            index[value] = len(values)
+            values.append(value)
+    held = sorted((index[v], c) for v, c in union.counts.items() if c > 0)
+    star_values = np.array([g for g, _ in held], dtype=np.int64)
+    star_counts = np.array([c for _, c in held], dtype=np.int64)
+    pairs = _pairs(plan.contents, plan.value_of_local)
+    if star.any():
+        pairs = pairs.with_group(star_values, star_counts, union.size)
+    is_protected = plan.protected
+    linking = _Linking(table, history, absent, is_protected, protected, plan.strategy, plan.virtual)
+    wanted = set(protected)
+    set_values = np.array(
+        [g for g, _ in held if values[g] in union.forced and (not wanted or values[g] in wanted)],
+        dtype=np.int64,
+    )
+    exempt_rows, exempt_values = _spent_pairs(
+        history, plan.suppressed_set.forced, set_values, plan.strategy.ell, cap
+    )
+    suppressed = replace(plan.suppressed_set, exempt_members=np.unique(exempt_rows))
+    return _link_and_check(
+        linking,
+        plan.layout,
+        plan.contents,
+        suppressed,
+        tuple(values),
+        plan.value_of_local,
+        pairs,
+        (exempt_rows, exempt_values),
+    )
+
+
+def _spent_pairs(
+    history: HistoryRows,
+    forced: NDArray[np.int64],
+    values: NDArray[np.int64],
+    ell: float,
+    cap: int,
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """``(rows, global values)``: the pairs of the ``forced`` rows with one of ``values``
+    spent before this release (Theorem 1's ratio infinite, or above ``cap (1 + margin)``)."""
+    if forced.size == 0 or values.size == 0 or history.n_entries == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    owner = history.owner()
+    pick = np.isin(owner, forced) & np.isin(history.value, values) & (history.log_p < 0.0)
+    least = minimum_ratio_from_log_product(ell, history.log_p[pick])
+    spent = ~np.isfinite(least) | (least > cap * (1.0 + RATIO_RTOL))
+    return owner[pick][spent].astype(np.int64), history.value[pick][spent].astype(np.int64)
+
+
+@dataclass(frozen=True)
+class _Pairs:
+    """What each group links its members to, by global value id: ``ptr`` (G'+1,) into
+    ``value`` / ``count`` (sorted by value within a group), ``size`` (G',). The groups, then
+    the suppressed set as one more group when it has rows."""
+
+    ptr: NDArray[np.int64]
+    value: NDArray[np.int64]
+    count: NDArray[np.int64]
+    size: NDArray[np.int64]
+
+    def with_group(self, value: NDArray[np.int64], count: NDArray[np.int64], size: int) -> _Pairs:
+        return _Pairs(
+            np.append(self.ptr, self.ptr[-1] + value.shape[0]),
+            np.concatenate([self.value, value]),
+            np.concatenate([self.count, count]),
+            np.append(self.size, np.int64(size)),
+        )
+
+
+def _pairs(
+    contents: GroupContents,
+    value_of_local: NDArray[np.int64],
+    star_values: NDArray[np.integer] | None = None,
+    n_values: int = 0,
+) -> _Pairs:
+    """The groups' pairs by global value id, and the suppressed set's own (``star_values``:
+    its rows' local codes) as one more group."""
+    if star_values is not None:
+        contents = contents.with_group(star_values, n_values)
+    global_value = value_of_local[contents.pair_value]
+    count = contents.pair_count
+    if np.any(np.diff(value_of_local) < 0) and global_value.size:
+        # pairs are by local code: re-sort by global id within each group
+        order = np.argsort(contents.pair_group * (int(global_value.max()) + 1) + global_value)
+        global_value, count = global_value[order], count[order]
+    return _Pairs(contents.pair_ptr, global_value, count, contents.size)
+
+
+@dataclass(frozen=True)
+class _Linking:
+    """What linking a planned release needs besides its groups."""
+
+    table: EncodedTable
+    history: HistoryRows
+    absent: NDArray[np.bool_]
+    is_protected: NDArray[np.bool_]
+    protected: tuple[str, ...] | list[str]
+    strategy: Strategy
+    virtual: NDArray[np.bool_] | None
+
+
+def _absent(plan: ReleasePlan) -> NDArray[np.bool_]:
+    if plan.virtual is None:
+        return np.zeros(plan.group.shape[0], dtype=np.bool_)
+    return plan.virtual
+
+
+def _link_and_check(
+    linking: _Linking,
+    layout: ReleaseLayout,
+    contents: GroupContents,
+    suppressed: SuppressedSet,
+    values: tuple[str, ...],
+    value_of_local: NDArray[np.int64],
+    pairs: _Pairs,
+    exempt_pairs: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None,
+) -> ReleasePlan:
+    """Link every member to its group's values (the suppressed rows to ``pairs``' last group),
+    merge the histories and check every bound (Lemma 4, Theorem 1 of [WFLWX10]);
+    ``exempt_pairs`` (table rows, global values): the exempt pairs when they are not the
+    suppressed set's own (:func:`relink_suppressed`)."""
+    table, history, absent, strategy = (
+        linking.table,
+        linking.history,
+        linking.absent,
+        linking.strategy,
+    )
+    group = layout.group
     published = np.flatnonzero(group >= 0)
-    committed, merged = _link_release(table, history, group, absent, contents, value_of_local)
+    committed = np.flatnonzero(~absent | (group >= 0)).astype(np.int64)
+    star = (group < 0) & ~absent
+    linked = np.where(group >= 0, group, np.where(absent, -1, contents.n_groups))
+    factor = log_survival_factor(
+        pairs.size[np.repeat(np.arange(pairs.size.shape[0]), np.diff(pairs.ptr))], pairs.count
+    )
+    merged = merge_linkages(history, committed, linked[committed], pairs.ptr, pairs.value, factor)
     history = history.take(committed) if absent.any() else history
-    exempt = exempt_entries(merged, committed, suppressed, value_of_local)
-    protected_global = _protected_global(values, value_of_local, is_protected, protected)
+    if exempt_pairs is None:
+        exempt = exempt_entries(merged, committed, suppressed, value_of_local)
+    else:
+        rows, gids = exempt_pairs
+        span = int(max(merged.value.max(initial=0), gids.max(initial=0))) + 1
+        keys = committed[merged.owner()] * span + merged.value
+        exempt = np.isin(keys, rows * span + gids)
+    protected_global = _protected_global(
+        values, value_of_local, linking.is_protected, linking.protected
+    )
     is_protected_entry = protected_global[merged.value]
     spent = spent_entries(merged, is_protected_entry, strategy)
-    linked = linked_now(history, merged)
+    linked_entries = linked_now(history, merged)
     breach_all = np.zeros(table.n_rows, dtype=np.float64)
     breach_all[committed] = individual_breach(merged, is_protected_entry & ~spent & ~exempt)
-    check_sizes(contents.size, min_group_size)
     check_bound(
-        merged, is_protected_entry & linked & ~exempt, committed, group, breach_all, strategy
+        merged,
+        is_protected_entry & linked_entries & ~exempt,
+        committed,
+        group,
+        breach_all,
+        strategy,
     )
-    star = (group < 0) & ~absent
     return ReleasePlan(
         layout=layout,
         contents=contents,
         values=values,
         value_of_local=value_of_local,
-        protected=is_protected,
+        protected=linking.is_protected,
         published=published,
         history=merged,
         breach=breach_all[published],
@@ -295,7 +514,7 @@ def plan_release(
         suppressed_set=suppressed,
         suppressed_breach=float(breach_all[star].max(initial=0.0)),
         spent_pairs=int(np.count_nonzero(spent)),
-        virtual=virtual if absent.any() else None,
+        virtual=linking.virtual if absent.any() else None,
     )
 
 
@@ -347,7 +566,10 @@ class _ReleaseGrouping:
         )  # fmt: skip
 
     def group_release(
-        self, strategy: Strategy, absent: NDArray[np.bool_]
+        self,
+        strategy: Strategy,
+        absent: NDArray[np.bool_],
+        value_floor: NDArray[np.float64] | None = None,
     ) -> tuple[NDArray[np.int64], SuppressedSet]:
         """The release's groups (n,) (``-1`` = suppressed) and its suppressed set, made valid
         as one more group (:func:`protect_suppressed_set`); groups left with ``absent`` rows
@@ -365,7 +587,7 @@ class _ReleaseGrouping:
         group, suppressed = protect_suppressed_set(
             table.sensitive, is_protected, requirements, eligible, self.group_rows,
             self.place_rows, validity.valid,
-            cap=cap, floor=strategy.ell, absent=absent,
+            cap=cap, floor=strategy.ell, absent=absent, value_floor=value_floor,
         )  # fmt: skip
         if absent.any():
             group = trim_virtual(
@@ -374,26 +596,6 @@ class _ReleaseGrouping:
                 protected=is_protected,
             )  # fmt: skip
         return group, suppressed
-
-
-def _link_release(
-    table: EncodedTable,
-    history: HistoryRows,
-    group: NDArray[np.int64],
-    absent: NDArray[np.bool_],
-    contents: GroupContents,
-    value_of_local: NDArray[np.int64],
-) -> tuple[NDArray[np.int64], HistoryRows]:
-    """``(committed, merged)``: the rows whose history the release commits, ascending (every
-    snapshot row and every virtual member), and their merged history. The suppressed set is
-    one more group (the last id): its members' linkages are history; a virtual candidate in
-    no group is not in the release."""
-    committed = np.flatnonzero(~absent | (group >= 0)).astype(np.int64)
-    star = (group < 0) & ~absent
-    linked = np.where(group >= 0, group, np.where(absent, -1, contents.n_groups))
-    linked_contents = contents.with_group(table.sensitive[star], len(table.sensitive_values))
-    merged = _merge_history(history, committed, linked, linked_contents, value_of_local)
-    return committed, merged
 
 
 def _protected_global(
@@ -466,27 +668,6 @@ def _requirements(
         least_ptr,
         local[linked].astype(np.int32),
         minimum_ratio_from_log_product(strategy.ell, history.log_p[linked]),
-    )
-
-
-def _merge_history(
-    history: HistoryRows,
-    published: NDArray[np.int64],
-    group: NDArray[np.int64],
-    contents: GroupContents,
-    value_of_local: NDArray[np.int64],
-) -> HistoryRows:
-    """New history of the published rows: old entries plus one linkage to every value of the
-    row's group, with factor ``log1p(-n(G,s)/|G|)`` (Lemma 4); every member is linked to every
-    value of its group, whatever its own value.
-    """
-    global_value = value_of_local[contents.pair_value]
-    factor = log_survival_factor(contents.size[contents.pair_group], contents.pair_count)
-    if np.any(np.diff(value_of_local) < 0):  # pairs are by local code: re-sort by global id
-        order = np.argsort(contents.pair_group * (int(global_value.max()) + 1) + global_value)
-        global_value, factor = global_value[order], factor[order]
-    return merge_linkages(
-        history, published, group[published], contents.pair_ptr, global_value, factor
     )
 
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stream_release.config import Settings
+from stream_release.core.grouping.partition import group_size_cap
+from stream_release.core.privacy.breach import RATIO_RTOL, minimum_ratio_from_log_product
 from stream_release.core.table import EncodedTable
 from stream_release.devtools.faults import kill_point
 from stream_release.errors import ConfigError, HistoryStoreError, KeyMismatch, StoreRegressed
@@ -72,12 +74,21 @@ from stream_release.io.release_files import (
 from stream_release.mechanisms import GLOBAL_GUARANTEE, make_mechanism
 from stream_release.mechanisms.base import Mechanism, ReleaseRandomness
 from stream_release.pipeline.candidates import CandidatePool
-from stream_release.pipeline.plan import ReleasePlan, plan_release
+from stream_release.pipeline.plan import (
+    ReleasePlan,
+    SuppressedUnion,
+    plan_release,
+    relink_suppressed,
+)
 from stream_release.pipeline.render import (
     render_mechanism_release,
     render_release,
     suppressed_record,
 )
+
+SPENT = 1e300
+"""The ratio a suppressed member's pair at the bound needs (no finite one: the union of the
+parts' suppressed sets may not hold the value at all); finite, so that JSON carries it."""
 
 RANDOMNESS_PURPOSE = "mechanism"
 """What the mechanisms' randomness is derived for (:meth:`Pseudonymizer.derived_key`)."""
@@ -120,11 +131,61 @@ class PlannedRelease:
     cut_label: bool
     started: float
     """``time.perf_counter()`` when planning began (the manifest's ``elapsed_s``)."""
+    history: HistoryRows
+    """The rows' history before the release (what :meth:`Publisher.relink` links again)."""
 
     @property
     def groups(self) -> int:
         """The number of groups the plan publishes."""
         return int(self.plan.contents.n_groups)
+
+    def suppressed(self) -> SuppressedUnion:
+        """This part's suppressed rows: how many hold each value (the shards add them up)."""
+        plan, table = self.plan, self.table
+        star = (plan.group < 0) & plan.real
+        counts = np.bincount(table.sensitive[star], minlength=len(table.sensitive_values))
+        values = table.sensitive_values
+        held = {values[v]: int(c) for v, c in enumerate(counts.tolist()) if c}
+        forced = plan.suppressed_set.forced
+        by_forced = frozenset(values[int(v)] for v in np.unique(table.sensitive[forced]))
+        return SuppressedUnion(held, int(np.count_nonzero(star)), by_forced)
+
+    def set_ratio(self, protected: tuple[str, ...] | list[str] = ()) -> dict[str, float]:
+        """What the union of the parts' suppressed sets must hold, value by value, for every
+        member of this part's set to keep the bound: the ratio ``R(S,s)`` its own set holds
+        (Theorem 1, safe margin included), and each member's own need for any protected value,
+        also one its set does not hold (another part's set may bring it), :data:`SPENT` for a
+        pair at the bound that the set does not exempt."""
+        plan, table = self.plan, self.table
+        out: dict[str, float] = {}
+        ratio = plan.suppressed_set.ratio
+        for v, r in enumerate(ratio.tolist()):
+            if r > 0:
+                out[table.sensitive_values[v]] = float(r)
+        star = np.flatnonzero((plan.group < 0) & plan.real)
+        history = self.history
+        if star.size == 0 or history.n_entries == 0:
+            return out
+        owner = history.owner()
+        member = np.isin(owner, star) & (history.log_p < 0.0)
+        exempt = set(
+            zip(
+                plan.suppressed_set.exempt_row.tolist(),
+                plan.value_of_local[plan.suppressed_set.exempt_value].tolist(),
+                strict=True,
+            )
+        )
+        ell = plan.strategy.ell
+        need = minimum_ratio_from_log_product(ell, history.log_p[member]) * (1.0 + RATIO_RTOL)
+        wanted = set(protected)
+        for row, gid, r in zip(
+            owner[member].tolist(), history.value[member].tolist(), need.tolist(), strict=True
+        ):
+            name = plan.values[gid]
+            if (wanted and name not in wanted) or (row, gid) in exempt:
+                continue
+            out[name] = max(out.get(name, 0.0), SPENT if not np.isfinite(r) else float(r))
+        return out
 
 
 class Publisher:
@@ -235,12 +296,15 @@ class Publisher:
             raise
         return publisher
 
-    def recover(self) -> None:
+    def recover(self, *, keep_staged: bool = False) -> None:
         """Check the series before anything is published, and finish an interrupted release.
 
         Refuses another key than the history's (:class:`KeyMismatch`) and a series of another
         mechanism kind (:meth:`check_kind`); finalises a release whose history was committed
-        but whose files were not renamed; refuses an archive and a store that disagree.
+        but whose files were not renamed; refuses an archive and a store that disagree. The
+        staged files of a release not committed are discarded unless ``keep_staged`` (a shard
+        taken over while its previous owner may still be committing: its next part stages the
+        same files again).
         """
         committed = self.store.last_sequence()
         self.check_key(self.store)
@@ -252,7 +316,8 @@ class Publisher:
             finalize_release(nxt)
             last_file = committed
         elif committed == last_file:
-            discard_staged(nxt)
+            if not keep_staged:
+                discard_staged(nxt)
         elif committed < last_file:
             raise StoreRegressed(_regressed_message(self.store, committed, last_file))
         else:
@@ -370,10 +435,13 @@ class Publisher:
         pseudonyms: NDArray[np.bytes_],
         cut_label: bool = False,
         store: HistoryStore | None = None,
+        set_floor: Mapping[str, float] | None = None,
     ) -> PlannedRelease:
         """Plan the next release of ``store`` under the global guarantee without rendering it
         (a shard's part: its group numbers are known once every shard has planned, and
-        :meth:`render` takes the first). ``pseudonyms`` (n,) S16 are the rows'."""
+        :meth:`render` takes the first). ``pseudonyms`` (n,) S16 are the rows'; ``set_floor``:
+        the least ratio the suppressed set must hold per value
+        (:func:`~stream_release.pipeline.plan.plan_release`)."""
         started = time.perf_counter()
         if self.mechanism is not None:
             raise ConfigError(
@@ -381,7 +449,9 @@ class Publisher:
                 "its state is one per series; use kafka.partitions = 1"
             )
         store, sequence, table, pseudonyms = self._next(table, pseudonyms, store)
-        return self._plan(table, pseudonyms, True, label, sequence, None, cut_label, store, started)
+        return self._plan(
+            table, pseudonyms, True, label, sequence, None, cut_label, store, started, set_floor
+        )
 
     def _next(
         self, table: EncodedTable, pseudonyms: NDArray[np.bytes_], store: HistoryStore | None
@@ -410,6 +480,7 @@ class Publisher:
         cut_label: bool,
         store: HistoryStore,
         started: float,
+        set_floor: Mapping[str, float] | None = None,
     ) -> PlannedRelease:
         """Load the histories and plan (rows in pseudonym order)."""
         virtual = None
@@ -430,13 +501,42 @@ class Publisher:
             min_group_size=privacy.min_group_size,
             grouping=self.settings.grouping,
             virtual=virtual,
+            set_floor=set_floor,
         )
         kill_point("planned")
-        return PlannedRelease(sequence, label, table, pseudonyms, plan, source, cut_label, started)
+        return PlannedRelease(
+            sequence, label, table, pseudonyms, plan, source, cut_label, started, history
+        )
 
-    def render(self, planned: PlannedRelease, *, first_group: int = 0) -> PreparedRelease:
+    def relink(self, planned: PlannedRelease, union: SuppressedUnion) -> PlannedRelease:
+        """``planned`` with its suppressed rows linked to the ``union`` of every shard's
+        (:func:`~stream_release.pipeline.plan.relink_suppressed`); unchanged when the union is
+        its own suppressed rows.
+
+        Raises
+        ------
+        GuaranteeUnsatisfiable
+            A suppressed member's breach would pass the bound with the union's linkages.
+        """
+        own = planned.suppressed()
+        if own.size == 0 or own == union:
+            return planned
+        privacy, grouping = self.settings.privacy, self.settings.grouping
+        cap = group_size_cap(
+            planned.plan.strategy.base_ratio, privacy.min_group_size, grouping.max_group_factor
+        )
+        plan = relink_suppressed(
+            planned.table, planned.history, planned.plan, union, privacy.protected, cap=cap
+        )
+        return replace(planned, plan=plan)
+
+    def render(
+        self, planned: PlannedRelease, *, first_group: int = 0, part: bool = False
+    ) -> PreparedRelease:
         """The files and the commit of a planned release; its groups are numbered from
-        ``first_group`` (a shard's part: the groups of the shards before it come first)."""
+        ``first_group``. ``part``: a shard's part of a release (the groups of the shards
+        before it come first; its private record also names the values its forced members
+        hold, which the merged record adds up for the audit)."""
         table, plan, label, sequence = planned.table, planned.plan, planned.label, planned.sequence
         groups, manifest = render_release(
             table,
@@ -449,6 +549,8 @@ class Publisher:
         )
         private = _private_record(label, sequence, planned.source)
         private["suppressed"] = suppressed_record(table, plan)
+        if part:
+            private["suppressed"]["forced_values"] = sorted(planned.suppressed().forced)
         if self.candidates is not None:
             private["registry"] = self.candidates.registry.source
         grouped = plan.group >= 0

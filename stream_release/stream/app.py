@@ -122,6 +122,9 @@ class ServiceRunner:
         """The consumer of ``topics.records`` (set by :func:`create_app`)."""
         self.releases: Releases | None = None
         """The producer of group lines and manifests (set by :func:`create_app`)."""
+        self.shards: set[int] = set()
+        """The partitions of ``topics.records`` the records consumer holds (the shards this
+        worker cuts, on shards)."""
         self.on_bug: Callable[[str, BaseException], NoReturn] = exit_on_bug
         """What a failure of this program while staging a batch does (the action, the
         exception): end the process before anything of the batch is committed."""
@@ -129,16 +132,40 @@ class ServiceRunner:
     async def assigned(self, partitions: set[int]) -> None:
         """The records consumer was given ``partitions`` of ``topics.records`` (after a
         rebalance): on shards, the worker cuts the parts of those from now on."""
+        self.shards = set(partitions)
+        async with self.lock:
+            await self._own_shards()
+        log.info(
+            "shards %s assigned",
+            sorted(partitions),
+            extra={"event": "shards_assigned", "shards": sorted(partitions)},
+        )
+        self.metrics.observe_shards(partitions)
+
+    async def revoked(self, partitions: set[int]) -> None:
+        """The group takes ``partitions`` away (a rebalance starts): waits for the step in
+        flight (the lock), then cuts them no more, before the group gives them to another
+        worker, so two workers never commit one shard's part at once."""
+        self.shards -= set(partitions)
+        async with self.lock:
+            await self._own_shards()
+
+    async def _own_shards(self) -> None:
+        """Make the service cut :attr:`shards` (lock held); a failure (Redis away, a shard's
+        store behind its archive) is logged and tried again at the next publication."""
         service = self.service
-        if isinstance(service, ShardedReleaseService):
-            async with self.lock:
-                await asyncio.to_thread(service.own, partitions)
-            log.info(
-                "shards %s assigned",
-                sorted(partitions),
-                extra={"event": "shards_assigned", "shards": sorted(partitions)},
+        if not isinstance(service, ShardedReleaseService) or service.cut.owned == self.shards:
+            return
+        try:
+            await asyncio.to_thread(service.own, self.shards)
+        except Exception as exc:
+            self.publication_ok, self.publication_error = False, _health_error(exc)
+            log.error(
+                "cannot take shards %s yet, will retry: %s",
+                sorted(self.shards),
+                self.publication_error,
+                extra={"event": "shards_not_taken", "error": type(exc).__name__},
             )
-            self.metrics.observe_shards(partitions)
 
     def sends_releases(self) -> bool:
         """Whether this worker sends the committed releases and the status messages: always
@@ -187,6 +214,7 @@ class ServiceRunner:
         the next call: nothing is marked published unless all its messages were acknowledged.
         """
         async with self.lock:
+            await self._own_shards()
             try:
                 started = time.perf_counter()
                 manifests = await asyncio.to_thread(self.service.cut_ready)

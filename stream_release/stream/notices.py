@@ -84,6 +84,29 @@ def refusal_notice(label: str, exc: GuaranteeUnsatisfiable | SchemaError) -> Rel
     )
 
 
+SHARD_REASON = (
+    "the guarantee cannot be met on the part of this release held by one shard (too few rows "
+    "for the required group sizes, or a protected value too frequent among them, or among "
+    "the rows suppressed across the shards); the part's counts are not repeated here: a "
+    "shard's individuals are known to anyone who knows their ids"
+)
+SHARD_FIX = (
+    "its label is closed: publish the snapshot again under a new label once the data or the "
+    "settings allow it; fewer partitions (a new series) give each shard more rows"
+)
+
+
+def shard_refusal_notice(label: str, exc: GuaranteeUnsatisfiable | SchemaError) -> ReleaseNotice:
+    """The status message of release ``label``, refused because one shard's part cannot be
+    made: the kind of failure only. A shard is ``murmur2(id) mod P``, which anyone who knows
+    the ids can compute, so the part's own counts (:func:`refusal_notice`'s public message)
+    would describe a small set of known individuals."""
+    reason = SHARD_REASON if isinstance(exc, GuaranteeUnsatisfiable) else SCHEMA_REASON
+    return ReleaseNotice(
+        release=label, status="refused", error=type(exc).__name__, reason=reason, fix=SHARD_FIX
+    )
+
+
 def blocked_notice(status: ReleaseStatus) -> ReleaseNotice:
     """The status message of a sealed release its rejected records keep short."""
     return ReleaseNotice(

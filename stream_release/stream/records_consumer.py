@@ -46,6 +46,8 @@ class RecordStager(Protocol):
 
     async def assigned(self, partitions: set[int]) -> None: ...
 
+    async def revoked(self, partitions: set[int]) -> None: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +181,9 @@ class _Assignments(ConsumerRebalanceListener):  # type: ignore[misc]
         self.runner = runner
 
     async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
-        """Nothing to hand over: staging is in Redis, offsets are committed per batch."""
+        """Staging is in Redis and offsets are committed per batch: the runner only stops
+        cutting these shards (after the step in flight)."""
+        await self.runner.revoked({tp.partition for tp in revoked})
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
         await self.runner.assigned({tp.partition for tp in assigned})

@@ -100,11 +100,13 @@ def test_a_release_cut_on_three_shards_by_two_workers(
         counts = stage(a, settings, snap, snap.stem)
         assert min(counts) > 0
         assert a.step() == CutResult([], [])  # A voted for its two parts; B has not
-        assert a.current()["label"] == snap.stem and "outcome" not in a.current()
-        assert b.step() == CutResult([], [])  # B's vote decides and B commits; A's parts wait
+        assert a.current()["label"] == snap.stem and "union" not in a.current()
+        assert b.step() == CutResult([], [])  # B's vote decides; B confirms, A has not
+        assert "union" in a.current() and "outcome" not in a.current()
+        assert a.step() == CutResult([], [])  # A confirms and commits; B's part waits
         assert a.current()["outcome"] == "ok"
-        [manifest] = a.step().manifests  # A commits its parts and finishes the release
-        assert b.step() == CutResult([], []) and a.current() == {}
+        [manifest] = b.step().manifests  # B commits its part and finishes the release
+        assert a.step() == CutResult([], []) and a.current() == {}
         assert a.last_sequence() == b.last_sequence() == k
         assert manifest == a.manifest(k)
         assert (manifest["release"], manifest["sequence"]) == (snap.stem, k)
@@ -121,6 +123,8 @@ def test_a_release_cut_on_three_shards_by_two_workers(
         assert manifest["breach"]["max"] == max(p["breach"]["max"] for p in parts)
         assert manifest["breach"]["max"] <= manifest["breach"]["bound"] == 0.5
 
+    b.file_finished()
+    a.file_finished()  # a second writer of the same files: the same bytes, each file once
     for shard in range(SHARDS):
         part = a.part_paths(shard, 1)
         report = audit_directory(part.directory, private=part.private_dir, config=config)
@@ -166,3 +170,36 @@ def test_each_part_is_the_release_of_its_shard_alone(
                 line.pop("group")
             assert mine == other
             offsets[k - 1] += len(other)
+
+
+def test_suppressed_rows_are_linked_to_the_union_of_the_shards(
+    shared_data: Path, tmp_path: Path, redis_url: str, redis_prefix: str
+) -> None:
+    """Six releases on three shards with rows suppressed in several parts of one release: an
+    adversary sees every suppressed row of the release as one set, so each part links its
+    suppressed rows to the union before it commits; the audit, which recomputes every
+    linkage from the merged files with the union as one group, finds every claim true and
+    no breach above 1/l, and the manifest's share is the union's."""
+    config = write_config(tmp_path, shared_data)
+    settings = load_settings(
+        config,
+        history={"key": "5e" * 32, "prefix": redis_prefix},
+        kafka={"partitions": SHARDS},
+    )
+    archive, private = tmp_path / "archive", tmp_path / "private"
+    cut = ShardedCut(settings, connect(redis_url), range(SHARDS), archive, private)
+    snaps = adult_series(shared_data, tmp_path, 20, rounds=6)
+    several = 0
+    for snap in snaps:
+        stage(cut, settings, snap, snap.stem)
+        result = cut.step()
+        assert len(result.manifests) == 1, result
+        manifest = result.manifests[0]
+        parts = cut.part_manifests(manifest["sequence"])
+        rows = [p["suppressed_set"]["rows"] for p in parts]
+        several += sum(1 for r in rows if r) >= 2
+        assert manifest["suppressed_set"]["rows"] == sum(rows)
+    assert several, "no release had rows suppressed in two parts: the test shows nothing"
+    cut.file_finished()
+    report = audit_directory(archive, private=private, config=config, snapshots=snaps)
+    assert report.ok and len(report.releases) == len(snaps), report.table()

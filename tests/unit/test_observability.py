@@ -131,7 +131,8 @@ def test_two_registries_do_not_collide() -> None:
 
 def test_the_deploy_configs_point_at_the_worker_and_the_dashboards() -> None:
     prometheus = (DEPLOY / "prometheus.yml").read_text()
-    assert "stream-release:9464" in prometheus and "scrape_interval: 15s" in prometheus
+    assert 'names: ["stream-release"]' in prometheus and "port: 9464" in prometheus
+    assert "scrape_interval: 15s" in prometheus
     datasource = (DEPLOY / "grafana/provisioning/datasources/prometheus.yml").read_text()
     assert "url: http://prometheus:9090" in datasource and "uid: prometheus" in datasource
     provider = (DEPLOY / "grafana/provisioning/dashboards/dashboards.yml").read_text()

@@ -43,6 +43,7 @@ class SetState:
         cap: int,
         floor: float,
         absent: NDArray[np.bool_] | None = None,
+        value_floor: NDArray[np.float64] | None = None,
     ) -> None:
         self.sensitive = sensitive
         self.absent = absent if absent is not None else np.zeros_like(member)
@@ -78,7 +79,10 @@ class SetState:
         held = np.isfinite(ratio) & (self.counts[value] > 0) & ~forced[owner]
         self._heavy = np.unique(owner[held & (ratio > cap * (1.0 + RATIO_RTOL))])
         self._demanding = np.unique(owner[held & (ratio > self.base)])
-        self.ratio = np.where(protected, self.base, 0.0)
+        # a release cut on shards: each part's set holds the ratio every part's needs, so
+        # that their union holds it too (value_floor, (V,), already with the safe margin)
+        start = self.base if value_floor is None else np.maximum(self.base, value_floor)
+        self.ratio = np.where(protected, start, 0.0)
         self.blocked = np.zeros(v, dtype=np.bool_)
         self._raise(owner, value, ratio)
         self.terms = self._terms()

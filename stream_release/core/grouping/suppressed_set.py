@@ -138,6 +138,7 @@ def protect_suppressed_set(
     cap: int,
     floor: float,
     absent: NDArray[np.bool_] | None = None,
+    value_floor: NDArray[np.float64] | None = None,
 ) -> tuple[NDArray[np.int64], SuppressedSet]:
     """Group the ``eligible`` rows so that the suppressed ones form a valid group too.
 
@@ -173,6 +174,10 @@ def protect_suppressed_set(
         out; never members of the set nor decoys (an adversary who knows who is in the
         snapshot knows they are not suppressed). A group may be left with absent rows only:
         the caller drops those (:func:`~stream_release.core.grouping.virtual.trim_virtual`)
+    value_floor : (V,) float64, the least ratio ``R(S,s)`` the set must hold for each value
+        (safe margin included), whatever its members need: a part of a release cut on shards
+        holds what every part's members need, so that the union of the parts' sets, which an
+        adversary sees as one set, holds it too
 
     Returns
     -------
@@ -204,7 +209,9 @@ def protect_suppressed_set(
         rows that are neither forced nor ``decoys``. A row no group takes is *unplaced*: from
         then on it counts as forced."""
         unplaced = np.zeros(sensitive.shape[0], dtype=np.bool_)
-        state = SetState(sensitive, protected, requirements, group < 0, forced, cap, floor, absent)
+        state = SetState(
+            sensitive, protected, requirements, group < 0, forced, cap, floor, absent, value_floor
+        )
         regrouped = False
         while True:  # each turn groups a row, or marks rows unplaced, or ends
             must = np.union1d(state.to_place(), np.flatnonzero(unplaced))
@@ -232,6 +239,7 @@ def protect_suppressed_set(
                 cap,
                 floor,
                 absent,
+                value_floor,
             )
         state.unplaced = unplaced & state.member
         return group, state

@@ -36,6 +36,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, cast
 
+import numpy as np
 import orjson
 
 from stream_release.config import Settings
@@ -52,19 +53,19 @@ from stream_release.io.release_files import (
     ReleasePaths,
     decode_record,
     encode_record,
-    finalize_release,
-    is_staged,
+    make_private_dir,
     published_sequences,
-    stage_release,
+    write_once,
 )
 from stream_release.pipeline.parts import (
     merge_part_assignments,
     merge_part_manifests,
     merge_part_private,
 )
+from stream_release.pipeline.plan import SuppressedUnion
 from stream_release.pipeline.publisher import PlannedRelease, Publisher
 from stream_release.stream.messages import ReleaseNotice
-from stream_release.stream.notices import refusal_notice
+from stream_release.stream.notices import shard_refusal_notice
 from stream_release.stream.staging import REFUSED, RedisStaging, SealOutcome
 
 __all__ = ["CutResult", "Shard", "ShardedCut"]
@@ -137,6 +138,8 @@ class ShardedCut:
         lua = resources.files("stream_release.history").joinpath("lua")
         self._begin = client.register_script(lua.joinpath("release_begin.lua").read_text())
         self._vote = client.register_script(lua.joinpath("release_vote.lua").read_text())
+        self._confirm = client.register_script(lua.joinpath("release_confirm.lua").read_text())
+        self._part_done = client.register_script(lua.joinpath("release_part_done.lua").read_text())
         self._finish = client.register_script(lua.joinpath("release_finish.lua").read_text())
         self.own(owned)
 
@@ -160,7 +163,8 @@ class ShardedCut:
                 self.pseudonymizer,
                 private_dir=paths.private_dir,
             )
-            publisher.recover()
+            # a part staged but not committed may be another owner's, in flight: kept
+            publisher.recover(keep_staged=True)
             self.publishers[number] = publisher
 
     @property
@@ -207,7 +211,8 @@ class ShardedCut:
 
     def step(self) -> CutResult:
         """Take every step this worker can now (module docstring); returns the manifests of
-        the releases this call finished and the refusals it closed."""
+        the releases this call finished and the refusals it closed. The archive files of the
+        finished releases are written by :meth:`file_finished`."""
         result = CutResult([], [])
         while True:
             current = self.current()
@@ -219,28 +224,35 @@ class ShardedCut:
                 if self._begin(keys=keys, args=[ready[0]]) is None:
                     break
                 continue
-            label = current["label"]
             if "outcome" not in current:
-                self._vote_owned(label, int(current["sequence"]))
-                if "outcome" not in self.current():
-                    break  # waiting for other workers' votes
+                if "union" not in current:
+                    self._vote_owned(current)
+                    now = self.current()
+                    progressed = "union" in now or "outcome" in now
+                    progressed = progressed or now.get("round") != current.get("round")
+                else:
+                    self._confirm_owned(current)
+                    progressed = "outcome" in self.current()
+                if not progressed:
+                    break  # waiting for other workers' votes or confirmations
                 continue
             self._commit_owned(current)
-            closed, manifest = self._finish_if_done(current)
-            if not closed:
+            done, manifest = self._finish_if_done(current)
+            if done is None:
                 break  # waiting for other workers' parts
-            if manifest is not None:
-                result.manifests.append(manifest)
-            elif current["outcome"] != "ok":
-                refusal = orjson.loads(current["refusal"])["refused"]
-                result.refused.append(ReleaseNotice.model_validate(refusal))
-        self.file_finished()
+            if done:  # this call closed the release
+                if manifest is not None:
+                    result.manifests.append(manifest)
+                else:
+                    result.refused.append(_refusal(current))
         return result
 
     def file_finished(self) -> None:
         """Write the archive files of every finished release that has none yet (the merged
         public files, the merged private ones), from the release record and the parts' files:
-        what the finisher did not write before a crash is written by the next step."""
+        what a finisher did not write before a crash is written by the next call, and workers
+        writing the same release at once write the same bytes, each file once
+        (:func:`~stream_release.io.release_files.write_once`)."""
         last = self.last_sequence()
         done = published_sequences(self.archive) if self.archive.is_dir() else []
         for sequence in range((done[-1] if done else 0) + 1, last + 1):
@@ -250,9 +262,11 @@ class ShardedCut:
         manifest = self.manifest(sequence)
         label = str(manifest["release"])
         parts = [self.part_paths(shard.number, sequence) for shard in self.shards]
-        for paths in parts:
-            if is_staged(paths):  # committed, its owner stopped before renaming
-                finalize_release(paths)
+        if not all(p.manifest.exists() for p in parts):
+            raise HistoryStoreError(
+                f"release {sequence}: a shard's part files are not in place yet (its owner "
+                "committed it and has not renamed them): filed at a later step"
+            )
         files = ReleaseFiles(
             self.group_lines(sequence),
             manifest,
@@ -262,38 +276,102 @@ class ShardedCut:
             ),
         )
         paths = ReleasePaths(self.archive, sequence, self.private_archive)
-        stage_release(paths, files)
-        finalize_release(paths)
+        make_private_dir(self.private_archive)
+        for path, data in files.contents(paths).items():  # the manifest last
+            write_once(path, data)
 
-    def _vote_owned(self, label: str, sequence: int) -> None:
+    def _vote_owned(self, current: dict[str, str]) -> None:
+        label, round_ = current["label"], int(current.get("round", "0"))
         votes = self.client.hkeys(self.keys.votes(label))
         voted = {int(v) for v in cast("list[bytes]", votes)}
+        refusal = orjson.dumps({"refused": _union_refusal(label).model_dump(mode="json")})
         for number, publisher in self.publishers.items():
             if number in voted:
                 continue
-            shard = self.shards[number]
             vote: dict[str, Any]
             try:
-                planned = self._plan(shard, publisher, label, sequence)
+                planned = self._plan(number, publisher, current)
             except (GuaranteeUnsatisfiable, SchemaError) as exc:
-                notice = refusal_notice(label, exc)
-                vote = {"refused": notice.model_dump(mode="json")}
+                vote = {"refused": shard_refusal_notice(label, exc).model_dump(mode="json")}
+                _log_part_refused(label, number, exc)
             else:
                 self.planned[number] = planned
-                vote = {"groups": planned.groups}
-            self._vote(
-                keys=[self.keys.current, self.keys.votes(label)],
-                args=[label, number, orjson.dumps(vote), self.partitions],
+                own = planned.suppressed()
+                vote = {
+                    "groups": planned.groups,
+                    "suppressed": {
+                        "size": own.size,
+                        "counts": own.counts,
+                        "forced": sorted(own.forced),
+                    },
+                    "ratio": planned.set_ratio(self.settings.privacy.protected),
+                }
+            keys = [self.keys.current, self.keys.votes(label)]
+            args: list[str | int | bytes] = [
+                label, number, orjson.dumps(vote), self.partitions, round_, ROUNDS, refusal,
+            ]  # fmt: skip
+            if int(self._vote(keys=keys, args=args)) in (-2, 2):
+                self.planned.clear()  # another round: every part plans again
+                return
+
+    def _confirm_owned(self, current: dict[str, str]) -> None:
+        """Link each owned part's suppressed rows to the union of every part's, check every
+        bound again, and confirm (or refuse) the part."""
+        label = current["label"]
+        confirmed = self.client.hkeys(self.keys.confirms(label))
+        done = {int(v) for v in cast("list[bytes]", confirmed)}
+        union = _union(current["union"])
+        for number, publisher in self.publishers.items():
+            if number in done:
+                continue
+            confirm: dict[str, Any]
+            try:
+                planned = self._planned(number, publisher, current)
+                self.planned[number] = publisher.relink(planned, union)
+            except GuaranteeUnsatisfiable as exc:
+                confirm = {"refused": shard_refusal_notice(label, exc).model_dump(mode="json")}
+                _log_part_refused(label, number, exc)
+            else:
+                breach = np.sort(self.planned[number].plan.breach).astype("<f8").tobytes()
+                self.client.hset(self.keys.breaches(label), str(number), breach)
+                confirm = {"ok": True}
+            self._confirm(
+                keys=[self.keys.current, self.keys.confirms(label)],
+                args=[label, number, orjson.dumps(confirm), self.partitions],
             )
 
-    def _plan(
-        self, shard: Shard, publisher: Publisher, label: str, sequence: int
+    def _planned(
+        self, number: int, publisher: Publisher, current: dict[str, str]
     ) -> PlannedRelease:
+        """The owned part ``number`` as planned for the vote: kept from the vote, or planned
+        again (after a crash or a move) and checked against the vote it must equal."""
+        label = current["label"]
+        planned = self.planned.get(number)
+        if planned is not None and planned.label == label:
+            return planned
+        planned = self._plan(number, publisher, current)
+        raw = self.client.hget(self.keys.votes(label), str(number))
+        vote = None if raw is None else orjson.loads(cast("bytes", raw))
+        if vote is None or vote.get("groups") != planned.groups:
+            raise HistoryStoreError(
+                f"shard {number}'s part of release {label!r} planned again differs from the "
+                "part it voted (the configuration or the version changed mid-release?); "
+                "restart every worker with the configuration the release was voted under"
+            )
+        return planned
+
+    def _plan(self, number: int, publisher: Publisher, current: dict[str, str]) -> PlannedRelease:
+        """Plan shard ``number``'s part of the release in flight, in its round (``floor``:
+        the least ratio every part's suppressed set must hold)."""
+        shard, label, sequence = self.shards[number], current["label"], int(current["sequence"])
+        floor = {str(v): float(r) for v, r in orjson.loads(current.get("floor", "{}")).items()}
         pseudonyms, raw = shard.staging.load(label)
         kill_point("cut_loaded")
         table = encode(raw, self.settings.schema, self.hierarchies)
         del raw
-        planned = publisher.plan(table, label=label, pseudonyms=pseudonyms, cut_label=True)
+        planned = publisher.plan(
+            table, label=label, pseudonyms=pseudonyms, cut_label=True, set_floor=floor or None
+        )
         if planned.sequence != sequence:
             raise HistoryStoreError(
                 f"shard {shard.number} is at release {planned.sequence - 1} but release "
@@ -309,32 +387,48 @@ class ShardedCut:
             done = shard.staging.committed(label)
             if done is None:
                 if current["outcome"] == "ok":
-                    planned = self.planned.pop(number, None)
-                    if planned is None or planned.label != label:
-                        planned = self._plan(shard, publisher, label, sequence)
+                    planned = self._planned(number, publisher, current)
+                    planned = publisher.relink(planned, _union(current["union"]))
                     offsets = orjson.loads(current["offsets"])
-                    publisher.apply(publisher.render(planned, first_group=int(offsets[number])))
+                    publisher.apply(
+                        publisher.render(planned, first_group=int(offsets[number]), part=True)
+                    )
                 else:
                     shard.staging.refuse(label, None)
+                self.planned.pop(number, None)
             elif done not in (sequence, REFUSED):
                 raise HistoryStoreError(
                     f"shard {number} committed release {label!r} as {done}, not {sequence}"
                 )
-            self.client.sadd(self.keys.parts(label), number)
+            self._part_done(keys=[self.keys.current, self.keys.parts(label)], args=[label, number])
 
-    def _finish_if_done(self, current: dict[str, str]) -> tuple[bool, dict[str, Any] | None]:
-        """Whether the release is closed, and its merged manifest when this call finished it
-        (``None``: another worker did, it was refused, or a part is not done)."""
+    def _finish_if_done(self, current: dict[str, str]) -> tuple[bool | None, dict[str, Any] | None]:
+        """``(None, None)`` while a part is not done; else whether this call closed the
+        release and, when it did and the release is published, its merged manifest."""
         label, sequence = current["label"], int(current["sequence"])
         if self.client.scard(self.keys.parts(label)) < self.partitions:
-            return False, None
+            if self.current().get("label") == label:
+                return None, None
+            return False, None  # another worker closed it meanwhile
         manifest: dict[str, Any] | None = None
         if current["outcome"] == "ok":
-            manifest = merge_part_manifests(label, sequence, self.part_manifests(sequence))
+            raw = cast("dict[bytes, bytes]", self.client.hgetall(self.keys.breaches(label)))
+            breach = np.concatenate(
+                [
+                    np.frombuffer(raw.get(str(n).encode(), b""), "<f8")
+                    for n in range(self.partitions)
+                ]
+            )
+            manifest = merge_part_manifests(
+                label,
+                sequence,
+                self.part_manifests(sequence),
+                _union(current["union"]),
+                breach,
+            )
             payload = encode_record(b"", manifest)
         else:
-            refusal = orjson.loads(current["refusal"])["refused"]
-            payload = orjson.dumps(refusal)
+            payload = orjson.dumps(_refusal(current).model_dump(mode="json"))
         keys = [
             self.keys.current,
             self.keys.parts(label),
@@ -345,11 +439,13 @@ class ShardedCut:
             self.keys.votes(label),
             self.keys.stage_seal(label),
             self.keys.status_outbox,
+            self.keys.confirms(label),
+            self.keys.breaches(label),
         ]
-        closed = self._finish(keys=keys, args=[label, self.partitions, payload])
-        if int(closed) == -1:
-            return False, None
-        return True, manifest if int(closed) == 1 else None
+        closed = int(self._finish(keys=keys, args=[label, self.partitions, payload]))
+        if closed == -1:
+            return None, None
+        return closed == 1, manifest if closed == 1 else None
 
     # -- publication ---------------------------------------------------------------------------
 
@@ -379,3 +475,43 @@ class ShardedCut:
         """Every group line of finished release ``sequence``: each part's, shard 0 first."""
         self.manifest(sequence)  # finished: every part is committed
         return b"".join(decode_record(self._part(shard, sequence))[1] for shard in self.shards)
+
+
+ROUNDS = 6
+"""Rounds of planning a release in flight may take before it is refused: each round plans
+every part again with a higher floor on its suppressed set's ratios (release_vote.lua)."""
+
+
+def _union_refusal(label: str) -> ReleaseNotice:
+    """The status message of a release whose parts' suppressed rows could not be made one
+    safe set within :data:`ROUNDS` rounds."""
+    return shard_refusal_notice(label, GuaranteeUnsatisfiable("the shards' suppressed rows"))
+
+
+def _union(raw: str) -> SuppressedUnion:
+    """The union of the parts' suppressed rows as ``release_vote.lua`` wrote it."""
+    document = orjson.loads(raw)
+    counts = document["counts"]
+    pairs = counts if isinstance(counts, list) else []  # Lua encodes an empty table as {}
+    forced = document.get("forced")
+    return SuppressedUnion(
+        {str(v): int(c) for v, c in pairs},
+        int(document["size"]),
+        frozenset(str(v) for v in forced) if isinstance(forced, list) else frozenset(),
+    )
+
+
+def _refusal(current: dict[str, str]) -> ReleaseNotice:
+    """The status message of a refused release in flight (the refusing shard's vote)."""
+    return ReleaseNotice.model_validate(orjson.loads(current["refusal"])["refused"])
+
+
+def _log_part_refused(label: str, shard: int, exc: Exception) -> None:
+    """A shard's part cannot be made: the kind of failure and the shard, never its counts."""
+    log.warning(
+        "release %r: shard %d's part cannot be made (%s); the release is refused",
+        label,
+        shard,
+        type(exc).__name__,
+        extra={"event": "part_refused", "release": label, "shard": shard},
+    )

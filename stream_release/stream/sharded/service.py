@@ -10,12 +10,21 @@ read the release-level records, which every worker shares.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from stream_release.config import Settings
-from stream_release.errors import ArchiveConflict, ConfigError, StoreRegressed
+from stream_release.errors import (
+    ArchiveConflict,
+    ConfigError,
+    HistoryStoreError,
+    SequenceConflict,
+    StoreRegressed,
+)
 from stream_release.history.redis_client import RedisClient
 from stream_release.io.release_files import default_private_dir
 from stream_release.stream.intake import ReleaseRows
@@ -24,6 +33,8 @@ from stream_release.stream.sharded.cut import Shard, ShardedCut
 from stream_release.stream.staging import ReleaseStatus, SealOutcome, Staged, StageOutcome
 
 __all__ = ["ShardedReleaseService"]
+
+log = logging.getLogger(__name__)
 
 
 class ShardedReleaseService(BaseReleaseService):
@@ -88,6 +99,13 @@ class ShardedReleaseService(BaseReleaseService):
     def _seal(self, label: str, counts: list[int]) -> SealOutcome:
         limit = self.settings.service.max_release_rows
         if limit is not None and sum(counts) > limit:
+            log.warning(
+                "seal of release %r refused: %d ids, more than service.max_release_rows = %d",
+                label,
+                sum(counts),
+                limit,
+                extra={"event": "release_too_large", "release": label, "sealed": sum(counts)},
+            )
             return SealOutcome.TOO_LARGE
         return self.cut.seal(label, counts)
 
@@ -103,27 +121,53 @@ class ShardedReleaseService(BaseReleaseService):
     # -- the cut -------------------------------------------------------------------------------
 
     def cut_ready(self) -> list[dict[str, Any]]:
-        """Take every step of the cut this worker can (:meth:`ShardedCut.step`); refusals are
-        logged as the one-namespace service logs them, a store behind its archive or a
-        configuration that cannot make the release in flight holds the cut."""
+        """Take every step of the cut this worker can (:meth:`ShardedCut.step`), then file the
+        finished releases in the archive. A refusal is logged as the one-namespace service
+        logs it (with the release's sealed rows); a store behind its archive or a
+        configuration that cannot make the release in flight holds the cut, named by the
+        release in flight; a part that another owner is committing at the same moment (a
+        rebalance) is left for the next step."""
         self.config_problem = None
         self.store_problem = None
         self.refused = []
-        current = self.cut.current()
-        label = current.get("label", "")
+        label = self.cut.current().get("label", "")
+        rows = self._sealed_rows(label) if label else 0
         try:
             result = self.cut.step()
         except (StoreRegressed, ArchiveConflict) as exc:
-            self.hold_for_store(label, 0, exc)
+            self.hold_for_store(label, rows, exc)
             return []
         except ConfigError as exc:
-            self.hold_for_config(label, 0, exc)
+            self.hold_for_config(label, rows, exc)
+            return []
+        except SequenceConflict as exc:  # two owners of one shard for a moment
+            log.warning(
+                "release %r: a shard's part was committed by another worker: %s",
+                label,
+                exc,
+                extra={"event": "cut_retry", "release": label, "error": type(exc).__name__},
+            )
             return []
         for notice in result.refused:
-            self.log_refusal(notice, 0)
+            self.log_refusal(notice, self._sealed_rows(notice.release))
         if result.manifests:
             self.last_refusal = None
+        try:
+            self.cut.file_finished()
+        except ArchiveConflict as exc:
+            self.hold_for_store(label, rows, exc)
+        except (HistoryStoreError, OSError) as exc:  # a part's files not in place yet
+            log.warning(
+                "finished releases not filed yet, next step: %s",
+                exc,
+                extra={"event": "filing_deferred", "error": type(exc).__name__},
+            )
         return result.manifests
+
+    def _sealed_rows(self, label: str) -> int:
+        """The ids release ``label``'s seal announced (0 once the seal is gone)."""
+        raw = self.staging.sealed_value(label)
+        return 0 if raw is None else sum(orjson.loads(raw))
 
     # -- publication and health ----------------------------------------------------------------
 
