@@ -61,6 +61,8 @@ figures), and the release-level records that every worker reads have the head
 each partition's ids), ``stage:open``, ``labels``, ``seq``, ``release:{seq:08d}`` (the merged
 manifest), ``published``, ``status:outbox``, and::
 
+    {prefix:release}:partitions         STRING the series' partition count (its shards),
+                                              set at its first start, checked at every one
     {prefix:release}:current            HASH  the release in flight: label, sequence, and once
                                               every shard voted outcome, offsets or refusal
     {prefix:release}:votes:<hex label>  HASH  shard -> vote (JSON: its part's group count, or
@@ -268,6 +270,11 @@ class RedisKeys:
     def votes(self, label: str) -> str:
         """``{prefix:release}:votes:<hex label>``: shard -> its vote on release ``label``."""
         return f"{self.head}:votes:{label.encode().hex()}"
+
+    @property
+    def partitions(self) -> str:
+        """``{prefix:release}:partitions``: the series' partition count, set at its start."""
+        return f"{self.head}:partitions"
 
     def confirms(self, label: str) -> str:
         """``{prefix:release}:confirms:<hex label>``: shard -> its confirmation of ``label``

@@ -41,7 +41,8 @@ Known sharp edges
 * If the connection drops during ``EXEC``, redis-py reports a ``WatchError``; the retry then
   finds either the old sequence (the commit was lost, it is applied now) or the new one (it went
   through, the caller gets :class:`SequenceConflict` and can compare ``record(sequence)``).
-* ``load`` is not isolated from a concurrent commit; the service runs one writer per prefix.
+* ``load`` is not isolated from a concurrent commit; the service runs one writer per
+  namespace (per shard on shards: the owner the records consumer's group chose).
 """
 
 from __future__ import annotations

@@ -510,8 +510,9 @@ def create_app(
         async def follow_shards() -> None:
             # another worker's vote or part may let this one go on: look again soon while a
             # release is in flight (a read of one hash), not only at the next retry interval
-            if await asyncio.to_thread(service.cut.current):
-                await runner.publish()
+            held = service.config_problem is not None or service.store_problem is not None
+            if not held and bool(await asyncio.to_thread(service.cut.current)):
+                await runner.publish()  # a held cut waits for the retry interval instead
 
     seal_watch = SealWatch(conf.seal_alert_after_s)  # logs seals that stay incomplete
 

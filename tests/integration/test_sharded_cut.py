@@ -20,12 +20,15 @@ from support.service_runs import record_messages
 from stream_release.audit import audit_directory
 from stream_release.config import Settings, load_settings
 from stream_release.devtools.datasets import Table, read_csv_table
+from stream_release.errors import ConfigError
+from stream_release.history.keys import RedisKeys
 from stream_release.history.pseudonym import Pseudonymizer, load_key
 from stream_release.history.redis_client import RedisClient, connect
 from stream_release.io.hierarchy import load_hierarchies
 from stream_release.pipeline.anonymize import anonymize_files
 from stream_release.stream.intake import RecordValidator
 from stream_release.stream.messages import SnapshotRecord, decode_record
+from stream_release.stream.service import ReleaseService
 from stream_release.stream.sharded.cut import CutResult, ShardedCut
 
 pytestmark = pytest.mark.integration
@@ -203,3 +206,29 @@ def test_suppressed_rows_are_linked_to_the_union_of_the_shards(
     cut.file_finished()
     report = audit_directory(archive, private=private, config=config, snapshots=snaps)
     assert report.ok and len(report.releases) == len(snaps), report.table()
+
+
+def test_a_series_keeps_its_partition_count_and_its_kind(
+    shared_data: Path, tmp_path: Path, redis_url: str, redis_prefix: str
+) -> None:
+    """Another partition count, or a series under the same prefix cut without shards (or the
+    other way round), would put individuals where their histories are not: refused before
+    anything is cut, with the fix."""
+    config = write_config(tmp_path, shared_data)
+    client = connect(redis_url)
+
+    def settings(partitions: int) -> Settings:
+        return load_settings(
+            config, history={"key": KEY, "prefix": redis_prefix}, kafka={"partitions": partitions}
+        )
+
+    ShardedCut(settings(3), client, [0], tmp_path / "a", tmp_path / "p")
+    with pytest.raises(ConfigError, match=r"was started with 3: .*set kafka.partitions = 3"):
+        ShardedCut(settings(2), client, [0], tmp_path / "a", tmp_path / "p")
+    # the release-level sequence marks a series on shards
+    client.set(RedisKeys.for_release(redis_prefix).sequence, 1)
+    with pytest.raises(ConfigError, match="holds a series cut on shards"):
+        ReleaseService(settings(1), client, tmp_path / "b")
+    client.set(RedisKeys(redis_prefix).sequence, 1)
+    with pytest.raises(ConfigError, match="holds a series cut without shards"):
+        ShardedCut(settings(3), client, [0], tmp_path / "a", tmp_path / "p")

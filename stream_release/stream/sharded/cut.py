@@ -41,7 +41,12 @@ import orjson
 
 from stream_release.config import Settings
 from stream_release.devtools.faults import kill_point
-from stream_release.errors import GuaranteeUnsatisfiable, HistoryStoreError, SchemaError
+from stream_release.errors import (
+    ConfigError,
+    GuaranteeUnsatisfiable,
+    HistoryStoreError,
+    SchemaError,
+)
 from stream_release.history.keys import RedisKeys
 from stream_release.history.pseudonym import Pseudonymizer, load_key
 from stream_release.history.redis_client import RedisClient
@@ -141,7 +146,37 @@ class ShardedCut:
         self._confirm = client.register_script(lua.joinpath("release_confirm.lua").read_text())
         self._part_done = client.register_script(lua.joinpath("release_part_done.lua").read_text())
         self._finish = client.register_script(lua.joinpath("release_finish.lua").read_text())
+        self._check_series()
         self.own(owned)
+
+    def _check_series(self) -> None:
+        """Record the series' partition count at its first start, and refuse another one
+        later, or a prefix that holds a one-namespace series: either would put individuals in
+        shards without their histories.
+
+        Raises
+        ------
+        ConfigError
+            The series was started with another ``kafka.partitions``, or under this prefix
+            without shards.
+        """
+        prefix = self.settings.history.prefix
+        plain = RedisKeys(prefix)
+        if self.client.exists(plain.sequence):
+            raise ConfigError(
+                f"history.prefix = {prefix!r} holds a series cut without shards "
+                "(kafka.partitions = 1, redis.cluster = false): its histories are not a "
+                "shard's; continue it without shards, or start this one under another prefix"
+            )
+        self.client.set(self.keys.partitions, self.partitions, nx=True)
+        recorded = int(cast("bytes", self.client.get(self.keys.partitions)))
+        if recorded != self.partitions:
+            raise ConfigError(
+                f"kafka.partitions = {self.partitions}, but the series under history.prefix = "
+                f"{prefix!r} was started with {recorded}: each individual's history is in the "
+                f"shard of its partition; set kafka.partitions = {recorded}, or start a new "
+                "series under another prefix"
+            )
 
     def own(self, owned: Iterable[int]) -> None:
         """Plan and commit the parts of ``owned`` from now on (the partitions of
