@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 from aiokafka.partitioner import DefaultPartitioner
 from numpy.typing import NDArray
 from scale import (
@@ -68,9 +69,20 @@ from stream_release.core.table import EncodedTable
 from stream_release.core.utility.groups import group_size_stats, ncp
 from stream_release.core.utility.queries import draw_count_queries, error_figures
 from stream_release.core.utility.query_index import ReleaseCounts
+from stream_release.devtools.local_services import (
+    free_port,
+    managed_process,
+    redis_answers,
+    redis_argv,
+)
+from stream_release.history.pseudonym import Pseudonymizer, load_key
+from stream_release.history.redis_client import connect
 from stream_release.io.encoding import encode
+from stream_release.io.release_files import ReleasePaths
 from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.pipeline.publisher import Publisher
+from stream_release.stream.sharded.cut import ShardedCut
+from stream_release.stream.staging import staged_row
 
 TARGET = 1.10
 """The issue's bound on ``P = 4`` against ``P = 1``: NCP and query error within +10 %."""
@@ -104,8 +116,13 @@ def query_errors(
 def measure(
     size: int, releases: int, data_dir: Path, seed: int, partitions: int
 ) -> list[dict[str, Any]]:
-    """One series of ``releases`` snapshots of ``size`` rows split over ``partitions`` shards,
-    each published by its own ``Publisher``; a dict per release, its figures over the union."""
+    """One series of ``releases`` snapshots of ``size`` rows split over ``partitions`` shards;
+    a dict per release, its figures over the union. ``P = 1``: one ``Publisher``. ``P > 1``:
+    the service's cut on shards (:class:`~stream_release.stream.sharded.cut.ShardedCut`, one
+    owner of every shard, on a local Redis): the parts agree on their suppressed rows' union
+    and link them to it, as a release cut by the workers is."""
+    if partitions > 1:
+        return measure_sharded(size, releases, data_dir, seed, partitions)
     settings, hierarchies, population = open_series(size, data_dir, seed)
     out: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -193,6 +210,114 @@ def measure(
         finally:
             for publisher in publishers:
                 publisher.close()
+    return out
+
+
+def measure_sharded(
+    size: int, releases: int, data_dir: Path, seed: int, partitions: int
+) -> list[dict[str, Any]]:
+    """:func:`measure` through :class:`ShardedCut`: each release's rows staged in the shard of
+    their partition (pseudonymised as the worker does), sealed with each partition's count,
+    cut; the union of the parts read back from the merged assignments."""
+    settings, hierarchies, population = open_series(size, data_dir, seed)
+    settings = settings.model_copy(
+        update={"kafka": settings.kafka.model_copy(update={"partitions": partitions})}
+    )
+    key = load_key(settings.history, default_dir=None)
+    pseudonymizer = Pseudonymizer(key)
+    schema = settings.schema
+    out: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        port = free_port()
+        url = f"redis://127.0.0.1:{port}/0"
+        with managed_process("redis", redis_argv(port, work), work / "redis.log", work) as redis:
+            redis.wait_until(lambda: redis_answers(url))
+            cut = ShardedCut(settings, connect(url), range(partitions), work / "out",
+                             work / "out.private")  # fmt: skip
+            for k in range(1, releases + 1):
+                ids, qid, sensitive = population.advance()
+                raw = snapshot_from_columns(ids, qid, sensitive)
+                table = encode(raw, schema, hierarchies)
+                shard = partition_of(ids, partitions)
+                digests = pseudonymizer.digests(ids.tolist())
+                columns = [qid[name].tolist() for name in schema.qid]
+                rows = [
+                    staged_row([str(c) for c in values], str(s))
+                    for s, *values in zip(sensitive.tolist(), *columns, strict=True)
+                ]
+                label = f"S{k:02d}"
+                started = time.perf_counter()
+                for p in range(partitions):
+                    mine = np.flatnonzero(shard == p).tolist()
+                    cut.shards[p].staging.stage(
+                        label, [digests[i] for i in mine], [rows[i] for i in mine]
+                    )
+                staged_s = time.perf_counter() - started
+                counts = np.bincount(shard, minlength=partitions).tolist()
+                cut.seal(label, counts)
+                started = time.perf_counter()
+                result = cut.step()
+                cut.file_finished()
+                cut_s = time.perf_counter() - started
+                if len(result.manifests) != 1:
+                    raise SystemExit(f"release {k} not published: {result.refused}")
+                manifest = result.manifests[0]
+                paths = ReleasePaths(work / "out", k, work / "out.private")
+                a_ids, a_group, virtual = read_assignments(paths.assignments)
+                if virtual.any():
+                    raise SystemExit(f"release {k}: virtual members, not measured")
+                hexes = [d.hex() for d in digests]
+                group = groups_in_order(a_ids, a_group, hexes)
+                layout = release_layout(table, group, bounds=True)
+                stats = group_size_stats(layout)
+                union_ncp = ncp(table, layout)
+                parts = cut.part_manifests(k)
+                check_union(stats, parts, union_ncp)
+                record = orjson.loads(paths.private_record.read_bytes())["suppressed"]
+                counts_ = ReleaseCounts(table, layout, "generalized")
+                errors = query_errors(table, counts_, [seed, k], 1)
+                common = query_errors(table, counts_, [seed, k], -(-table.n_rows // REFERENCE_ROWS))
+                out.append(
+                    {
+                        "size": size,
+                        "partitions": partitions,
+                        "seed": seed,
+                        "release": k,
+                        "rows": table.n_rows,
+                        "shard_rows": counts,
+                        "shard_suppressed": [int(m["suppressed"]) for m in parts],
+                        "suppressed": int(stats["suppressed"]),
+                        "suppression": float(stats["suppression"]),
+                        "forced": len(record["forced"]),
+                        "exhausted": len(record["exhausted"]),
+                        "groups": int(stats["groups"]),
+                        "avg_group": float(stats["avg_group_size"]),
+                        "max_group": int(stats["max_group_size"]),
+                        "ncp": union_ncp,
+                        **dict(
+                            zip(
+                                ("error_mean", "error_median", "error_trimmed"),
+                                error_figures(errors),
+                                strict=True,
+                            )
+                        ),
+                        **dict(
+                            zip(
+                                ("common_median", "common_trimmed"),
+                                error_figures(common)[1:],
+                                strict=True,
+                            )
+                        ),
+                        "breach_max": float(manifest["breach"]["max"]),
+                        "publish_s": cut_s,
+                        "publish_max_s": cut_s,
+                        "staging_s": staged_s,
+                        "peak_rss_mib": peak_rss_mib(),
+                    }
+                )
+                print(format_row(out[-1], f"P={partitions} seed {seed} (cut on shards)"),
+                      file=sys.stderr, flush=True)  # fmt: skip
     return out
 
 

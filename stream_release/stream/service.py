@@ -383,12 +383,6 @@ class ReleaseService(BaseReleaseService):
     ) -> None:
         super().__init__(settings, client)
         self.keys = RedisKeys(settings.history.prefix)
-        if client.exists(RedisKeys.for_release(settings.history.prefix).sequence):
-            raise ConfigError(
-                f"history.prefix = {settings.history.prefix!r} holds a series cut on shards: "
-                "its histories are in the shards; continue it with its kafka.partitions (and "
-                "redis.cluster), or start this one under another prefix"
-            )
         self.store = RedisHistoryStore(client, settings.history.prefix)
         self.staging = RedisStaging(
             client, self.keys, settings.schema, max_rows=settings.service.max_release_rows
