@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -224,6 +224,8 @@ def plan_release(
     grouping: GroupingSettings | None = None,
     virtual: NDArray[np.bool_] | None = None,
     set_floor: Mapping[str, float] | None = None,
+    set_held: Collection[str] = (),
+    set_blocked: Collection[str] = (),
 ) -> ReleasePlan:
     """Group ``table`` under ``strategy`` given the history of its rows.
 
@@ -242,6 +244,10 @@ def plan_release(
     set_floor : value -> the least ratio ``R(S,s)`` the suppressed set must hold (a part of a
         release cut on shards: what every part's suppressed members need, so that the union
         of the parts' sets holds it; :func:`relink_suppressed`)
+    set_held : the values the other parts' suppressed sets hold (a member spent for one is
+        stranded: placed into a group, as if this part's set held the value)
+    set_blocked : values another part's forced member is spent for and no forced member holds:
+        kept out of the suppressed set
 
     Raises
     ------
@@ -274,7 +280,15 @@ def plan_release(
     if set_floor:
         names = table.sensitive_values
         floor = np.array([float(set_floor.get(v, 0.0)) for v in names], dtype=np.float64)
-    group, suppressed = grouper.group_release(strategy, absent, floor)
+    held = None
+    if set_held:
+        wanted = set(set_held)
+        held = np.array([v in wanted for v in table.sensitive_values], dtype=np.bool_)
+    blocked = None
+    if set_blocked:
+        out = set(set_blocked)
+        blocked = np.array([v in out for v in table.sensitive_values], dtype=np.bool_)
+    group, suppressed = grouper.group_release(strategy, absent, floor, held, blocked)
     layout = ReleaseLayout.of(table, group)  # once per release: render reads it too
     contents = GroupContents.of(table, layout)
     check_sizes(contents.size, min_group_size)
@@ -570,6 +584,8 @@ class _ReleaseGrouping:
         strategy: Strategy,
         absent: NDArray[np.bool_],
         value_floor: NDArray[np.float64] | None = None,
+        also_held: NDArray[np.bool_] | None = None,
+        also_blocked: NDArray[np.bool_] | None = None,
     ) -> tuple[NDArray[np.int64], SuppressedSet]:
         """The release's groups (n,) (``-1`` = suppressed) and its suppressed set, made valid
         as one more group (:func:`protect_suppressed_set`); groups left with ``absent`` rows
@@ -588,6 +604,7 @@ class _ReleaseGrouping:
             table.sensitive, is_protected, requirements, eligible, self.group_rows,
             self.place_rows, validity.valid,
             cap=cap, floor=strategy.ell, absent=absent, value_floor=value_floor,
+            also_held=also_held, also_blocked=also_blocked,
         )  # fmt: skip
         if absent.any():
             group = trim_virtual(

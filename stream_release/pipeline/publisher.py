@@ -34,7 +34,7 @@ publisher configured with another kind than the series' last release is refused
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -85,10 +85,6 @@ from stream_release.pipeline.render import (
     render_release,
     suppressed_record,
 )
-
-SPENT = 1e300
-"""The ratio a suppressed member's pair at the bound needs (no finite one: the union of the
-parts' suppressed sets may not hold the value at all); finite, so that JSON carries it."""
 
 RANDOMNESS_PURPOSE = "mechanism"
 """What the mechanisms' randomness is derived for (:meth:`Pseudonymizer.derived_key`)."""
@@ -150,42 +146,54 @@ class PlannedRelease:
         by_forced = frozenset(values[int(v)] for v in np.unique(table.sensitive[forced]))
         return SuppressedUnion(held, int(np.count_nonzero(star)), by_forced)
 
-    def set_ratio(self, protected: tuple[str, ...] | list[str] = ()) -> dict[str, float]:
-        """What the union of the parts' suppressed sets must hold, value by value, for every
-        member of this part's set to keep the bound: the ratio ``R(S,s)`` its own set holds
-        (Theorem 1, safe margin included), and each member's own need for any protected value,
-        also one its set does not hold (another part's set may bring it), :data:`SPENT` for a
-        pair at the bound that the set does not exempt."""
+    def set_needs(
+        self, protected: tuple[str, ...] | list[str], cap: int
+    ) -> tuple[dict[str, float], list[str], list[str]]:
+        """What the union of the parts' suppressed sets must hold for every member of this
+        part's set to keep the bound: ``(ratios, strands, blocks)``.
+
+        ``ratios``: value by value, the ratio ``R(S,s)`` this set holds (Theorem 1, safe margin
+        included) and each member's own need for any protected value, also one this set does
+        not hold (another part's set may bring it). The values this set does not hold for
+        which a member's pair is spent (at the bound, or a forced member's ratio above
+        ``cap``): ``strands``, a member that can be placed (this part places it when it plans
+        again with the value held elsewhere), ``blocks``, a forced member (no part's set may
+        hold the value unless a forced member holds it: the exemption)."""
         plan, table = self.plan, self.table
-        out: dict[str, float] = {}
-        ratio = plan.suppressed_set.ratio
-        for v, r in enumerate(ratio.tolist()):
+        ratios: dict[str, float] = {}
+        suppressed = plan.suppressed_set
+        for v, r in enumerate(suppressed.ratio.tolist()):
             if r > 0:
-                out[table.sensitive_values[v]] = float(r)
+                ratios[table.sensitive_values[v]] = float(r)
         star = np.flatnonzero((plan.group < 0) & plan.real)
         history = self.history
         if star.size == 0 or history.n_entries == 0:
-            return out
+            return ratios, [], []
         owner = history.owner()
         member = np.isin(owner, star) & (history.log_p < 0.0)
-        exempt = set(
-            zip(
-                plan.suppressed_set.exempt_row.tolist(),
-                plan.value_of_local[plan.suppressed_set.exempt_value].tolist(),
-                strict=True,
-            )
-        )
-        ell = plan.strategy.ell
-        need = minimum_ratio_from_log_product(ell, history.log_p[member]) * (1.0 + RATIO_RTOL)
+        least = minimum_ratio_from_log_product(plan.strategy.ell, history.log_p[member])
+        forced = np.isin(owner[member], suppressed.forced)
+        spent = ~np.isfinite(least) | (forced & (least > cap * (1.0 + RATIO_RTOL)))
+        held = {table.sensitive_values[v] for v, c in enumerate(suppressed.counts.tolist()) if c}
         wanted = set(protected)
-        for row, gid, r in zip(
-            owner[member].tolist(), history.value[member].tolist(), need.tolist(), strict=True
+        strands: set[str] = set()
+        blocks: set[str] = set()
+        for gid, need, is_spent, is_forced in zip(
+            history.value[member].tolist(),
+            (least * (1.0 + RATIO_RTOL)).tolist(),
+            spent.tolist(),
+            forced.tolist(),
+            strict=True,
         ):
             name = plan.values[gid]
-            if (wanted and name not in wanted) or (row, gid) in exempt:
+            if wanted and name not in wanted:
                 continue
-            out[name] = max(out.get(name, 0.0), SPENT if not np.isfinite(r) else float(r))
-        return out
+            if is_spent:
+                if name not in held:
+                    (blocks if is_forced else strands).add(name)
+            else:
+                ratios[name] = max(ratios.get(name, 0.0), float(need))
+        return ratios, sorted(strands), sorted(blocks)
 
 
 class Publisher:
@@ -436,11 +444,14 @@ class Publisher:
         cut_label: bool = False,
         store: HistoryStore | None = None,
         set_floor: Mapping[str, float] | None = None,
+        set_held: Collection[str] = (),
+        set_blocked: Collection[str] = (),
     ) -> PlannedRelease:
         """Plan the next release of ``store`` under the global guarantee without rendering it
         (a shard's part: its group numbers are known once every shard has planned, and
         :meth:`render` takes the first). ``pseudonyms`` (n,) S16 are the rows'; ``set_floor``:
-        the least ratio the suppressed set must hold per value
+        the least ratio the suppressed set must hold per value, ``set_held`` the values the
+        other parts' sets hold, ``set_blocked`` the values it must keep out
         (:func:`~stream_release.pipeline.plan.plan_release`)."""
         started = time.perf_counter()
         if self.mechanism is not None:
@@ -450,7 +461,18 @@ class Publisher:
             )
         store, sequence, table, pseudonyms = self._next(table, pseudonyms, store)
         return self._plan(
-            table, pseudonyms, True, label, sequence, None, cut_label, store, started, set_floor
+            table,
+            pseudonyms,
+            True,
+            label,
+            sequence,
+            None,
+            cut_label,
+            store,
+            started,
+            set_floor,
+            set_held,
+            set_blocked,
         )
 
     def _next(
@@ -481,6 +503,8 @@ class Publisher:
         store: HistoryStore,
         started: float,
         set_floor: Mapping[str, float] | None = None,
+        set_held: Collection[str] = (),
+        set_blocked: Collection[str] = (),
     ) -> PlannedRelease:
         """Load the histories and plan (rows in pseudonym order)."""
         virtual = None
@@ -502,6 +526,8 @@ class Publisher:
             grouping=self.settings.grouping,
             virtual=virtual,
             set_floor=set_floor,
+            set_held=set_held,
+            set_blocked=set_blocked,
         )
         kill_point("planned")
         return PlannedRelease(

@@ -44,6 +44,8 @@ class SetState:
         floor: float,
         absent: NDArray[np.bool_] | None = None,
         value_floor: NDArray[np.float64] | None = None,
+        also_held: NDArray[np.bool_] | None = None,
+        also_blocked: NDArray[np.bool_] | None = None,
     ) -> None:
         self.sensitive = sensitive
         self.absent = absent if absent is not None else np.zeros_like(member)
@@ -71,19 +73,24 @@ class SetState:
         self.exhausted = np.zeros(sensitive.shape[0], dtype=np.bool_)
         self.exhausted[owner[at_bound & (value == sensitive[owner])]] = True
         by_forced = np.bincount(sensitive[member & forced], minlength=v) > 0
-        spent_held = np.isinf(ratio) & (self.counts[value] > 0)
+        # a release cut on shards: the values the other parts' sets hold are the set's too
+        present = self.counts > 0 if also_held is None else (self.counts > 0) | also_held
+        spent_held = np.isinf(ratio) & present[value]
         exempt = spent_held & forced[owner] & by_forced[value]
         self.exempt_row, self.exempt_value = owner[exempt], value[exempt]
         self._stranded_row = owner[spent_held & ~exempt]
         self._stranded_value = value[spent_held & ~exempt]
-        held = np.isfinite(ratio) & (self.counts[value] > 0) & ~forced[owner]
+        held = np.isfinite(ratio) & present[value] & ~forced[owner]
         self._heavy = np.unique(owner[held & (ratio > cap * (1.0 + RATIO_RTOL))])
         self._demanding = np.unique(owner[held & (ratio > self.base)])
         # a release cut on shards: each part's set holds the ratio every part's needs, so
         # that their union holds it too (value_floor, (V,), already with the safe margin)
         start = self.base if value_floor is None else np.maximum(self.base, value_floor)
         self.ratio = np.where(protected, start, 0.0)
-        self.blocked = np.zeros(v, dtype=np.bool_)
+        # a release cut on shards: values another part's forced member is spent for, which no
+        # forced member holds: no member of this set that can be placed may hold one
+        self.also_blocked = np.zeros(v, dtype=np.bool_) if also_blocked is None else also_blocked
+        self.blocked = self.also_blocked.copy()
         self._raise(owner, value, ratio)
         self.terms = self._terms()
 
@@ -102,6 +109,7 @@ class SetState:
         mine = ~self.forced[row]
         theirs = np.zeros(self.counts.shape[0], dtype=np.bool_)
         theirs[value[~mine]] = True
+        theirs |= self.also_blocked
         holders = np.flatnonzero(self.member & ~self.forced & theirs[self.sensitive])
         return np.union1d(np.union1d(row[mine], holders), self._heavy).astype(np.int64)
 

@@ -139,6 +139,8 @@ def protect_suppressed_set(
     floor: float,
     absent: NDArray[np.bool_] | None = None,
     value_floor: NDArray[np.float64] | None = None,
+    also_held: NDArray[np.bool_] | None = None,
+    also_blocked: NDArray[np.bool_] | None = None,
 ) -> tuple[NDArray[np.int64], SuppressedSet]:
     """Group the ``eligible`` rows so that the suppressed ones form a valid group too.
 
@@ -179,6 +181,11 @@ def protect_suppressed_set(
         holds what every part's members need, so that the union of the parts' sets, which an
         adversary sees as one set, holds it too
 
+    also_held : (V,) bool, the values the other parts' sets hold: a member spent for one of
+        them is stranded as if this set held it (the union does)
+    also_blocked : (V,) bool, values another part's forced member is spent for, which no
+        forced member holds: the set keeps them out (their holders are placed into groups)
+
     Returns
     -------
     ``(group, suppressed)``: (n,) group per row (ids ``0..G-1``, ``-1`` = suppressed) and
@@ -210,8 +217,9 @@ def protect_suppressed_set(
         then on it counts as forced."""
         unplaced = np.zeros(sensitive.shape[0], dtype=np.bool_)
         state = SetState(
-            sensitive, protected, requirements, group < 0, forced, cap, floor, absent, value_floor
-        )
+            sensitive, protected, requirements, group < 0, forced, cap, floor, absent,
+            value_floor, also_held, also_blocked,
+        )  # fmt: skip
         regrouped = False
         while True:  # each turn groups a row, or marks rows unplaced, or ends
             must = np.union1d(state.to_place(), np.flatnonzero(unplaced))
@@ -240,6 +248,8 @@ def protect_suppressed_set(
                 floor,
                 absent,
                 value_floor,
+                also_held,
+                also_blocked,
             )
         state.unplaced = unplaced & state.member
         return group, state

@@ -7,7 +7,7 @@
 -- ARGV[6]  the most rounds, ARGV[7] the refusal to record when the last round fails (JSON)
 --
 -- A vote is {"groups": g, "suppressed": {"size": n, "counts": {value: count}, "forced":
--- [value, ...]}, "ratio": {value: R}} (the part is planned: g groups, n rows suppressed, R the ratio its
+-- [value, ...]}, "ratio": {value: R}, "strands": [value, ...], "blocks": [value, ...]} (the part is planned: g groups, n rows suppressed, R the ratio its
 -- suppressed set holds for each protected value, Theorem 1) or {"refused": ...} (the part
 -- cannot be made: the release is refused). The first vote of a shard in a round stands (a
 -- shard planned again after a crash votes the same: planning is deterministic).
@@ -19,9 +19,13 @@
 -- * it holds: ``current`` gets ``offsets`` (the first group number of each shard's part,
 --   shard 0 first) and ``union`` (JSON); the parts then link their suppressed rows to the
 --   union and confirm (release_confirm.lua);
--- * it does not: another round, every part planned again with ``floor`` (each value's largest
---   ratio so far) as the least its suppressed set must hold; after ARGV[6] rounds the release
---   is refused with ARGV[7].
+-- * it does not (a value's count times its ratio above the union's size, or a value some member
+--   is spent for that no forced member holds): another round, every part planned again with
+--   ``floor`` (each value's largest ratio so far) as the least its suppressed set must hold
+--   and ``held`` (the values the union held so far) as held by its set, so that it places a
+--   member spent for one, and ``blocked`` (values a forced member is spent for that no forced
+--   member holds) kept out of its set; after ARGV[6] rounds the release is refused with
+--   ARGV[7].
 --
 -- Returns -1 if ARGV[1] is not in flight, -2 for a vote of another round, 0 while votes are
 -- missing, 1 once decided, 2 when another round starts.
@@ -42,6 +46,8 @@ local names = {}
 local floor = cjson.decode(redis.call('HGET', KEYS[1], 'floor') or '{}')
 local needed = {}
 local forced = {}
+local strands = {}
+local blocks = {}
 for value, ratio in pairs(floor) do needed[value] = tonumber(ratio) end
 for shard = 0, shards - 1 do
   local raw = redis.call('HGET', KEYS[2], tostring(shard))
@@ -62,6 +68,8 @@ for shard = 0, shards - 1 do
     counts[value] = counts[value] + tonumber(count)
   end
   for _, value in ipairs(vote['suppressed']['forced']) do forced[value] = true end
+  for _, value in ipairs(vote['strands']) do strands[value] = true end
+  for _, value in ipairs(vote['blocks']) do blocks[value] = true end
   for value, ratio in pairs(vote['ratio']) do
     if needed[value] == nil or tonumber(ratio) > needed[value] then needed[value] = tonumber(ratio) end
   end
@@ -69,13 +77,32 @@ end
 local holds = true
 for value, count in pairs(counts) do
   if needed[value] ~= nil and count * needed[value] > size then holds = false end
+  -- a member spent for a value its own set lacked: its part places it (next round, the value
+  -- held), or for a forced one every part keeps the value out (blocked) unless a forced member
+  -- holds it (exempt over the union)
+  if (strands[value] or blocks[value]) and not forced[value] then holds = false end
 end
 if not holds then
   if round + 1 >= tonumber(ARGV[6]) then
     redis.call('HSET', KEYS[1], 'outcome', 'refused', 'refusal', ARGV[7])
     return 1
   end
-  redis.call('HSET', KEYS[1], 'round', round + 1, 'floor', cjson.encode(needed))
+  local held = {}
+  local previous = cjson.decode(redis.call('HGET', KEYS[1], 'held') or '[]')
+  local seen = {}
+  for _, value in ipairs(previous) do seen[value] = true end
+  for value, _ in pairs(counts) do seen[value] = true end
+  for value, _ in pairs(seen) do held[#held + 1] = value end
+  table.sort(held)
+  local blocked = {}
+  local before = cjson.decode(redis.call('HGET', KEYS[1], 'blocked') or '[]')
+  local out = {}
+  for _, value in ipairs(before) do out[value] = true end
+  for value, _ in pairs(blocks) do if not forced[value] then out[value] = true end end
+  for value, _ in pairs(out) do blocked[#blocked + 1] = value end
+  table.sort(blocked)
+  redis.call('HSET', KEYS[1], 'round', round + 1, 'floor', cjson.encode(needed),
+             'held', cjson.encode(held), 'blocked', cjson.encode(blocked))
   redis.call('DEL', KEYS[2])
   return 2
 end

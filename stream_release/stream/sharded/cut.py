@@ -40,6 +40,7 @@ import numpy as np
 import orjson
 
 from stream_release.config import Settings
+from stream_release.core.grouping.partition import group_size_cap
 from stream_release.devtools.faults import kill_point
 from stream_release.errors import (
     ConfigError,
@@ -140,6 +141,13 @@ class ShardedCut:
         self.hierarchies = load_hierarchies(schema)
         self.publishers: dict[int, Publisher] = {}
         self.planned: dict[int, PlannedRelease] = {}
+        privacy = settings.privacy
+        self.cap = group_size_cap(
+            privacy.make_strategy().base_ratio,
+            privacy.min_group_size,
+            settings.grouping.max_group_factor,
+        )
+        """The largest group a part may form (what makes a forced member's pair spent)."""
         lua = resources.files("stream_release.history").joinpath("lua")
         self._begin = client.register_script(lua.joinpath("release_begin.lua").read_text())
         self._vote = client.register_script(lua.joinpath("release_vote.lua").read_text())
@@ -332,6 +340,8 @@ class ShardedCut:
             else:
                 self.planned[number] = planned
                 own = planned.suppressed()
+                needs = planned.set_needs(self.settings.privacy.protected, self.cap)
+                ratios, strands, blocks = needs
                 vote = {
                     "groups": planned.groups,
                     "suppressed": {
@@ -339,7 +349,9 @@ class ShardedCut:
                         "counts": own.counts,
                         "forced": sorted(own.forced),
                     },
-                    "ratio": planned.set_ratio(self.settings.privacy.protected),
+                    "ratio": ratios,
+                    "strands": strands,
+                    "blocks": blocks,
                 }
             keys = [self.keys.current, self.keys.votes(label)]
             args: list[str | int | bytes] = [
@@ -400,12 +412,20 @@ class ShardedCut:
         the least ratio every part's suppressed set must hold)."""
         shard, label, sequence = self.shards[number], current["label"], int(current["sequence"])
         floor = {str(v): float(r) for v, r in orjson.loads(current.get("floor", "{}")).items()}
+        held = [str(v) for v in orjson.loads(current.get("held", "[]"))]
+        blocked = [str(v) for v in orjson.loads(current.get("blocked", "[]"))]
         pseudonyms, raw = shard.staging.load(label)
         kill_point("cut_loaded")
         table = encode(raw, self.settings.schema, self.hierarchies)
         del raw
         planned = publisher.plan(
-            table, label=label, pseudonyms=pseudonyms, cut_label=True, set_floor=floor or None
+            table,
+            label=label,
+            pseudonyms=pseudonyms,
+            cut_label=True,
+            set_floor=floor or None,
+            set_held=held,
+            set_blocked=blocked,
         )
         if planned.sequence != sequence:
             raise HistoryStoreError(
