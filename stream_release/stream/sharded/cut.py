@@ -10,13 +10,18 @@ time, in four steps that any worker may take and that each take again after a cr
    as the seal's ``partitions[p]``), the release becomes the one in flight with the next
    sequence (``release_begin.lua``; the smallest such label first);
 2. **vote**: the owner of each shard plans its part against its histories (nothing written)
-   and votes its group count, or the reason it cannot be made (``release_vote.lua``); the last
-   vote decides: every part planned (each part's first group number follows the groups of the
-   shards before it) or the release refused;
-3. **commit**: each owner renders its part with its group numbers and commits it in its
-   shard (histories, part record, label; :meth:`Publisher.apply`), or closes its part
-   unpublished when the release is refused, then marks its part done; planning is
-   deterministic, so an owner that planned again after a crash commits the same part;
+   and votes its group count, its suppressed rows and what their members need, or the reason
+   it cannot be made (``release_vote.lua``); the last vote checks the union of the parts'
+   suppressed rows, which an adversary sees as one set, against what every part needs, and
+   either starts another round (every part planned again with a floor on its set's ratios,
+   the union's values held, a forced member's spent values kept out) or numbers each part's
+   groups after the shards before it; a refused part refuses the release;
+3. **confirm and commit**: each owner links its suppressed members to the union and checks
+   every bound again (``release_confirm.lua``), then, once every part confirmed, renders its
+   part with its group numbers and commits it in its shard (histories, part record, label;
+   :meth:`Publisher.apply`), or closes its part unpublished when the release is refused, and
+   marks its part done; planning is deterministic, so an owner that planned again after a
+   crash commits the same part;
 4. **finish**: when every part is done, the release record (the manifest merged from the
    parts', :func:`~stream_release.pipeline.parts.merge_part_manifests`) and the release
    sequence are committed together (``release_finish.lua``), or the refusal goes to the status
