@@ -9,9 +9,12 @@ individuals of two shards. This measures that cost on the scale benchmark's seri
 protected, a file-store history).
 
 For each release, the rows are split by the partition of their UTF-8 id under aiokafka's
-``DefaultPartitioner`` (Java's: murmur2 of the key, ``& 0x7fffffff``, mod ``P``). Each shard is
-published as its own series (its own ``Publisher``, file-store history and release directory,
-the same settings), and the release's figures are those of the union of the shards' groups, as
+``DefaultPartitioner`` (Java's: murmur2 of the key, ``& 0x7fffffff``, mod ``P``) and cut by the
+service's cut on shards (:class:`~stream_release.stream.sharded.cut.ShardedCut`, one owner of
+every shard, on a local Redis: staged per shard, sealed with each partition's count, the
+parts agreeing on the union of their suppressed rows as the workers do); ``P = 1`` is one
+``Publisher`` with a file-store history. The release's figures are those of the union of the
+shards' groups, as
 a consumer reads one release made of every part: suppression over all rows, groups, average and
 maximum group and NCP over all published rows (computed on the whole release with the union's
 assignment), the breach maximum over the shards, and the error of one set of 5,000 count
@@ -426,12 +429,15 @@ def markdown(rows: list[dict[str, Any]], argv: list[str]) -> str:
         "",
         f"Releases of {', '.join(f'{n:,}' for n in sizes)} rows (the scale benchmark's series, "
         f"settings {PRIVACY}, every occupation protected) split over P shards by the Kafka "
-        "default partitioner on the UTF-8 id; each shard published by its own `Publisher` "
-        "(own history), the figures those of the union of the shards' groups. Query error: "
+        "default partitioner on the UTF-8 id; P = 1 published by one `Publisher`, P > 1 cut "
+        "by the service's cut on shards (`ShardedCut` owning every shard, on a local Redis: "
+        "the parts agree on the union of their suppressed rows and link them to it), the "
+        "figures those of the union of the shards' groups. Query error: "
         f"the same {QUERIES:,} count queries for every P of a seed, drawn from the whole release "
         "(`s` from every row), mean / median / 10 % trimmed mean; common: the queries with at "
-        f"least n / {REFERENCE_ROWS:,} rows. Publish s: the shards' `Publisher.publish` one "
-        "after the other; slowest shard: what P workers in parallel would take. RSS: peak of "
+        f"least n / {REFERENCE_ROWS:,} rows. Publish s: P = 1 `Publisher.publish`, P > 1 "
+        "the cut's steps after the rows are staged (every part planned, linked, committed and "
+        "filed in one process). RSS: peak of "
         f"the child process measuring that series (every shard's publisher). CPUs: "
         f"{os.cpu_count()}.",
         "",
