@@ -77,10 +77,11 @@ end
 local holds = true
 for value, count in pairs(counts) do
   if needed[value] ~= nil and count * needed[value] > size then holds = false end
-  -- a member spent for a value its own set lacked: its part places it (next round, the value
-  -- held), or for a forced one every part keeps the value out (blocked) unless a forced member
-  -- holds it (exempt over the union)
-  if (strands[value] or blocks[value]) and not forced[value] then holds = false end
+  -- a member spent for a value its own set lacked: a member that can be placed is placed
+  -- (next round, the value held); for a forced one every part keeps the value out (blocked)
+  -- unless a forced member holds it (exempt over the union)
+  if strands[value] then holds = false end
+  if blocks[value] and not forced[value] then holds = false end
 end
 if not holds then
   if round + 1 >= tonumber(ARGV[6]) then

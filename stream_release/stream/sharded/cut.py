@@ -34,6 +34,7 @@ every shard, an empty one included.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -146,7 +147,15 @@ class ShardedCut:
         self.hierarchies = load_hierarchies(schema)
         self.publishers: dict[int, Publisher] = {}
         self.planned: dict[int, PlannedRelease] = {}
+        self.planned_round: dict[int, int] = {}
+        """The round each kept plan was made in (a plan of another round is made again)."""
         privacy = settings.privacy
+        if settings.virtual.registry is not None:
+            raise ConfigError(
+                "virtual.registry cannot run on shards yet (kafka.partitions > 1 or "
+                "redis.cluster): a shard would join people of the register who belong to other "
+                "shards; use kafka.partitions = 1 with a register"
+            )
         self.cap = group_size_cap(
             privacy.make_strategy().base_ratio,
             privacy.min_group_size,
@@ -223,7 +232,8 @@ class ShardedCut:
     def part_paths(self, shard: int, sequence: int) -> ReleasePaths:
         """Where shard ``shard``'s part of release ``sequence`` is filed: ``shard-<p>/`` and
         ``shard-<p>.private/`` in the private archive (never published: each is a series of its
-        own, which the audit checks as one)."""
+        own; the audit checks the merged series: a part's files keep its own suppressed rows
+        while its members are linked to the union of every part's)."""
         directory = self.private_archive / f"shard-{shard}"
         return ReleasePaths(directory, sequence, directory.with_name(f"shard-{shard}.private"))
 
@@ -344,27 +354,32 @@ class ShardedCut:
                 _log_part_refused(label, number, exc)
             else:
                 self.planned[number] = planned
-                own = planned.suppressed()
-                needs = planned.set_needs(self.settings.privacy.protected, self.cap)
-                ratios, strands, blocks = needs
-                vote = {
-                    "groups": planned.groups,
-                    "suppressed": {
-                        "size": own.size,
-                        "counts": own.counts,
-                        "forced": sorted(own.forced),
-                    },
-                    "ratio": ratios,
-                    "strands": strands,
-                    "blocks": blocks,
-                }
+                self.planned_round[number] = round_
+                vote = self._vote_of(planned)
             keys = [self.keys.current, self.keys.votes(label)]
             args: list[str | int | bytes] = [
                 label, number, orjson.dumps(vote), self.partitions, round_, ROUNDS, refusal,
             ]  # fmt: skip
             if int(self._vote(keys=keys, args=args)) in (-2, 2):
                 self.planned.clear()  # another round: every part plans again
+                self.planned_round.clear()
                 return
+
+    def _vote_of(self, planned: PlannedRelease) -> dict[str, Any]:
+        """A planned part's vote: its group count, its suppressed rows (multiset, the values
+        its forced members hold), what their members need, and a digest of its groups, so
+        that a part planned again after a crash can be checked to be the same part."""
+        own = planned.suppressed()
+        ratios, strands, blocks = planned.set_needs(self.settings.privacy.protected, self.cap)
+        digest = hashlib.sha256(np.ascontiguousarray(planned.plan.group).tobytes()).hexdigest()
+        return {
+            "groups": planned.groups,
+            "suppressed": {"size": own.size, "counts": own.counts, "forced": sorted(own.forced)},
+            "ratio": ratios,
+            "strands": strands,
+            "blocks": blocks,
+            "plan": digest,
+        }
 
     def _confirm_owned(self, current: dict[str, str]) -> None:
         """Link each owned part's suppressed rows to the union of every part's, check every
@@ -383,6 +398,12 @@ class ShardedCut:
             except GuaranteeUnsatisfiable as exc:
                 confirm = {"refused": shard_refusal_notice(label, exc).model_dump(mode="json")}
                 _log_part_refused(label, number, exc)
+            except ValueError as exc:  # the union does not hold this part's rows: refuse
+                unsatisfiable = GuaranteeUnsatisfiable(str(exc))
+                confirm = {
+                    "refused": shard_refusal_notice(label, unsatisfiable).model_dump(mode="json")
+                }
+                _log_part_refused(label, number, exc)
             else:
                 breach = np.sort(self.planned[number].plan.breach).astype("<f8").tobytes()
                 self.client.hset(self.keys.breaches(label), str(number), breach)
@@ -397,14 +418,15 @@ class ShardedCut:
     ) -> PlannedRelease:
         """The owned part ``number`` as planned for the vote: kept from the vote, or planned
         again (after a crash or a move) and checked against the vote it must equal."""
-        label = current["label"]
+        label, round_ = current["label"], int(current.get("round", "0"))
         planned = self.planned.get(number)
-        if planned is not None and planned.label == label:
+        kept = planned is not None and planned.label == label
+        if planned is not None and kept and self.planned_round.get(number) == round_:
             return planned
         planned = self._plan(number, publisher, current)
         raw = self.client.hget(self.keys.votes(label), str(number))
         vote = None if raw is None else orjson.loads(cast("bytes", raw))
-        if vote is None or vote.get("groups") != planned.groups:
+        if vote is None or orjson.loads(orjson.dumps(self._vote_of(planned))) != vote:
             raise HistoryStoreError(
                 f"shard {number}'s part of release {label!r} planned again differs from the "
                 "part it voted (the configuration or the version changed mid-release?); "
@@ -473,11 +495,14 @@ class ShardedCut:
         manifest: dict[str, Any] | None = None
         if current["outcome"] == "ok":
             raw = cast("dict[bytes, bytes]", self.client.hgetall(self.keys.breaches(label)))
+            missing = [n for n in range(self.partitions) if str(n).encode() not in raw]
+            if missing:
+                raise HistoryStoreError(
+                    f"release {label!r}: shards {missing} confirmed without their breach "
+                    "probabilities: the release record cannot state its quantiles"
+                )
             breach = np.concatenate(
-                [
-                    np.frombuffer(raw.get(str(n).encode(), b""), "<f8")
-                    for n in range(self.partitions)
-                ]
+                [np.frombuffer(raw[str(n).encode()], "<f8") for n in range(self.partitions)]
             )
             manifest = merge_part_manifests(
                 label,
