@@ -72,7 +72,9 @@ def choose_decoys(
     owner, value, r = state.entries(rows)
     # a requirement matters for a value the set holds or the row brings (gain() weighs the
     # rest when it is one: a value brought later meets the raised ratio)
-    relevant = (state.counts[value] > 0) | (value == state.sensitive[owner])
+    relevant = (
+        (state.counts[value] > 0) | state.also_held[value] | (value == state.sensitive[owner])
+    )
     bad = relevant & (np.isinf(r) | (r > ratio[value]))
     blocked = np.zeros(state.sensitive.shape[0], dtype=np.bool_)
     blocked[owner[bad]] = True
@@ -236,7 +238,7 @@ def add_group_decoys(state: SetState, group: NDArray[np.int64]) -> None:
     blocked = np.zeros(sizes.shape[0], dtype=np.bool_)
     where = np.empty(state.sensitive.shape[0], dtype=np.int64)
     where[rows] = g_of
-    hit = np.isinf(ratio) & (state.counts[value] > 0)
+    hit = np.isinf(ratio) & ((state.counts[value] > 0) | state.also_held[value])
     blocked[where[owner[hit]]] = True
     demanding = np.zeros(sizes.shape[0], dtype=np.bool_)
     demanding[where[owner]] = True

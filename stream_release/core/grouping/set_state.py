@@ -31,6 +31,11 @@ class SetState:
     *stranded* (:meth:`to_place`). ``blocked`` (V,): values some member is spent for: no
     decoy may bring one the set does not hold. ``exhausted`` (n,): members at the bound for
     their own value.
+
+    A part of a release cut on shards also knows ``also_held`` (V,): the values the other
+    parts' sets hold, which the union an adversary sees holds too (a member spent for one is
+    stranded, a decoy spent for one is refused), and ``also_blocked`` (V,): values kept out
+    of the set (a forced member of another part is spent for them); both empty otherwise.
     """
 
     def __init__(
@@ -74,7 +79,8 @@ class SetState:
         self.exhausted[owner[at_bound & (value == sensitive[owner])]] = True
         by_forced = np.bincount(sensitive[member & forced], minlength=v) > 0
         # a release cut on shards: the values the other parts' sets hold are the set's too
-        present = self.counts > 0 if also_held is None else (self.counts > 0) | also_held
+        self.also_held = np.zeros(v, dtype=np.bool_) if also_held is None else also_held
+        present = (self.counts > 0) | self.also_held
         spent_held = np.isinf(ratio) & present[value]
         exempt = spent_held & forced[owner] & by_forced[value]
         self.exempt_row, self.exempt_value = owner[exempt], value[exempt]
@@ -159,7 +165,7 @@ class SetState:
         counts = np.bincount(self.sensitive[rows], minlength=self.counts.shape[0])
         after = self.counts + counts
         _, value, ratio = self.entries(rows)
-        if np.any(np.isinf(ratio) & (after[value] > 0)):
+        if np.any(np.isinf(ratio) & ((after[value] > 0) | self.also_held[value])):
             return -1
         if np.any(self.blocked & (counts > 0) & (self.counts == 0)):
             return -1
