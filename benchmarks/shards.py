@@ -164,44 +164,16 @@ def measure(
                     shard_forced.append(forced)
                     shard_exhausted.append(exhausted)
                 group = groups_in_order(assigned_ids, np.concatenate(assigned), table.ids.tolist())
-                layout = release_layout(table, group, bounds=True)
-                stats = group_size_stats(layout)
-                union_ncp = ncp(table, layout)
-                check_union(stats, manifests, union_ncp)
-                counts = ReleaseCounts(table, layout, "generalized")
-                errors = query_errors(table, counts, [seed, k], 1)
-                common = query_errors(table, counts, [seed, k], -(-table.n_rows // REFERENCE_ROWS))
                 out.append(
                     {
                         "size": size,
                         "partitions": partitions,
                         "seed": seed,
                         "release": k,
-                        "rows": table.n_rows,
                         "shard_rows": shard_rows,
-                        "shard_suppressed": [int(m["suppressed"]) for m in manifests],
-                        "suppressed": int(stats["suppressed"]),
-                        "suppression": float(stats["suppression"]),
                         "forced": sum(shard_forced),
                         "exhausted": sum(shard_exhausted),
-                        "groups": int(stats["groups"]),
-                        "avg_group": float(stats["avg_group_size"]),
-                        "max_group": int(stats["max_group_size"]),
-                        "ncp": union_ncp,
-                        **dict(
-                            zip(
-                                ("error_mean", "error_median", "error_trimmed"),
-                                error_figures(errors),
-                                strict=True,
-                            )
-                        ),
-                        **dict(
-                            zip(
-                                ("common_median", "common_trimmed"),
-                                error_figures(common)[1:],
-                                strict=True,
-                            )
-                        ),
+                        **union_figures(table, group, manifests, [seed, k]),
                         "breach_max": max(float(m["breach"]["max"]) for m in manifests),
                         "publish_s": sum(seconds),
                         "publish_max_s": max(seconds),
@@ -272,46 +244,17 @@ def measure_sharded(
                     raise SystemExit(f"release {k}: virtual members, not measured")
                 hexes = [d.hex() for d in digests]
                 group = groups_in_order(a_ids, a_group, hexes)
-                layout = release_layout(table, group, bounds=True)
-                stats = group_size_stats(layout)
-                union_ncp = ncp(table, layout)
-                parts = cut.part_manifests(k)
-                check_union(stats, parts, union_ncp)
                 record = orjson.loads(paths.private_record.read_bytes())["suppressed"]
-                counts_ = ReleaseCounts(table, layout, "generalized")
-                errors = query_errors(table, counts_, [seed, k], 1)
-                common = query_errors(table, counts_, [seed, k], -(-table.n_rows // REFERENCE_ROWS))
                 out.append(
                     {
                         "size": size,
                         "partitions": partitions,
                         "seed": seed,
                         "release": k,
-                        "rows": table.n_rows,
                         "shard_rows": counts,
-                        "shard_suppressed": [int(m["suppressed"]) for m in parts],
-                        "suppressed": int(stats["suppressed"]),
-                        "suppression": float(stats["suppression"]),
                         "forced": len(record["forced"]),
                         "exhausted": len(record["exhausted"]),
-                        "groups": int(stats["groups"]),
-                        "avg_group": float(stats["avg_group_size"]),
-                        "max_group": int(stats["max_group_size"]),
-                        "ncp": union_ncp,
-                        **dict(
-                            zip(
-                                ("error_mean", "error_median", "error_trimmed"),
-                                error_figures(errors),
-                                strict=True,
-                            )
-                        ),
-                        **dict(
-                            zip(
-                                ("common_median", "common_trimmed"),
-                                error_figures(common)[1:],
-                                strict=True,
-                            )
-                        ),
+                        **union_figures(table, group, cut.part_manifests(k), [seed, k]),
                         "breach_max": float(manifest["breach"]["max"]),
                         "publish_s": cut_s,
                         "publish_max_s": cut_s,
@@ -322,6 +265,38 @@ def measure_sharded(
                 print(format_row(out[-1], f"P={partitions} seed {seed} (cut on shards)"),
                       file=sys.stderr, flush=True)  # fmt: skip
     return out
+
+
+def union_figures(
+    table: EncodedTable, group: NDArray[np.int64], parts: list[dict[str, Any]], seed: list[int]
+) -> dict[str, Any]:
+    """The figures of a release made of ``parts`` (their manifests, shard 0 first) read as one:
+    ``group`` (n,) the union's group of every row of ``table``; sizes, suppression and NCP of
+    the union (checked against the parts' manifests), the error of the release's queries
+    (``seed``: the query workload's) answered from the union's groups."""
+    layout = release_layout(table, group, bounds=True)
+    stats = group_size_stats(layout)
+    union_ncp = ncp(table, layout)
+    check_union(stats, parts, union_ncp)
+    counts = ReleaseCounts(table, layout, "generalized")
+    errors = query_errors(table, counts, seed, 1)
+    common = query_errors(table, counts, seed, -(-table.n_rows // REFERENCE_ROWS))
+    mean, median, trimmed = error_figures(errors)
+    return {
+        "rows": table.n_rows,
+        "shard_suppressed": [int(m["suppressed"]) for m in parts],
+        "suppressed": int(stats["suppressed"]),
+        "suppression": float(stats["suppression"]),
+        "groups": int(stats["groups"]),
+        "avg_group": float(stats["avg_group_size"]),
+        "max_group": int(stats["max_group_size"]),
+        "ncp": union_ncp,
+        "error_mean": mean,
+        "error_median": median,
+        "error_trimmed": trimmed,
+        "common_median": error_figures(common)[1],
+        "common_trimmed": error_figures(common)[2],
+    }
 
 
 def check_union(stats: dict[str, int | float], manifests: list[dict[str, Any]], nc: float) -> None:

@@ -129,6 +129,8 @@ class PlannedRelease:
     """``time.perf_counter()`` when planning began (the manifest's ``elapsed_s``)."""
     history: HistoryRows
     """The rows' history before the release (what :meth:`Publisher.relink` links again)."""
+    linked_to: SuppressedUnion | None = None
+    """The union of the parts' suppressed rows :attr:`plan` links them to (``None``: its own)."""
 
     @property
     def groups(self) -> int:
@@ -537,7 +539,7 @@ class Publisher:
     def relink(self, planned: PlannedRelease, union: SuppressedUnion) -> PlannedRelease:
         """``planned`` with its suppressed rows linked to the ``union`` of every shard's
         (:func:`~stream_release.pipeline.plan.relink_suppressed`); unchanged when the union is
-        its own suppressed rows.
+        its own suppressed rows or already linked to it (a part confirmed, then committed).
 
         Raises
         ------
@@ -545,7 +547,7 @@ class Publisher:
             A suppressed member's breach would pass the bound with the union's linkages.
         """
         own = planned.suppressed()
-        if own.size == 0 or own == union:
+        if own.size == 0 or own == union or planned.linked_to == union:
             return planned
         privacy, grouping = self.settings.privacy, self.settings.grouping
         cap = group_size_cap(
@@ -554,7 +556,7 @@ class Publisher:
         plan = relink_suppressed(
             planned.table, planned.history, planned.plan, union, privacy.protected, cap=cap
         )
-        return replace(planned, plan=plan)
+        return replace(planned, plan=plan, linked_to=union)
 
     def render(
         self, planned: PlannedRelease, *, first_group: int = 0, part: bool = False

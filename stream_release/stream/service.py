@@ -137,8 +137,23 @@ class BaseReleaseService(ABC):
     staging: RedisStaging
     """The release-level state: labels, seals, published sequence, status outbox."""
 
-    def __init__(self, settings: Settings, client: RedisClient) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        client: RedisClient,
+        archive: Path | None = None,
+        private_archive: Path | None = None,
+    ) -> None:
         self.settings = settings
+        if archive is None:  # the configured pair
+            archive = settings.service.archive
+            private_archive = private_archive or settings.service.private_archive
+        self.archive = Path(archive)
+        """The public directory of the series' releases."""
+        self.private_archive = (
+            Path(private_archive) if private_archive else default_private_dir(self.archive)
+        )
+        """Its private directory (assignments, private records)."""
         self.client = client
         self.config_problem: ConfigProblem | None = None
         self.store_problem: StoreProblem | None = None
@@ -381,21 +396,18 @@ class ReleaseService(BaseReleaseService):
         archive: Path | None = None,
         private_archive: Path | None = None,
     ) -> None:
-        super().__init__(settings, client)
+        super().__init__(settings, client, archive, private_archive)
         self.keys = RedisKeys(settings.history.prefix)
         self.store = RedisHistoryStore(client, settings.history.prefix)
         self.staging = RedisStaging(
             client, self.keys, settings.schema, max_rows=settings.service.max_release_rows
         )
-        if archive is None:  # the configured pair
-            archive = settings.service.archive
-            private_archive = private_archive or settings.service.private_archive
         self.publisher = Publisher(
             settings,
-            archive,
+            self.archive,
             self.store,
             self.pseudonymizer,
-            private_dir=private_archive or default_private_dir(archive),
+            private_dir=self.private_archive,
         )
         self.publisher.recover()
 

@@ -28,11 +28,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.crash_runs import RELEASES
+from support.crash_runs import RELEASES, wait_for_sigkill
 from support.data import adult_series, write_config
 from support.redis_cluster import RedisClusterNodes
 from support.services import redis_namespace
-from support.sharded_runs import SHARDS, WORKERS, Run, ShardedOutcome, wait_for_sigkill
+from support.sharded_runs import SHARDS, WORKERS, Run, ShardedOutcome
 
 from stream_release.history.keys import RedisKeys
 
@@ -94,6 +94,11 @@ def uninterrupted(
             run.kill_all()
 
 
+def finish_like(run: Run, reference: ShardedOutcome, cluster_url: str, prefix: str) -> None:
+    """Let ``run`` publish the series, then check it equals the ``reference`` run's."""
+    same(run.outcome(cluster_url, prefix), reference, prefix, reference_prefix(reference))
+
+
 def same(outcome: ShardedOutcome, reference: ShardedOutcome, prefix: str, other: str) -> None:
     """``outcome`` equals ``reference`` (the cluster's key names under their own prefix)."""
     assert sorted(outcome.manifests) == list(range(1, RELEASES + 1))
@@ -120,8 +125,7 @@ def test_a_worker_killed_at_a_kill_point(
     wait_for_sigkill(lone, kill_at)
     for i in range(WORKERS - 1):
         run.worker(f"w{i}")
-    outcome = run.outcome(redis_cluster.url, redis_cluster_prefix)
-    same(outcome, uninterrupted, redis_cluster_prefix, reference_prefix(uninterrupted))
+    finish_like(run, uninterrupted, redis_cluster.url, redis_cluster_prefix)
 
 
 def reference_prefix(outcome: ShardedOutcome) -> str:
@@ -145,8 +149,7 @@ def test_a_worker_killed_while_three_run(
     run.wait(lambda m: len(m) >= 1, "release 1")
     workers[0].kill()
     run.send(snaps[1:])
-    outcome = run.outcome(redis_cluster.url, redis_cluster_prefix)
-    same(outcome, uninterrupted, redis_cluster_prefix, reference_prefix(uninterrupted))
+    finish_like(run, uninterrupted, redis_cluster.url, redis_cluster_prefix)
 
 
 def test_workers_added_and_removed_between_and_during_releases(
@@ -168,8 +171,7 @@ def test_workers_added_and_removed_between_and_during_releases(
     run.worker("w3")
     run.wait(lambda m: len(m) >= 2, "release 2")
     run.send(snaps[2:])
-    outcome = run.outcome(redis_cluster.url, redis_cluster_prefix)
-    same(outcome, uninterrupted, redis_cluster_prefix, reference_prefix(uninterrupted))
+    finish_like(run, uninterrupted, redis_cluster.url, redis_cluster_prefix)
 
 
 def test_a_master_failed_over_mid_series(
@@ -190,5 +192,4 @@ def test_a_master_failed_over_mid_series(
     promoted = redis_cluster.fail_over(master)
     assert redis_cluster.roles()[promoted] == "master"
     run.send(snaps[1:])
-    outcome = run.outcome(redis_cluster.url, redis_cluster_prefix)
-    same(outcome, uninterrupted, redis_cluster_prefix, reference_prefix(uninterrupted))
+    finish_like(run, uninterrupted, redis_cluster.url, redis_cluster_prefix)

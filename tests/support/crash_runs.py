@@ -78,7 +78,7 @@ def run_series(
     if kill_at is not None:
         killed = Worker(config, {**env, ENV: kill_at}, directory / "killed.log")
         killed.start()
-        _wait_for_sigkill(killed, kill_at)
+        wait_for_sigkill(killed, kill_at)
         at_kill = (
             _sequences(read_topic(bootstrap, topics.releases)),
             _sequences(read_topic(bootstrap, topics.releases, committed=False)),
@@ -104,7 +104,8 @@ def run_series(
     )
 
 
-def _wait_for_sigkill(worker: Worker, kill_at: str) -> None:
+def wait_for_sigkill(worker: Worker, kill_at: str) -> None:
+    """The worker must die by SIGKILL at its kill point within :data:`RUN_TIMEOUT_S`."""
     assert worker.proc is not None
     try:
         code = worker.proc.wait(timeout=RUN_TIMEOUT_S)
@@ -162,25 +163,31 @@ def _redis_contents(url: str, prefix: str) -> dict[str, Any]:
     try:
         for key in client.scan_iter(match=keys.match, count=10_000):
             name = key.decode()
-            kind = client.type(key).decode()
-            if kind == "string":
-                value: Any = client.get(key)
-                if name.startswith(f"{prefix}:release:"):
-                    manifest, groups = decode_record(value)
-                    value = (timeless(manifest), groups)
-            elif kind == "list":
-                value = client.lrange(key, 0, -1)
-            elif kind == "hash":
-                value = client.hgetall(key)
-            elif kind == "set":
-                value = client.smembers(key)
-            else:
-                raise AssertionError(f"unexpected Redis type {kind} of {name}")
+            value = key_value(client, key, record=name.startswith(f"{prefix}:release:"))
             out[name.removeprefix(prefix)] = value
     finally:
         client.close()
     assert not any(":stage:" in name for name in out if not name.endswith(":stage:open"))
     return out
+
+
+def key_value(client: redis.Redis, key: bytes, *, record: bool) -> Any:
+    """The value of ``key`` by its Redis type; a release ``record`` as its timeless manifest
+    and its group lines."""
+    kind = client.type(key).decode()
+    if kind == "string":
+        value = client.get(key)
+        if record:
+            manifest, groups = decode_record(value)
+            return timeless(manifest), groups
+        return value
+    if kind == "list":
+        return client.lrange(key, 0, -1)
+    if kind == "hash":
+        return client.hgetall(key)
+    if kind == "set":
+        return client.smembers(key)
+    raise AssertionError(f"unexpected Redis type {kind} of {key!r}")
 
 
 def _archive_contents(archive: Path) -> dict[str, Any]:

@@ -21,8 +21,7 @@ from stream_release.audit import audit_directory
 from stream_release.config import KafkaSettings
 from stream_release.devtools.faults import ENV
 from stream_release.history.keys import RedisKeys
-from stream_release.io.release_files import decode_record
-from support.crash_runs import RELEASES, RUN_TIMEOUT_S, groups_of, timeless
+from support.crash_runs import RELEASES, RUN_TIMEOUT_S, groups_of, key_value, timeless
 from support.kafka_topics import fresh_topics, read_topic, send_snapshots
 from support.worker import Worker, worker_environment
 
@@ -115,17 +114,6 @@ class Run:
             worker.kill()
 
 
-def wait_for_sigkill(worker: Worker, kill_at: str) -> None:
-    """The worker must die by SIGKILL at its kill point within :data:`RUN_TIMEOUT_S`."""
-    assert worker.proc is not None
-    try:
-        code = worker.proc.wait(timeout=RUN_TIMEOUT_S)
-    except Exception:
-        worker.kill()
-        pytest.fail(f"the worker never reached kill point {kill_at}:\n{worker.tail()}")
-    assert code == -9, f"the worker exited with {code}, not SIGKILL:\n{worker.tail()}"
-
-
 def cluster_contents(url: str, prefix: str) -> dict[str, Any]:
     """Every key of the series on every master, by name, with its value; a release record as
     its group lines and timeless manifest. No staging, vote or release in flight is left."""
@@ -136,30 +124,13 @@ def cluster_contents(url: str, prefix: str) -> dict[str, Any]:
             client = cluster.get_redis_connection(node)
             for pattern in RedisKeys(prefix).matches:
                 for key in client.scan_iter(match=pattern, count=10_000):
-                    out[key.decode()] = _value(client, key)
+                    out[key.decode()] = key_value(client, key, record=b":release:" in key)
     finally:
         cluster.close()
     leftovers = [n for n in out if ":votes:" in n or ":parts:" in n or n.endswith(":current")]
     assert not leftovers, leftovers
     assert not any(":stage:" in n for n in out if not n.endswith(":stage:open"))
     return out
-
-
-def _value(client: redis.Redis, key: bytes) -> Any:
-    kind = client.type(key).decode()
-    if kind == "string":
-        value: Any = client.get(key)
-        if b":release:" in key and not key.endswith(b":release}"):
-            manifest, groups = decode_record(value)
-            return timeless(manifest), groups
-        return value
-    if kind == "list":
-        return client.lrange(key, 0, -1)
-    if kind == "hash":
-        return client.hgetall(key)
-    if kind == "set":
-        return client.smembers(key)
-    raise AssertionError(f"unexpected Redis type {kind} of {key!r}")
 
 
 def _archive_contents(archive: Path) -> dict[str, Any]:

@@ -59,7 +59,7 @@ from stream_release.history.pseudonym import Pseudonymizer, load_key
 from stream_release.history.redis_client import RedisClient
 from stream_release.history.redis_store import RedisHistoryStore
 from stream_release.io.encoding import encode
-from stream_release.io.hierarchy import load_hierarchies
+from stream_release.io.hierarchy import Hierarchy, load_hierarchies
 from stream_release.io.release_files import (
     ReleaseFiles,
     ReleasePaths,
@@ -118,6 +118,7 @@ class ShardedCut:
         merged files of each release, as one worker would write them); the private one also
         holds each shard's part files (:meth:`part_paths`), so every worker of the series
         shares both (one volume)
+    pseudonymizer, hierarchies : the service's own, loaded once (default: loaded here)
     """
 
     def __init__(
@@ -127,6 +128,9 @@ class ShardedCut:
         owned: Iterable[int],
         archive: Path,
         private_archive: Path,
+        *,
+        pseudonymizer: Pseudonymizer | None = None,
+        hierarchies: dict[str, Hierarchy] | None = None,
     ) -> None:
         self.settings = settings
         self.partitions = settings.kafka.partitions
@@ -143,8 +147,10 @@ class ShardedCut:
             keys = RedisKeys.for_shard(prefix, number)
             staging = RedisStaging(client, keys, schema, max_rows=limit)
             self.shards.append(Shard(number, keys, staging, RedisHistoryStore(client, keys)))
-        self.pseudonymizer = Pseudonymizer(load_key(settings.history, default_dir=None))
-        self.hierarchies = load_hierarchies(schema)
+        self.pseudonymizer = pseudonymizer or Pseudonymizer(
+            load_key(settings.history, default_dir=None)
+        )
+        self.hierarchies = hierarchies if hierarchies is not None else load_hierarchies(schema)
         self.publishers: dict[int, Publisher] = {}
         self.planned: dict[int, PlannedRelease] = {}
         self.planned_round: dict[int, int] = {}

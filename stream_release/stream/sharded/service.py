@@ -26,7 +26,6 @@ from stream_release.errors import (
     StoreRegressed,
 )
 from stream_release.history.redis_client import RedisClient
-from stream_release.io.release_files import default_private_dir
 from stream_release.stream.intake import ReleaseRows
 from stream_release.stream.service import BaseReleaseService, Outgoing, release_messages
 from stream_release.stream.sharded.cut import Shard, ShardedCut
@@ -51,16 +50,15 @@ class ShardedReleaseService(BaseReleaseService):
         archive: Path | None = None,
         private_archive: Path | None = None,
     ) -> None:
-        super().__init__(settings, client)
-        if archive is None:
-            archive = settings.service.archive
-            private_archive = private_archive or settings.service.private_archive
+        super().__init__(settings, client, archive, private_archive)
         self.cut = ShardedCut(
             settings,
             client,
             (),
-            archive,
-            private_archive or default_private_dir(archive),
+            self.archive,
+            self.private_archive,
+            pseudonymizer=self.pseudonymizer,
+            hierarchies=self.hierarchies,
         )
         self.staging = self.cut.board
 
