@@ -96,7 +96,6 @@ def _in_kd_order(rows: NDArray[np.int64], pos: NDArray[np.int64]) -> NDArray[np.
     return rows[np.argsort(keys)]
 
 
-@njit(cache=True)
 def group_rows(
     table: KernelTable, rules: GroupRules, perm: NDArray[np.int64], window: int
 ) -> tuple[NDArray[np.int64], int]:
@@ -104,11 +103,24 @@ def group_rows(
     ``window``: how far (in k-d order, each side) a leftover row looks for a group.
 
     Returns ``(group, n_groups)``: (n,) int64 group id per row, ``-1`` = not grouped
-    (suppressed, or not in ``perm``).
+    (suppressed, or not in ``perm``). Pass 1 runs on numba's threads (it is called from
+    Python: a parallel kernel inside a compiled caller runs on one thread).
     """
+    bounds = mondrian_leaves(table, rules, perm)
+    return _group_leaves(table, rules, perm, bounds, window)
+
+
+@njit(cache=True)
+def _group_leaves(
+    table: KernelTable,
+    rules: GroupRules,
+    perm: NDArray[np.int64],
+    bounds: NDArray[np.int64],
+    window: int,
+) -> tuple[NDArray[np.int64], int]:
+    """Passes 2 and 3 on the leaves ``perm[bounds[i]:bounds[i+1]]`` of pass 1."""
     n = table.qid.shape[0]
     state = GroupingState(np.full(n, -1, np.int64), np.empty(perm.shape[0], np.int64))
-    bounds = mondrian_leaves(table, rules, perm)
     tally = new_tally(rules.protected.shape[0])
     next_gid, n_left = _bucketize_leaves(table, rules, tally, state, perm, bounds)
     pos = _kd_positions(perm, n)

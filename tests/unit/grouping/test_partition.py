@@ -305,3 +305,31 @@ def test_leaves_no_single_code_cut_can_split_are_cut_value_by_value() -> None:
     for lo, hi in itertools.pairwise(bounds.tolist()):
         counts = np.bincount(table.sensitive[perm[lo:hi]], minlength=5)
         assert counts.max() * 5 <= hi - lo
+
+
+def test_leaves_split_on_threads_equal_one_thread_depth_first() -> None:
+    # the top levels are split a level at a time and the subtrees shared out over numba's
+    # threads: the leaves and the row order must be those of one depth-first split
+    from stream_release.core.grouping.mondrian import (
+        FRONTIER,
+        _scratch,
+        _subtree_leaves,
+        mondrian_leaves,
+    )
+
+    rng = np.random.default_rng(7)
+    n = 40 * FRONTIER * 8
+    table = make_table(rng.integers(0, 90, size=(n, 3)), rng.integers(0, 6, size=n))
+    rules = group_rules(
+        np.ones(6, np.bool_), Requirements.uniform(3.0, n), min_group_size=3, cap=4 * 3
+    )
+    kernel = kernel_table(table)
+    threaded = np.arange(n, dtype=np.int64)
+    bounds = mondrian_leaves(kernel, rules, threaded)
+    alone = np.arange(n, dtype=np.int64)
+    starts = np.zeros(n + 1, np.bool_)
+    _subtree_leaves(kernel, rules, alone, 0, n, _scratch(6, 3, np.empty(n, np.int64)), starts)
+    starts[n] = True
+    assert bounds.shape[0] - 1 > FRONTIER  # the subtrees were split further on the threads
+    assert bounds.tolist() == np.flatnonzero(starts).tolist()
+    assert threaded.tolist() == alone.tolist()
