@@ -95,7 +95,7 @@ async def next_manifest(consumer: AIOKafkaConsumer, label: str, timeout: float) 
         batch = await consumer.getmany(timeout_ms=50)
         for records in batch.values():
             for record in records:
-                manifest = json.loads(record.value)
+                manifest: dict = json.loads(record.value)  # type: ignore[type-arg]
                 if manifest["release"] == label:
                     manifest["_read_at"] = time.perf_counter()
                     return manifest

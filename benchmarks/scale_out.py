@@ -112,11 +112,10 @@ from stream_release.stream.publish import publish_snapshot
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
+from load import CHANGE, KEEP, peak_rss  # noqa: E402  (load.py's churn, Wong et al. 2010 §8)
 from support.kafka_broker import KafkaNode  # type: ignore[import-not-found, unused-ignore]  # noqa: E402
 from support.redis_cluster import RedisClusterNodes  # type: ignore[import-not-found, unused-ignore]  # noqa: E402
 
-KEEP, CHANGE = 0.2, 0.2
-"""load.py's churn (Wong et al. 2010 §8)."""
 DEFAULT_ROWS = 1_000_000
 WARM_UP_ROWS = 3000
 CORES = len(os.sched_getaffinity(0))
@@ -145,14 +144,6 @@ def machine_cpu() -> float:
     """CPU seconds every core of the machine spent busy (not idle, not waiting for I/O)."""
     ticks = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
     return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
-
-
-def peak_rss(pid: int) -> int:
-    """``VmHWM`` of process ``pid`` in bytes."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    raise LookupError("no VmHWM")
 
 
 def busy_processes(window: float = 2.0) -> list[str]:

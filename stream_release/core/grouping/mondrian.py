@@ -20,6 +20,7 @@ The whole algorithm is in :mod:`stream_release.core.grouping.passes`.
 
 from __future__ import annotations
 
+import threading
 from typing import NamedTuple
 
 import numpy as np
@@ -537,6 +538,12 @@ def _share_out(
     return order, np.cumsum(first)
 
 
+KERNEL_TURNS = threading.Lock()
+"""Python threads take turns in :func:`mondrian_leaves`, the one parallel kernel: the
+``workqueue`` threading layer (numba's default without TBB or OpenMP) refuses a parallel kernel
+launched from two threads at once; the other passes need no turn."""
+
+
 def mondrian_leaves(
     table: KernelTable, rules: GroupRules, perm: NDArray[np.int64]
 ) -> NDArray[np.int64]:
@@ -544,9 +551,10 @@ def mondrian_leaves(
 
     Uses ``rules``' ``protected``, ``base`` and ``min_size``. Runs on the threads numba is
     given (:data:`FRONTIER`); callers on several Python threads take turns
-    (:data:`~stream_release.core.grouping.partition.KERNEL_TURNS`).
+    (:data:`KERNEL_TURNS`).
     """
-    return _leaves(table, rules, perm, get_num_threads())
+    with KERNEL_TURNS:
+        return _leaves(table, rules, perm, get_num_threads())
 
 
 @njit(cache=True, parallel=True)

@@ -8,7 +8,6 @@ in :mod:`stream_release.core.grouping.passes`.
 from __future__ import annotations
 
 import math
-import threading
 
 import numpy as np
 from numpy.typing import NDArray
@@ -20,11 +19,6 @@ from stream_release.core.grouping.placer import Placer
 from stream_release.core.grouping.requirements import Requirements
 from stream_release.core.grouping.tally import GroupRules
 from stream_release.core.table import EncodedTable
-
-KERNEL_TURNS = threading.Lock()
-"""Python threads take turns in the grouping: its first pass runs on numba's threads, and the
-``workqueue`` threading layer (numba's default without TBB or OpenMP) refuses a parallel kernel
-launched from two threads at once."""
 
 
 def form_groups(
@@ -56,13 +50,12 @@ def form_groups(
     """
     cap = group_size_cap(requirements.base, min_group_size, max_group_factor)
     perm = np.flatnonzero(eligible).astype(np.int64)
-    with KERNEL_TURNS:
-        group, _ = group_rows(
-            kernel_table(table),
-            group_rules(protected, requirements, min_group_size=min_group_size, cap=cap),
-            perm,
-            int(insertion_window),
-        )
+    group, _ = group_rows(
+        kernel_table(table),
+        group_rules(protected, requirements, min_group_size=min_group_size, cap=cap),
+        perm,
+        int(insertion_window),
+    )
     # the rows still left over: merged with their nearest groups where that makes a valid one
     return merge_leftovers(
         group,
