@@ -1,12 +1,12 @@
 """Load benchmark: consecutive releases of 1,000,000 rows each through the service (issue 4).
 
-Starts the local Tansu broker, a Redis and one worker (subprocesses), then sends ``--releases``
-snapshots of ``--rows`` rows each with ``stream-release publish``'s code path (records, then
-the seal), after a 600-row warm-up release. The population is Adult rows (QIDs and
-occupation) drawn with replacement: release 1 holds ``--rows`` individuals; as in Wong et al. 2010
-§8, each later release keeps 20 % of the previous one's (20 % of them with a value drawn
-again) and adds 80 % new ones, so the history grows by 0.8 x ``--rows`` individuals per release
-(8.2 million after ten releases of a million).
+Starts an Apache Kafka broker (KRaft, ``benchmarks/apache_kafka.py``), a Redis and one worker
+(subprocesses), then sends ``--releases`` snapshots of ``--rows`` rows each with
+``stream-release publish``'s code path (records, then the seal), after a 600-row warm-up
+release. The population is Adult rows (QIDs and occupation) drawn with replacement: release 1
+holds ``--rows`` individuals; as in Wong et al. 2010 §8, each later release keeps 20 % of the
+previous one's (20 % of them with a value drawn again) and adds 80 % new ones, so the history
+grows by 0.8 x ``--rows`` individuals per release (8.2 million after ten releases of a million).
 
 For every release it prints the time to send it (first record -> seal acknowledged), the time
 from the seal to its manifest on ``sr.manifests`` (what the worker needs once the snapshot is
@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 import redis
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from apache_kafka import kafka_and_redis  # benchmarks/, the script's directory
 
 from stream_release.audit import audit_directory
 from stream_release.cli.demo import write_demo_config
@@ -45,7 +46,6 @@ from stream_release.devtools.datasets import (
     read_csv_table,
 )
 from stream_release.devtools.local_services import (
-    local_broker_and_redis,
     managed_process,
     worker_argv,
     worker_env,
@@ -209,11 +209,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="sr-bench-load-") as tmp:
         work = Path(tmp)
         archive = work / "archive"
-        with local_broker_and_redis(work) as (bootstrap, redis_url):
+        with kafka_and_redis(work) as (bootstrap, redis_url):
             client = redis.Redis.from_url(redis_url)
             baseline = int(client.info("memory")["used_memory"])
             config = write_demo_config(work)
-            kafka = KafkaSettings(bootstrap=bootstrap, idempotent=False, transactions=False)
+            kafka = KafkaSettings(bootstrap=bootstrap)
             topics = kafka.topics
             asyncio.run(ensure_topics(kafka, topics.every))
             env = worker_env(
@@ -225,7 +225,7 @@ def main() -> int:
             argv = worker_argv(config)
             print(
                 f"load benchmark: {args.releases} releases of {args.rows:,} rows, one worker, "
-                "local Tansu + Redis",
+                "Apache Kafka + Redis",
                 flush=True,
             )
             with managed_process("worker", argv, work / "worker.log", work, env=env) as worker:

@@ -1,6 +1,6 @@
 """Service benchmark: ingest throughput and seal-to-manifest latency of one worker.
 
-Starts the local Tansu broker and a Redis (``stream_release.devtools.local_services``), then:
+Starts an Apache Kafka broker (KRaft, `benchmarks/apache_kafka.py`) and a Redis, then:
 
 1. **Ingest.** Sends ``--copies`` copies of the 30,162-row Adult snapshot (ids made distinct
    per copy) to ``sr.records`` as ``--rounds`` unsealed releases, *before* the worker starts,
@@ -32,12 +32,12 @@ from pathlib import Path
 import numpy as np
 import redis
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from apache_kafka import kafka_and_redis  # benchmarks/, the script's directory
 
 from stream_release.cli.demo import write_demo_config
 from stream_release.config import KafkaSettings, load_settings
 from stream_release.devtools.datasets import ADULT_QID, ADULT_SENSITIVE, read_csv_table
 from stream_release.devtools.local_services import (
-    local_broker_and_redis,
     managed_process,
     worker_argv,
     worker_env,
@@ -164,9 +164,9 @@ def main() -> int:
     table = read_csv_table(args.data_dir / "adult.csv")
     with tempfile.TemporaryDirectory(prefix="sr-bench-service-") as tmp:
         work = Path(tmp)
-        with local_broker_and_redis(work) as (bootstrap, redis_url):
+        with kafka_and_redis(work) as (bootstrap, redis_url):
             config = write_demo_config(work)
-            kafka = KafkaSettings(bootstrap=bootstrap, idempotent=False, transactions=False)
+            kafka = KafkaSettings(bootstrap=bootstrap)
             topics = kafka.topics
             asyncio.run(ensure_topics(kafka, topics.every))
             labels = [f"ingest-{k}" for k in range(args.rounds)]
@@ -189,7 +189,7 @@ def main() -> int:
     seal = latency["seal_to_manifest_s"]
     verdict = "PASS" if ingest >= INGEST_TARGET else "FAIL"
     lines = [
-        f"service benchmark: one worker, local Tansu + Redis, {per_round:,} records per ingest "
+        f"service benchmark: one worker, Apache Kafka + Redis, {per_round:,} records per ingest "
         f"round ({args.copies} x Adult), {len(rates)} rounds",
         f"  producer (publish_snapshot, info)     {produce_rate:>12,.0f} records/s",
         f"  raw aiokafka consume (ceiling)        {ceiling:>12,.0f} records/s",

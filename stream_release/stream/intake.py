@@ -12,6 +12,7 @@ with their reason codes and messages (:data:`STAGE_ERRORS`, :data:`SEAL_ERRORS`)
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import NamedTuple
 
 import orjson
@@ -56,6 +57,9 @@ SEAL_ERRORS = {
     ),
 }
 """The staging outcomes that refuse a seal: their reason code and error message."""
+
+_RECORD_FIELDS = frozenset(SnapshotRecord.model_fields)
+"""The fields of an ``sr.records`` value, none optional."""
 
 
 class Incoming(NamedTuple):
@@ -110,6 +114,60 @@ class RecordValidator:
             if name in names
         ]
         self._numeric = [(names.index(name), name) for name in settings.schema.numeric or ()]
+        self._name_set = frozenset(names)
+        self._max_bytes = settings.kafka.max_message_bytes
+
+    def fast_row(self, raw: bytes) -> tuple[str, str, bytes] | None:
+        """The release label, id and staged row of a well-formed record whose values pass,
+        read in one pass (orjson); ``None`` for anything else, which the caller then decodes
+        with :func:`~stream_release.stream.messages.decode_record` and :meth:`staged_row`
+        to name what is wrong.
+
+        It accepts a subset of what those two accept, with the same result: the four fields
+        and nothing else, non-empty strings (the id trimmed of spaces and tabs), exactly the
+        configured QIDs, each a string, an integer or a finite float (as JSON gives them:
+        ``true`` is refused, as strict validation refuses it). The worker's hot path: a
+        third of the per-record time of the two (``benchmarks/service.py``).
+        """
+        if len(raw) > self._max_bytes:
+            return None
+        try:
+            record = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return None
+        if type(record) is not dict or record.keys() != _RECORD_FIELDS:
+            return None
+        release, ident, qid, sensitive = (
+            record["release"],
+            record["id"],
+            record["qid"],
+            record["sensitive"],
+        )
+        if (
+            type(release) is not str
+            or not release
+            or type(ident) is not str
+            or type(sensitive) is not str
+            or not sensitive
+            or type(qid) is not dict
+            or qid.keys() != self._name_set
+        ):
+            return None
+        ident = ident.strip(" \t")
+        if not ident:
+            return None
+        values: list[str] = []
+        for name in self._names:
+            value = qid[name]
+            kind = type(value)
+            if kind is str:
+                values.append(value)
+            elif kind is int or (kind is float and math.isfinite(value)):
+                values.append(str(value))
+            else:
+                return None
+        row = self._row(values, qid, sensitive)
+        return None if isinstance(row, Rejection) else (release, ident, row)
 
     def staged_row(self, record: SnapshotRecord) -> bytes | Rejection:
         """The row to stage for ``record`` (:func:`~stream_release.stream.staging.staged_row`:
@@ -117,7 +175,13 @@ class RecordValidator:
         cannot be staged: a value outside its hierarchy, a numeric QID that is not a number.
         One pass per record: this is the worker's hot path."""
         qid = record.qid
-        values = [str(qid[name]) for name in self._names]
+        return self._row([str(qid[name]) for name in self._names], qid, record.sensitive)
+
+    def _row(
+        self, values: list[str], qid: Mapping[str, object], sensitive: str
+    ) -> bytes | Rejection:
+        """The staged row of a record's QID ``values`` (strings, schema order), or why its
+        values cannot be staged."""
         for index, name, leaves in self._leaves:
             if values[index] not in leaves:
                 return Rejection(
@@ -137,7 +201,7 @@ class RecordValidator:
                     error=f"record: qid.{name} = {qid[name]!r} is not a finite number",
                     reason=RejectReason.INVALID_FIELD,
                 )
-        return staged_row(values, record.sensitive)
+        return staged_row(values, sensitive)
 
 
 def kafka_coordinates(message: Incoming) -> str:

@@ -180,7 +180,12 @@ class BaseReleaseService(ABC):
         by_label: dict[str, list[tuple[Incoming, str, bytes]]] = defaultdict(list)
         limit = self.settings.kafka.max_message_bytes
         rejected_by_label: dict[str, list[str]] = defaultdict(list)
+        fast_row = self.validator.fast_row
         for message in messages:
+            fast = fast_row(message.value)
+            if fast is not None:
+                by_label[fast[0]].append((message, fast[1], fast[2]))
+                continue
             record = decode_snapshot_record(message.value, self.settings.schema, max_bytes=limit)
             if isinstance(record, Rejection):
                 rejected.append(self._rejected(message, record))
