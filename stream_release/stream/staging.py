@@ -166,12 +166,16 @@ class StagedCopy:
         copy = self._releases.get(label)
         if copy is None:
             copy = self._releases[label] = CopiedRows(bytearray(), array("i"), {})
-        distinct, codes, keep = copy.distinct, copy.codes, copy.pseudonyms
+        distinct = copy.distinct
         staged = StageOutcome.STAGED
-        for pseudonym, row, outcome in zip(pseudonyms, rows, outcomes, strict=True):
-            if outcome is staged:
-                keep += pseudonym
-                codes.append(distinct.setdefault(row, len(distinct)))
+        if outcomes.count(staged) == len(outcomes):  # the common case: every row is new
+            kept_pseudonyms, kept_rows = pseudonyms, rows
+        else:
+            kept = [i for i, outcome in enumerate(outcomes) if outcome is staged]
+            kept_pseudonyms = [pseudonyms[i] for i in kept]
+            kept_rows = [rows[i] for i in kept]
+        copy.pseudonyms += b"".join(kept_pseudonyms)
+        copy.codes.extend([distinct.setdefault(row, len(distinct)) for row in kept_rows])
 
     def take(self, label: str, staged: int) -> CopiedRows | None:
         """Remove the copy of ``label``; it is returned if it holds ``staged`` rows."""
@@ -226,11 +230,10 @@ class RedisStaging:
         out: list[StageOutcome] = []
         complete = False
         for start in range(0, len(rows), BATCH):
-            args: list[bytes | str] = [label, str(self._max_rows or 0)]
-            for p, r in zip(
-                pseudonyms[start : start + BATCH], rows[start : start + BATCH], strict=True
-            ):
-                args += [p, r]
+            batch = rows[start : start + BATCH]
+            args: list[bytes | str] = [label, str(self._max_rows or 0), *batch, *batch]
+            args[2::2] = pseudonyms[start : start + BATCH]
+            args[3::2] = batch
             codes = self._call("stage rows", partial(self._stage_rows, keys=keys, args=args))
             if start + BATCH < len(rows):
                 kill_point("stage_partial")
