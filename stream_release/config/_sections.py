@@ -168,6 +168,16 @@ class KafkaSettings(Section):
     across restarts of one worker (a restarted worker fences its predecessor's open
     transaction) and differ between workers. Grant the worker's Kafka user WRITE and
     DESCRIBE on it."""
+    transaction_timeout_ms: int = Field(default=900_000, ge=1000)
+    """How long the broker lets one release's transaction stay open before it aborts it
+    (the producer's ``transaction.timeout.ms``). A release is one transaction, so this bounds
+    the largest release a worker can send: 200,000 group lines per million rows, sent at about
+    1.4 M lines/s (``benchmarks/scale_out.py``), pass aiokafka's default of 60 s near 80M rows.
+    The default is the broker's own ceiling (``transaction.max.timeout.ms``, 15 minutes by
+    default), which refuses a longer one when the worker starts. The cost of a long one: a
+    worker that dies in a transaction and never comes back holds ``read_committed``
+    consumers of its partitions for up to this long (a worker that restarts under the same
+    ``transactional_id`` aborts it at once)."""
     max_message_bytes: int = Field(default=1_048_576, ge=1024)
     """Larger messages are rejected (sr.rejected) without being parsed; also the producer's
     largest request."""

@@ -46,8 +46,8 @@ from stream_release.stream.kafka import (
     assign_at_end,
     client_options,
     kafka_error,
-    producer_options,
     topic_partitions,
+    transactional_options,
 )
 from stream_release.stream.peers import configuration_tag, member_tag
 from stream_release.stream.retry import until_done
@@ -200,9 +200,7 @@ async def _check_reads(settings: KafkaSettings) -> None:
 
 
 async def _check_transactional_id(settings: KafkaSettings) -> None:
-    producer = AIOKafkaProducer(
-        **producer_options(settings), transactional_id=settings.release_transactional_id
-    )
+    producer = AIOKafkaProducer(**transactional_options(settings))
     try:
         await producer.start()
     except CLIENT_ERRORS as exc:

@@ -113,6 +113,16 @@ def producer_options(settings: KafkaSettings) -> dict[str, Any]:
     }
 
 
+def transactional_options(settings: KafkaSettings) -> dict[str, Any]:
+    """:func:`producer_options` of the worker's release producer: its transactional id
+    (``None`` without ``settings.transactions``) and its transaction timeout."""
+    return {
+        **producer_options(settings),
+        "transactional_id": settings.release_transactional_id,
+        "transaction_timeout_ms": settings.transaction_timeout_ms,
+    }
+
+
 BATCH_BYTES = 1 << 20
 """Largest record batch the producer builds (aiokafka's default, 16 KiB, holds about a hundred
 group lines: a million-row release would need two thousand requests)."""
@@ -385,6 +395,12 @@ def _fix(settings: KafkaSettings, exc: BaseException) -> str:
         return (
             f"grant this client's user Read and Describe on the consumer groups "
             f"{settings.group_id!r} and {settings.records_group_id!r} (kafka.group_id)"
+        )
+    if isinstance(exc, e.InvalidTransactionTimeout):
+        return (
+            f"kafka.transaction_timeout_ms = {settings.transaction_timeout_ms} is above the "
+            "broker's transaction.max.timeout.ms: lower it (SR_KAFKA_TRANSACTION_TIMEOUT_MS) "
+            "or raise the broker's ceiling"
         )
     if isinstance(exc, e.TransactionalIdAuthorizationFailed):
         return (

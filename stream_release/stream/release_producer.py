@@ -29,7 +29,7 @@ import mode
 from aiokafka import AIOKafkaProducer
 
 from stream_release.config import KafkaSettings
-from stream_release.stream.kafka import producer_options, send_batched
+from stream_release.stream.kafka import producer_options, send_batched, transactional_options
 
 if TYPE_CHECKING:
     from stream_release.stream.service import Outgoing
@@ -111,10 +111,7 @@ class ReleaseProducer(mode.Service):
 
     async def _connected(self) -> AIOKafkaProducer:
         if self.producer is None:
-            producer = AIOKafkaProducer(
-                **producer_options(self.kafka),
-                transactional_id=self.kafka.release_transactional_id,
-            )
+            producer = AIOKafkaProducer(**transactional_options(self.kafka))
             try:
                 await producer.start()
             except BaseException:
