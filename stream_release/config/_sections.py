@@ -171,10 +171,11 @@ class KafkaSettings(Section):
     transaction_timeout_ms: int = Field(default=900_000, ge=1000)
     """How long the broker lets one release's transaction stay open before it aborts it
     (the producer's ``transaction.timeout.ms``). A release is one transaction, so this bounds
-    the largest release a worker can send: 200,000 group lines per million rows, sent at about
-    1.4 M lines/s (``benchmarks/scale_out.py``), pass aiokafka's default of 60 s near 80M rows.
-    The default is the broker's own ceiling (``transaction.max.timeout.ms``, 15 minutes by
-    default), which refuses a longer one when the worker starts. The cost of a long one: a
+    the largest release a worker can send: its sender takes about 0.72 µs per row
+    (``benchmarks/scale_out.py``), so aiokafka's default of 60 s ends near 80M rows and this
+    default near a billion. The default is the broker's own ceiling
+    (``transaction.max.timeout.ms``, 15 minutes by default), which refuses a longer one when
+    the worker starts. The cost of a long one: a
     worker that dies in a transaction and never comes back holds ``read_committed``
     consumers of its partitions for up to this long (a worker that restarts under the same
     ``transactional_id`` aborts it at once)."""
