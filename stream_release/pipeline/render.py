@@ -18,7 +18,7 @@ import numpy as np
 from stream_release.config import Settings
 from stream_release.core.grouping.generalize import (
     anatomy_members,
-    generalize_groups,
+    generalized_columns,
     multisets,
 )
 from stream_release.core.grouping.layout import ReleaseLayout
@@ -26,6 +26,7 @@ from stream_release.core.grouping.partition import group_size_cap
 from stream_release.core.table import EncodedTable
 from stream_release.core.utility.groups import group_size_stats
 from stream_release.core.utility.report import utility_report
+from stream_release.io.line_assembly import encode_generalized_lines
 from stream_release.io.release_files import encode_lines, group_lines
 from stream_release.mechanisms.base import MechanismRelease
 from stream_release.pipeline.plan import ReleasePlan
@@ -67,8 +68,7 @@ def render_release(
             real=None if plan.virtual is None else plan.real,
         )
         registry = settings.virtual.registry is not None
-        lines = _lines(table, plan, layout, label, sequence, fmt, registry, first_group)
-        groups = encode_lines(lines)
+        groups = _lines(table, plan, layout, label, sequence, fmt, registry, first_group)
         utility = utility_future.result()
     strategy = plan.strategy.describe()
     strategy["protected"] = list(settings.privacy.protected)
@@ -287,19 +287,29 @@ def _lines(
     fmt: str,
     registry: bool,
     first_group: int = 0,
-) -> list[dict[str, Any]]:
-    """The JSON objects of the group lines, generalized or in anatomy form, read from the
-    release's ``layout``; with a ``registry``, each states its ``virtual`` members (counted in
+) -> bytes:
+    """The bytes of the group lines, generalized or in anatomy form, read from the release's
+    ``layout``; with a ``registry``, each states its ``virtual`` members (counted in
     ``size``)."""
     c = plan.contents  # computed once, when the release was planned
+    virtual = c.virtual if registry else None
+    if fmt != "anatomy":
+        return encode_generalized_lines(
+            label,
+            sequence,
+            c.size,
+            generalized_columns(table, layout),
+            table.sensitive_values,
+            c.pair_ptr,
+            c.pair_value,
+            c.pair_count,
+            first_group=first_group,
+            virtual=virtual,
+        )
     sensitive = multisets(table.sensitive_values, c.pair_ptr, c.pair_value, c.pair_count)
-    if fmt == "anatomy":
-        members = anatomy_members(table, layout)
-        lines = list(group_lines(label, sequence, c.size, None, members, sensitive, first_group))
-    else:
-        qids = generalize_groups(table, layout)
-        lines = list(group_lines(label, sequence, c.size, qids, None, sensitive, first_group))
-    if registry:
-        for line, virtual in zip(lines, c.virtual.tolist(), strict=True):
-            line["virtual"] = int(virtual)
-    return lines
+    members = anatomy_members(table, layout)
+    lines = list(group_lines(label, sequence, c.size, None, members, sensitive, first_group))
+    if virtual is not None:
+        for line, count in zip(lines, virtual.tolist(), strict=True):
+            line["virtual"] = int(count)
+    return encode_lines(lines)

@@ -17,6 +17,8 @@ from it, into the content of the release lines of docs/contract.md §4:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -39,10 +41,23 @@ def python_values(attribute: Attribute) -> list[int | float | str]:
     return [str(x) for x in attribute.domain.tolist()]
 
 
-def generalize_groups(
+@dataclass(frozen=True)
+class GeneralizedColumn:
+    """One attribute's generalized value in every group, factorised: group ``g`` shows
+    ``values[index[g]]`` (each distinct value once, so a renderer encodes it once)."""
+
+    name: str
+    values: list[QidValue]
+    index: NDArray[np.int64]
+
+
+def generalized_columns(
     table: EncodedTable, group: NDArray[np.integer] | ReleaseLayout
-) -> list[dict[str, QidValue]]:
-    """The generalized QIDs of every group (docs/contract.md §4, ``qid``), in group id order.
+) -> list[GeneralizedColumn]:
+    """The generalized QIDs of every group (docs/contract.md §4, ``qid``), one factorised
+    column per attribute in ``table.attributes`` order: numeric ``v`` or ``[lo, hi]``;
+    hierarchy the lowest common ancestor's label; set ``v`` or the sorted list of distinct
+    values. :func:`generalize_groups` gives the same as one dict per group.
 
     Parameters
     ----------
@@ -50,12 +65,6 @@ def generalize_groups(
     group : (n,) integer group id per row, ``0..G-1``, or -1 for a suppressed row; or the
         release's :class:`~stream_release.core.grouping.layout.ReleaseLayout` (read, not
         rebuilt)
-
-    Returns
-    -------
-    list of G dicts, attribute name (in ``table.attributes`` order) -> value: numeric ``v`` or
-    ``[lo, hi]``; hierarchy the lowest common ancestor's label; set ``v`` or the sorted list of
-    distinct values.
     """
     groups = layout_groups(table, group)
     if groups.n_groups == 0:
@@ -67,34 +76,68 @@ def generalize_groups(
         else GroupBounds.of(table, groups)
     )
     lo, hi = bounds.lo, bounds.hi
-    columns: list[list[QidValue]] = []
-    for j, attribute in enumerate(table.attributes):
+    columns: list[GeneralizedColumn] = []
+    for j, (name, attribute) in enumerate(zip(table.qid_names, table.attributes, strict=True)):
         if attribute.kind == "numeric":
             values = python_values(attribute)
-            columns.append(
-                [
-                    values[a] if a == b else [values[a], values[b]]
-                    for a, b in zip(lo[:, j].tolist(), hi[:, j].tolist(), strict=True)
-                ]
+            pairs, index = np.unique(
+                lo[:, j].astype(np.int64) * attribute.size + hi[:, j], return_inverse=True
             )
+            shown: list[QidValue] = []
+            for a, b in zip(
+                (pairs // attribute.size).tolist(), (pairs % attribute.size).tolist(), strict=True
+            ):
+                shown.append(values[a] if a == b else [values[a], values[b]])
+            columns.append(GeneralizedColumn(name, shown, index.astype(np.int64).ravel()))
         elif attribute.kind == "hierarchy":
             level, node = bounds.ancestors[j]
             labels = attribute.labels or ()
-            flat = [label for level_labels in labels for label in level_labels]
+            flat: list[QidValue] = [label for level_labels in labels for label in level_labels]
             offset = np.cumsum([0, *(len(level_labels) for level_labels in labels)])
-            columns.append([flat[i] for i in (offset[level] + node).tolist()])
+            columns.append(GeneralizedColumn(name, flat, (offset[level] + node).astype(np.int64)))
         else:
             ptr, codes = bounds.distinct[j]
             values = python_values(attribute)
-            decoded = [values[c] for c in codes.tolist()]
-            columns.append(
-                [
-                    decoded[a] if b - a == 1 else decoded[a:b]
+            numbers: dict[tuple[int, ...], int] = {}
+            listed = codes.tolist()
+            index = np.fromiter(
+                (
+                    numbers.setdefault(tuple(listed[a:b]), len(numbers))
                     for a, b in zip(ptr[:-1].tolist(), ptr[1:].tolist(), strict=True)
-                ]
+                ),
+                dtype=np.int64,
+                count=ptr.shape[0] - 1,
             )
-    names = table.qid_names
-    return [dict(zip(names, row, strict=True)) for row in zip(*columns, strict=True)]
+            set_values: list[QidValue] = [
+                values[key[0]] if len(key) == 1 else [values[c] for c in key]  # type: ignore[misc]
+                for key in numbers
+            ]
+            columns.append(GeneralizedColumn(name, set_values, index))
+    return columns
+
+
+def generalize_groups(
+    table: EncodedTable, group: NDArray[np.integer] | ReleaseLayout
+) -> list[dict[str, QidValue]]:
+    """The generalized QIDs of every group (docs/contract.md §4, ``qid``), in group id order:
+    :func:`generalized_columns` as one dict per group, attribute name (in
+    ``table.attributes`` order) -> value.
+
+    Parameters
+    ----------
+    table : the encoded snapshot, n rows
+    group : (n,) integer group id per row, ``0..G-1``, or -1 for a suppressed row; or the
+        release's :class:`~stream_release.core.grouping.layout.ReleaseLayout` (read, not
+        rebuilt)
+    """
+    columns = generalized_columns(table, group)
+    if not columns:
+        return []
+    expanded = [
+        [_copied(c.values[i]) for i in c.index.tolist()] for c in columns
+    ]  # a list value is shared by the column's groups: each dict gets its own
+    names = [c.name for c in columns]
+    return [dict(zip(names, row, strict=True)) for row in zip(*expanded, strict=True)]
 
 
 def sensitive_counts(
@@ -167,6 +210,10 @@ def anatomy_members(
     members = [dict(zip(names, row, strict=True)) for row in zip(*columns, strict=True)]
     ends = layout.starts + layout.sizes
     return [members[a:b] for a, b in zip(layout.starts.tolist(), ends.tolist(), strict=True)]
+
+
+def _copied(value: QidValue) -> QidValue:
+    return list(value) if isinstance(value, list) else value  # type: ignore[return-value]
 
 
 def _number(x: float) -> int | float:
