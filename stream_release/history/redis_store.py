@@ -88,6 +88,26 @@ WATCH_ATTEMPTS = 5
 _T = TypeVar("_T")
 
 
+def _history_args(
+    keys: list[bytes], indptr: NDArray[np.int64], entries: NDArray[np.void]
+) -> tuple[list[bytes], list[bytes]]:
+    """The ``MSET`` arguments of a commit (key, entries, key, entries, ...) for the
+    individuals with entries, and the keys of those without. The entries' one-piece copy
+    lives only here: the commit's peak memory holds the pieces, not both."""
+    counts = np.diff(indptr)
+    filled = np.flatnonzero(counts)
+    emptied = [keys[i] for i in np.flatnonzero(counts == 0).tolist()]
+    data = entries.tobytes()
+    offsets = indptr * ENTRY_DTYPE.itemsize
+    mset_args: list[bytes] = [b""] * (2 * filled.shape[0])
+    mset_args[0::2] = [keys[i] for i in filled.tolist()]
+    mset_args[1::2] = [
+        data[a:b]
+        for a, b in zip(offsets[filled].tolist(), offsets[filled + 1].tolist(), strict=True)
+    ]
+    return mset_args, emptied
+
+
 class RedisHistoryStore:
     """:class:`~stream_release.history.types.HistoryStore` backed by Redis.
 
@@ -270,18 +290,9 @@ class RedisHistoryStore:
         state_args: list[bytes | str] = []
         for key, value in entries.items():
             state_args += [self._keys.mechanism_state(key), value]
-        keys = self._keys.individuals(c.pseudonyms)
-        counts = np.diff(c.indptr)
-        filled = np.flatnonzero(counts)
-        emptied = [keys[i] for i in np.flatnonzero(counts == 0).tolist()]
-        data = c.entries.tobytes()
-        offsets = c.indptr * ENTRY_DTYPE.itemsize
-        mset_args: list[bytes] = [b""] * (2 * filled.shape[0])
-        mset_args[0::2] = [keys[i] for i in filled.tolist()]
-        mset_args[1::2] = [
-            data[a:b]
-            for a, b in zip(offsets[filled].tolist(), offsets[filled + 1].tolist(), strict=True)
-        ]
+        mset_args, emptied = _history_args(
+            self._keys.individuals(c.pseudonyms), c.indptr, c.entries
+        )
         for attempt in range(1, WATCH_ATTEMPTS + 1):
             try:
                 self._try_commit(

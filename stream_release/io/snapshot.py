@@ -15,8 +15,9 @@ hash a million Python strings again (STYLE.md rule 10).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
@@ -72,7 +73,8 @@ class RawSnapshot:
         The file path, or ``"<memory>"``.
     sha256 : str
         Hex SHA-256 of the file's bytes (in-memory: of the canonical form described in
-        :func:`snapshot_from_columns`).
+        :func:`snapshot_from_columns`, computed when first read: the worker's cut never
+        reads it, and at a million rows it costs half a second).
     lines : (n,) int64
         Where each row came from: its 1-based line number in the file, or its 1-based record
         number for in-memory columns (see ``row_label``).
@@ -88,11 +90,16 @@ class RawSnapshot:
     qid: dict[str, NDArray[np.object_]]
     sensitive: NDArray[np.object_]
     source: str
-    sha256: str
+    digest: str | Callable[[], str] = field(repr=False)
+    """``sha256``, or how to compute it."""
     lines: NDArray[np.int64]
     qid_columns: dict[str, Factorized]
     sensitive_column: Factorized
     row_label: Literal["line", "record"] = "line"
+
+    @cached_property
+    def sha256(self) -> str:
+        return self.digest if isinstance(self.digest, str) else self.digest()
 
     @property
     def n_rows(self) -> int:
@@ -208,13 +215,15 @@ def snapshot_from_distinct_rows(
         per_row = column.codes[row_codes]
         columns.append(Factorized(column.values, per_row, first_rows(per_row)))
     sensitive, qid = columns[-1], dict(zip(qid_names, columns[:-1], strict=True))
-    digest = _canonical_digest(
-        [
-            ("id", id_values),
-            ("sensitive", sensitive.decode().tolist()),
-            *((name, column.decode().tolist()) for name, column in qid.items()),
-        ]
-    )
+    def digest() -> str:
+        return _canonical_digest(
+            [
+                ("id", id_values),
+                ("sensitive", sensitive.decode().tolist()),
+                *((name, column.decode().tolist()) for name, column in qid.items()),
+            ]
+        )
+
     return assemble_snapshot(
         source,
         digest,
@@ -242,7 +251,7 @@ def _canonical_digest(columns: Sequence[tuple[str, Sequence[str]]]) -> str:
 
 def assemble_snapshot(
     source: str,
-    digest: str,
+    digest: str | Callable[[], str],
     lines: NDArray[np.int64],
     row_label: Literal["line", "record"],
     *,
@@ -257,7 +266,7 @@ def assemble_snapshot(
     Parameters
     ----------
     source : how messages name the origin
-    digest : the snapshot's ``sha256``
+    digest : the snapshot's ``sha256``, or how to compute it when first read
     lines : (n,) int64, each row's line (or record) number
     row_label : how messages name a position in ``source``
     id_name, sensitive_name : the column names messages give
@@ -303,7 +312,7 @@ def assemble_snapshot(
         qid={name: column.decode() for name, column in qid.items()},
         sensitive=sensitive.decode(),
         source=source,
-        sha256=digest,
+        digest=digest,
         lines=lines,
         qid_columns=qid,
         sensitive_column=sensitive,
