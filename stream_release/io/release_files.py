@@ -25,16 +25,18 @@ import json
 import os
 import uuid
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import orjson
+from numpy.typing import NDArray
 
 from stream_release.devtools.faults import kill_point
 from stream_release.errors import ArchiveConflict
+from stream_release.io.file_assembly import assignment_rows
 
 TMP_SUFFIX = ".tmp"
 
@@ -104,20 +106,20 @@ class ReleasePaths:
 class ReleaseFiles:
     """The contents of one release's files, before they are written.
 
-    ``groups``: the JSONL bytes; ``manifest``: the public manifest; ``assignments``: the text
+    ``groups``: the JSONL bytes; ``manifest``: the public manifest; ``assignments``: the bytes
     of ``assignments-NNNN.csv``; ``private``: the private record (``private-NNNN.json``).
     """
 
     groups: bytes
     manifest: dict[str, Any]
-    assignments: str
+    assignments: bytes
     private: dict[str, Any]
 
     def contents(self, paths: ReleasePaths) -> dict[Path, bytes]:
         """The bytes of every file, by its final path."""
         return {
             paths.groups: self.groups,
-            paths.assignments: self.assignments.encode("utf-8"),
+            paths.assignments: self.assignments,
             paths.private_record: json_bytes(self.private),
             paths.manifest: json_bytes(self.manifest),
         }
@@ -250,27 +252,37 @@ def check_write_once(path: Path, data: bytes) -> None:
         )
 
 
-def assignments_csv(ids: list[str], group: list[int], virtual: list[bool] | None = None) -> str:
-    """The text of ``assignments-NNNN.csv``: ``id,group`` then a row per id, the group empty
-    for a suppressed row (``group < 0``); exactly what :func:`csv.writer` writes, built
-    without it when no id needs quoting (a million rows: 0.4 s instead of 1.4 s). With
+def assignments_csv(
+    ids: Sequence[str],
+    group: Sequence[int] | NDArray[np.integer],
+    virtual: Sequence[bool] | NDArray[np.bool_] | None = None,
+) -> bytes:
+    """The bytes of ``assignments-NNNN.csv``: ``id,group`` then a row per id, the group empty
+    for a suppressed row (``group < 0``); exactly what :func:`csv.writer` writes (UTF-8),
+    assembled by a kernel (:func:`~stream_release.io.file_assembly.assignment_rows`) when
+    the ids are ASCII and none needs quoting (a million rows: 0.05 s instead of 1.4 s). With
     ``virtual`` (a series with a register): ``id,group,virtual``, ``virtual`` 1 for a virtual
     member and 0 for a row of the snapshot."""
-    texts = [str(g) if g >= 0 else "" for g in group]
-    header = ["id", "group"]
-    columns: list[list[str]] = [ids, texts]
+    header = ["id", "group"] if virtual is None else ["id", "group", "virtual"]
+    joined = "".join(ids)
+    if joined.isascii() and not any(special in joined for special in ',"\r\n'):
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        rows = assignment_rows(
+            joined,
+            lengths,
+            np.asarray(group, dtype=np.int64),
+            None if virtual is None else np.asarray(virtual, dtype=np.bool_),
+        )
+        return (",".join(header) + "\r\n").encode("ascii") + rows
+    texts = [str(g) if g >= 0 else "" for g in np.asarray(group).tolist()]
+    columns: list[list[str]] = [list(ids), texts]
     if virtual is not None:
-        header.append("virtual")
-        columns.append(["1" if v else "0" for v in virtual])
-    joined = "\x1f".join(ids)
-    if any(special in joined for special in ',"\r\n'):
-        out = io.StringIO()
-        writer = csv.writer(out)
-        writer.writerow(header)
-        writer.writerows(zip(*columns, strict=True))
-        return out.getvalue()
-    row = ",".join(["{}"] * len(columns)) + "\r\n"
-    return ",".join(header) + "\r\n" + "".join(map(row.format, *columns))
+        columns.append(["1" if v else "0" for v in np.asarray(virtual).tolist()])
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(header)
+    writer.writerows(zip(*columns, strict=True))
+    return out.getvalue().encode("utf-8")
 
 
 def finalize_release(paths: ReleasePaths) -> None:

@@ -215,6 +215,7 @@ def snapshot_from_distinct_rows(
         per_row = column.codes[row_codes]
         columns.append(Factorized(column.values, per_row, first_rows(per_row)))
     sensitive, qid = columns[-1], dict(zip(qid_names, columns[:-1], strict=True))
+
     def digest() -> str:
         return _canonical_digest(
             [

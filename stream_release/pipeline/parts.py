@@ -187,19 +187,19 @@ def _weighted(parts: list[dict[str, Any]], name: str, weight: str) -> float:
     return sum(float(p[name]) * float(p[weight]) for p in parts) / total
 
 
-def merge_part_assignments(parts: Sequence[str]) -> str:
+def merge_part_assignments(parts: Sequence[bytes]) -> bytes:
     """``assignments-NNNN.csv`` of a release from its parts' (their group numbers already
     those of the release): the first part's header, then every part's rows, shard 0 first."""
     if not parts:
         raise ValueError("a release has at least one part")
-    header = parts[0].partition("\n")[0].rstrip("\r")
+    header = parts[0].partition(b"\n")[0].rstrip(b"\r")
     rows = []
-    for index, text in enumerate(parts):
-        head, _, body = text.partition("\n")
-        if head.rstrip("\r") != header:  # never quoted: the line may hold ids
+    for index, data in enumerate(parts):
+        head, _, body = data.partition(b"\n")
+        if head.rstrip(b"\r") != header:  # never quoted: the line may hold ids
             raise ValueError(f"part {index}'s assignments have another header than part 0's")
         rows.append(body)
-    return header + "\r\n" + "".join(rows)
+    return header + b"\r\n" + b"".join(rows)
 
 
 def merge_part_private(

@@ -589,8 +589,8 @@ class Publisher:
             manifest,
             assignments_csv(
                 table.ids[listed].tolist(),
-                np.where(numbers >= 0, numbers + first_group, numbers).tolist(),
-                virtual=None if plan.virtual is None else plan.virtual[listed].tolist(),
+                np.where(numbers >= 0, numbers + first_group, numbers),
+                virtual=None if plan.virtual is None else plan.virtual[listed],
             ),
             private,
         )
@@ -641,7 +641,7 @@ class Publisher:
         files = ReleaseFiles(
             groups,
             manifest,
-            assignments_csv(table.ids.tolist(), out.group.tolist()),
+            assignments_csv(table.ids.tolist(), out.group),
             _private_record(label, sequence, source),
         )
         # no breach history: an empty commit of individuals, the dictionary unchanged

@@ -26,7 +26,7 @@ from stream_release.core.grouping.partition import group_size_cap
 from stream_release.core.table import EncodedTable
 from stream_release.core.utility.groups import group_size_stats
 from stream_release.core.utility.report import utility_report
-from stream_release.io.line_assembly import encode_generalized_lines
+from stream_release.io.file_assembly import encode_generalized_lines
 from stream_release.io.release_files import encode_lines, group_lines
 from stream_release.mechanisms.base import MechanismRelease
 from stream_release.pipeline.plan import ReleasePlan

@@ -6,7 +6,8 @@ import csv
 import io
 import json
 
-from hypothesis import given
+import numpy as np
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream_release.io.release_files import (
@@ -43,22 +44,36 @@ def test_record_round_trips_the_published_groups() -> None:
     assert again == groups
 
 
+@settings(deadline=None)  # the first call compiles the kernel
 @given(
     st.lists(
         st.tuples(
-            st.text(alphabet=st.sampled_from('ab7,"\r\n x'), min_size=1, max_size=6),
+            st.text(alphabet=st.sampled_from('ab7,"\r\n xé\x1f'), min_size=1, max_size=6),
             st.integers(-1, 10**6),
+            st.booleans(),
         ),
         max_size=30,
-    )
+    ),
+    st.booleans(),
 )
-def test_assignments_are_what_csv_writer_writes(rows: list[tuple[str, int]]) -> None:
-    """With and without ids that need quoting (the fast path is taken only without)."""
+def test_assignments_are_what_csv_writer_writes(
+    rows: list[tuple[str, int, bool]], with_virtual: bool
+) -> None:
+    """With and without ids that need quoting or are not ASCII (the kernel is taken only for
+    ASCII ids that need none), with and without the virtual column."""
     expected = io.StringIO()
     writer = csv.writer(expected)
-    writer.writerow(["id", "group"])
-    writer.writerows((i, "" if g < 0 else g) for i, g in rows)
-    text = assignments_csv([i for i, _ in rows], [g for _, g in rows])
-    assert text == expected.getvalue()
-    parsed = list(csv.reader(io.StringIO(text, newline="")))[1:]
-    assert parsed == [[i, "" if g < 0 else str(g)] for i, g in rows]
+    if with_virtual:
+        writer.writerow(["id", "group", "virtual"])
+        writer.writerows((i, "" if g < 0 else g, int(v)) for i, g, v in rows)
+    else:
+        writer.writerow(["id", "group"])
+        writer.writerows((i, "" if g < 0 else g) for i, g, _ in rows)
+    data = assignments_csv(
+        [i for i, _, _ in rows],
+        np.array([g for _, g, _ in rows], dtype=np.int64),
+        virtual=[v for _, _, v in rows] if with_virtual else None,
+    )
+    assert data == expected.getvalue().encode("utf-8")
+    parsed = list(csv.reader(io.StringIO(data.decode("utf-8"), newline="")))[1:]
+    assert [row[:2] for row in parsed] == [[i, "" if g < 0 else str(g)] for i, g, _ in rows]

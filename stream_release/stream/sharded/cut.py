@@ -334,7 +334,7 @@ class ShardedCut:
         files = ReleaseFiles(
             self.group_lines(sequence),
             manifest,
-            merge_part_assignments([p.assignments.read_bytes().decode("utf-8") for p in parts]),
+            merge_part_assignments([p.assignments.read_bytes() for p in parts]),
             merge_part_private(
                 label, sequence, [orjson.loads(p.private_record.read_bytes()) for p in parts]
             ),

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from numpy.typing import NDArray
 
 from stream_release.core.grouping.generalize import GeneralizedColumn
-from stream_release.io.line_assembly import encode_generalized_lines
+from stream_release.io.file_assembly import encode_generalized_lines
 from stream_release.io.release_files import encode_lines, group_lines
 
 texts = st.text(max_size=6)  # quotes, backslashes, control and non-ASCII characters included
