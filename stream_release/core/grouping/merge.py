@@ -154,8 +154,11 @@ class GroupValidity:
 
 def renumber(group: NDArray[np.int64]) -> NDArray[np.int64]:
     """Group ids ``0..G'-1`` in the order of the old ids (emptied groups dropped)."""
-    used = np.unique(group[group >= 0])
-    if used.size == 0 or used[-1] == used.size - 1:
+    grouped = group[group >= 0]
+    if grouped.size == 0:
+        return group
+    used = np.flatnonzero(np.bincount(grouped))  # the ids in use, ascending (no sort: O(n))
+    if used[-1] == used.size - 1:
         return group
     new_id = np.full(int(used[-1]) + 1, -1, dtype=np.int64)
     new_id[used] = np.arange(used.size)
