@@ -47,6 +47,16 @@ def encode_generalized_lines(
     ``pair_ptr[g+1]``: ``sensitive_names[pair_value[k]]`` -> ``pair_count[k]``), then
     ``virtual`` when given."""
     n_groups = int(sizes.shape[0])
+    _check_lengths(
+        n_groups,
+        ("pair_ptr", pair_ptr.shape[0] - 1),
+        ("virtual", n_groups if virtual is None else virtual.shape[0]),
+        *((f"column {c.name!r} index", c.index.shape[0]) for c in columns),
+    )
+    if pair_value.shape != pair_count.shape or int(pair_ptr[-1]) != pair_value.shape[0]:
+        raise ValueError("pair_value and pair_count must hold the pair_ptr[-1] pairs")
+    if np.any(sizes < 0) or (virtual is not None and np.any(virtual < 0)):
+        raise ValueError("group sizes and virtual counts are never negative")
     if n_groups == 0:
         return b""
     fragments: list[bytes] = []
@@ -96,6 +106,13 @@ def assignment_rows(
     ``ids[sum(lengths[:i]) : sum(lengths[:i+1])]`` (ASCII, all ids concatenated), a comma, its
     group number (nothing when ``group[i] < 0``), with ``virtual`` a comma and ``1`` or ``0``,
     then CRLF."""
+    _check_lengths(
+        group.shape[0],
+        ("lengths", lengths.shape[0]),
+        ("virtual", group.shape[0] if virtual is None else virtual.shape[0]),
+    )
+    if int(lengths.sum()) != len(ids):
+        raise ValueError(f"the id lengths add up to {int(lengths.sum())}, not {len(ids)}")
     ends = np.cumsum(lengths)
     out = _assignment_rows(
         _bytes(ids.encode("ascii")),
@@ -137,6 +154,13 @@ def _assignment_rows(
         out[at + 1] = 10  # \n
         at += 2
     return out
+
+
+def _check_lengths(n: int, *named: tuple[str, int]) -> None:
+    """The kernels trust their inputs (no bounds checks): one entry per row or group each."""
+    for name, length in named:
+        if length != n:
+            raise ValueError(f"{name} has {length} entries for {n}")
 
 
 def _bytes(data: bytes) -> NDArray[np.uint8]:

@@ -694,10 +694,13 @@ def warm_up() -> None:
     The first compilation takes tens of seconds; later processes load the cache in about a
     second. Services call this at start so that no release pays for it.
     """
+    from stream_release.core.grouping.generalize import generalized_columns
     from stream_release.core.privacy.strategy import make_strategy
     from stream_release.core.table import Attribute
     from stream_release.core.utility.report import utility_report
     from stream_release.history.types import HistoryRows as _Rows
+    from stream_release.io.file_assembly import encode_generalized_lines
+    from stream_release.io.release_files import assignments_csv
 
     n = 12
     table = EncodedTable(
@@ -719,3 +722,22 @@ def warm_up() -> None:
     groups = np.arange(n, dtype=np.int64) // 3
     for fmt in ("generalized", "anatomy"):
         utility_report(table, groups, format=fmt, queries=10, rng=np.random.default_rng(0))
+    # the file kernels (stream_release.io.file_assembly), with and without virtual members
+    layout = ReleaseLayout.of(table, groups, bounds=True)
+    columns = generalized_columns(table, layout)
+    sizes = np.bincount(groups).astype(np.int64)
+    for virtual in (None, np.zeros(sizes.shape[0], dtype=np.int64)):
+        encode_generalized_lines(
+            "w",
+            1,
+            sizes,
+            columns,
+            table.sensitive_values,
+            layout.pair_ptr,
+            layout.pair_value,
+            layout.pair_count,
+            virtual=virtual,
+        )
+        assignments_csv(
+            table.ids.tolist(), groups, None if virtual is None else np.zeros(n, dtype=np.bool_)
+        )

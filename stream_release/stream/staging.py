@@ -166,6 +166,10 @@ class StagedCopy:
         copy = self._releases.get(label)
         if copy is None:
             copy = self._releases[label] = CopiedRows(bytearray(), array("i"), {})
+        if len(outcomes) != len(rows) or len(pseudonyms) != len(rows):
+            raise ValueError(
+                f"{len(outcomes)} outcomes and {len(pseudonyms)} pseudonyms for {len(rows)} rows"
+            )
         distinct = copy.distinct
         staged = StageOutcome.STAGED
         if outcomes.count(staged) == len(outcomes):  # the common case: every row is new

@@ -6,12 +6,13 @@ from itertools import pairwise
 from typing import NamedTuple
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
 
 from stream_release.core.grouping.generalize import GeneralizedColumn
-from stream_release.io.file_assembly import encode_generalized_lines
+from stream_release.io.file_assembly import assignment_rows, encode_generalized_lines
 from stream_release.io.release_files import encode_lines, group_lines
 
 texts = st.text(max_size=6)  # quotes, backslashes, control and non-ASCII characters included
@@ -103,3 +104,24 @@ def test_assembled_lines_equal_orjson_lines(release: Release) -> None:
         virtual=r.virtual,
     )
     assert got == encode_lines(lines)
+
+
+def test_the_kernels_refuse_inputs_of_other_lengths() -> None:
+    """They have no bounds checks: the wrappers check every length first."""
+    column = GeneralizedColumn("age", ["30-39"], np.zeros(2, np.int64))
+    ptr, value, count = np.array([0, 1, 1]), np.array([0], np.int32), np.array([2])
+    sizes = np.array([2, 3], np.int64)
+    encode_generalized_lines("r", 1, sizes, [column], ("flu",), ptr, value, count)
+    with pytest.raises(ValueError, match="virtual has 1 entries for 2"):
+        encode_generalized_lines(
+            "r", 1, sizes, [column], ("flu",), ptr, value, count, virtual=np.zeros(1, np.int64)
+        )
+    short = GeneralizedColumn("age", ["30-39"], np.zeros(1, np.int64))
+    with pytest.raises(ValueError, match="column 'age' index has 1 entries for 2"):
+        encode_generalized_lines("r", 1, sizes, [short], ("flu",), ptr, value, count)
+    with pytest.raises(ValueError, match="never negative"):
+        encode_generalized_lines("r", 1, -sizes, [column], ("flu",), ptr, value, count)
+    with pytest.raises(ValueError, match="lengths has 1 entries for 2"):
+        assignment_rows("ab", np.array([2]), np.array([0, 1]), None)
+    with pytest.raises(ValueError, match="add up to 3, not 2"):
+        assignment_rows("ab", np.array([1, 2]), np.array([0, 1]), None)
