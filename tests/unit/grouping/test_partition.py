@@ -309,27 +309,32 @@ def test_leaves_no_single_code_cut_can_split_are_cut_value_by_value() -> None:
 
 def test_leaves_split_on_threads_equal_one_thread_depth_first() -> None:
     # the top levels are split a level at a time and the subtrees shared out over numba's
-    # threads: the leaves and the row order must be those of one depth-first split
+    # threads: the leaves and the row order must be those of one depth-first split (which
+    # mondrian_leaves takes below PARALLEL_FROM rows)
     from stream_release.core.grouping.mondrian import (
         FRONTIER,
-        _scratch,
-        _subtree_leaves,
+        PARALLEL_FROM,
+        _leaves,
+        _leaves_one_thread,
         mondrian_leaves,
     )
 
     rng = np.random.default_rng(7)
     n = 40 * FRONTIER * 8
+    assert n < PARALLEL_FROM
     table = make_table(rng.integers(0, 90, size=(n, 3)), rng.integers(0, 6, size=n))
     rules = group_rules(
         np.ones(6, np.bool_), Requirements.uniform(3.0, n), min_group_size=3, cap=4 * 3
     )
     kernel = kernel_table(table)
-    threaded = np.arange(n, dtype=np.int64)
-    bounds = mondrian_leaves(kernel, rules, threaded)
     alone = np.arange(n, dtype=np.int64)
-    starts = np.zeros(n + 1, np.bool_)
-    _subtree_leaves(kernel, rules, alone, 0, n, _scratch(6, 3, np.empty(n, np.int64)), starts)
-    starts[n] = True
-    assert bounds.shape[0] - 1 > FRONTIER  # the subtrees were split further on the threads
-    assert bounds.tolist() == np.flatnonzero(starts).tolist()
-    assert threaded.tolist() == alone.tolist()
+    expected = _leaves_one_thread(kernel, rules, alone)
+    for n_threads in (1, 2, 3):
+        threaded = np.arange(n, dtype=np.int64)
+        bounds = _leaves(kernel, rules, threaded, n_threads)
+        assert bounds.shape[0] - 1 > FRONTIER  # the subtrees were split further on the threads
+        assert bounds.tolist() == expected.tolist()
+        assert threaded.tolist() == alone.tolist()
+    small = np.arange(n, dtype=np.int64)
+    assert mondrian_leaves(kernel, rules, small).tolist() == expected.tolist()
+    assert small.tolist() == alone.tolist()
