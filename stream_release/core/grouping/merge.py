@@ -16,6 +16,7 @@ release instead.
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 from numpy.typing import NDArray
 
 from stream_release.core.grouping.requirements import Requirements
@@ -135,21 +136,52 @@ class GroupValidity:
         self.min_size = max(min_group_size, 1)
 
     def valid(self, rows: NDArray[np.int64]) -> bool:
-        size = rows.shape[0]
-        if size < self.min_size:
+        """Whether ``rows`` form a valid group (a kernel: a leftover row tries up to
+        :data:`MERGE_GROUPS` unions, tens of thousands of calls in a release with history)."""
+        return bool(
+            _valid(
+                np.ascontiguousarray(rows, dtype=np.int64),
+                self.sensitive,
+                self.protected,
+                self.req.base,
+                self.req.ptr,
+                self.req.value,
+                self.req.ratio,
+                self.min_size,
+            )
+        )
+
+
+@njit(cache=True, nogil=True)
+def _valid(  # pragma: no cover - jit
+    rows: NDArray[np.int64],
+    sensitive: NDArray[np.int32],
+    protected: NDArray[np.bool_],
+    base: float,
+    ptr: NDArray[np.int64],
+    value: NDArray[np.int32],
+    ratio: NDArray[np.float64],
+    min_size: int,
+) -> bool:
+    """:meth:`GroupValidity.valid`: every protected value present at most ``|G| / R(G,s)``
+    times, ``R(G,s)`` the base or the largest requirement of a member for ``s``."""
+    size = rows.shape[0]
+    if size < min_size:
+        return False
+    n_values = protected.shape[0]
+    counts = np.zeros(n_values, np.int64)
+    need = np.zeros(n_values, np.float64)
+    for v in range(n_values):
+        if protected[v]:
+            need[v] = base
+    for r in rows:
+        counts[sensitive[r]] += 1
+        for k in range(ptr[r], ptr[r + 1]):
+            need[value[k]] = max(need[value[k]], ratio[k])
+    for v in range(n_values):
+        if protected[v] and counts[v] > 0 and not size >= counts[v] * need[v]:
             return False
-        v = self.protected.shape[0]
-        counts = np.bincount(self.sensitive[rows], minlength=v)
-        ratio = np.where(self.protected, self.req.base, 0.0)
-        ptr = self.req.ptr
-        starts, ends = ptr[rows], ptr[rows + 1]
-        lengths = ends - starts
-        if lengths.sum():
-            idx = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
-            idx = idx + np.arange(int(lengths.sum()))
-            np.maximum.at(ratio, self.req.value[idx], self.req.ratio[idx])
-        live = self.protected & (counts > 0)
-        return bool(np.all(size >= counts[live] * ratio[live]))
+    return True
 
 
 def renumber(group: NDArray[np.int64]) -> NDArray[np.int64]:
