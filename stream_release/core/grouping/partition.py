@@ -148,16 +148,18 @@ def place_in_groups(
             if group[x] >= 0:
                 break
             _, near = placer.nearest(group, x, k)
-            mask = np.zeros(group.shape[0], dtype=np.bool_)
-            mask[near] = True
-            mask[x] = True
+            rows_again = np.union1d(near, [x]).astype(np.int64)  # ascending: the table's order
+            # grouped as a table of their own (the same groups: the passes read rows in
+            # order, never their numbers), not as the eligible rows of the whole release,
+            # which costs arrays of the release's size per call (hundreds of calls)
             again = form_groups(
-                table, protected, requirements, min_group_size=min_group_size, eligible=mask,
+                table.take(rows_again), protected, requirements.take(rows_again),
+                min_group_size=min_group_size, eligible=np.ones(rows_again.shape[0], np.bool_),
                 max_group_factor=max_group_factor, insertion_window=insertion_window,
             )  # fmt: skip
-            if np.all(again[mask] >= 0):
+            if np.all(again >= 0):
                 group = group.copy()
-                group[mask] = again[mask] + int(group.max()) + 1
+                group[rows_again] = again + int(group.max()) + 1
     return group
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["Requirements"]
+__all__ = ["Requirements", "entry_index"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -34,6 +35,22 @@ class Requirements:
     def uniform(cls, base: float, n: int) -> Requirements:
         return cls(base, np.zeros(n + 1, np.int64), np.zeros(0, np.int32), np.zeros(0))
 
+    def take(self, rows: NDArray[np.int64]) -> Requirements:
+        """The requirements of ``rows`` (row ``i`` for ``rows[i]``): the same ratios for a
+        table restricted to them."""
+        at = entry_index(self.ptr, rows)
+        least: tuple[NDArray[Any] | None, ...] = (None, None, None)
+        if self.least_ptr is not None and self.least_value is not None and self.least is not None:
+            least_at = entry_index(self.least_ptr, rows)
+            least = (
+                _row_ptr(self.least_ptr, rows),
+                self.least_value[least_at],
+                self.least[least_at],
+            )
+        return Requirements(
+            self.base, _row_ptr(self.ptr, rows), self.value[at], self.ratio[at], *least
+        )
+
     def theorem_1(
         self,
     ) -> tuple[NDArray[np.int64], NDArray[np.int32], NDArray[np.float64]]:
@@ -51,3 +68,16 @@ class Requirements:
         hit = self.value == sensitive[rows]
         own[rows[hit]] = np.maximum(own[rows[hit]], self.ratio[hit])
         return own
+
+
+def entry_index(ptr: NDArray[np.int64], rows: NDArray[np.int64]) -> NDArray[np.int64]:
+    """The indexes of the entries of ``rows`` in a CSR over rows (``ptr``), row after row."""
+    counts = ptr[rows + 1] - ptr[rows]
+    idx = np.repeat(ptr[rows] - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+    return idx + np.arange(int(counts.sum()))
+
+
+def _row_ptr(ptr: NDArray[np.int64], rows: NDArray[np.int64]) -> NDArray[np.int64]:
+    out = np.zeros(rows.shape[0] + 1, dtype=np.int64)
+    np.cumsum(ptr[rows + 1] - ptr[rows], out=out[1:])
+    return out

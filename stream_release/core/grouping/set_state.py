@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from stream_release.core.grouping.requirements import Requirements
+from stream_release.core.grouping.requirements import Requirements, entry_index
 from stream_release.core.privacy.breach import RATIO_RTOL
 
 __all__ = ["SetState"]
@@ -127,10 +127,7 @@ class SetState:
 
     def _entry_index(self, rows: NDArray[np.int64]) -> NDArray[np.int64]:
         """The indexes of the rows' pairs with history, row after row."""
-        ptr = self.ptr
-        counts = ptr[rows + 1] - ptr[rows]
-        idx = np.repeat(ptr[rows] - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
-        return idx + np.arange(int(counts.sum()))
+        return entry_index(self.ptr, rows)
 
     def entries(
         self, rows: NDArray[np.int64]
