@@ -7,13 +7,14 @@ attribute (``"age":"30-39"``) and every sensitive value with its count (``"flu":
 once, by orjson, and a numba kernel lays the lines out from them, with the group numbers and
 sizes written as decimals. The bytes are exactly what
 :func:`~stream_release.io.release_files.encode_lines` gives for the same lines (orjson,
-compact, keys in the same order), without a dict or an orjson call per group: 1.1 s -> 0.1 s at
-a million rows, and the kernel runs without the GIL.
+compact, keys in the same order), without a dict or an orjson call per group: the lines of a
+million-row release (QIDs generalized included) in 0.22 s instead of 0.77 s, and the kernel
+runs without the GIL.
 
 **Assignments** (:func:`assignment_rows`): ``id,group[,virtual]`` per row from the ids' bytes
 and the group numbers, what :func:`csv.writer` writes for ids that need no quoting
-(:func:`~stream_release.io.release_files.assignments_csv` decides): 0.5 s -> 0.05 s at a
-million rows.
+(:func:`~stream_release.io.release_files.assignments_csv` decides): a million rows in 0.28 s
+instead of 0.53 s joined in Python.
 """
 
 from __future__ import annotations

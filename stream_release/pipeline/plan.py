@@ -722,22 +722,19 @@ def warm_up() -> None:
     groups = np.arange(n, dtype=np.int64) // 3
     for fmt in ("generalized", "anatomy"):
         utility_report(table, groups, format=fmt, queries=10, rng=np.random.default_rng(0))
-    # the file kernels (stream_release.io.file_assembly), with and without virtual members
+    # the file kernels (stream_release.io.file_assembly): one signature with or without the
+    # virtual column, so one call each
     layout = ReleaseLayout.of(table, groups, bounds=True)
-    columns = generalized_columns(table, layout)
     sizes = np.bincount(groups).astype(np.int64)
-    for virtual in (None, np.zeros(sizes.shape[0], dtype=np.int64)):
-        encode_generalized_lines(
-            "w",
-            1,
-            sizes,
-            columns,
-            table.sensitive_values,
-            layout.pair_ptr,
-            layout.pair_value,
-            layout.pair_count,
-            virtual=virtual,
-        )
-        assignments_csv(
-            table.ids.tolist(), groups, None if virtual is None else np.zeros(n, dtype=np.bool_)
-        )
+    encode_generalized_lines(
+        "w",
+        1,
+        sizes,
+        generalized_columns(table, layout),
+        table.sensitive_values,
+        layout.pair_ptr,
+        layout.pair_value,
+        layout.pair_count,
+        virtual=np.zeros(sizes.shape[0], dtype=np.int64),
+    )
+    assignments_csv(table.ids.tolist(), groups, np.zeros(n, dtype=np.bool_))

@@ -64,3 +64,21 @@ def keyed_pseudonyms(ids: Iterable[object], key: bytes = b"") -> np.ndarray:
         [hashlib.blake2b(str(i).encode(), key=key, digest_size=16).digest() for i in ids],
         dtype="S16",
     )
+
+
+def random_ratios(
+    rng: np.random.Generator, n: int, n_values: int, *, with_history: float, spent: float,
+    span: tuple[float, float],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """A random CSR over ``n`` rows of (value, ratio) pairs, as a release's requirements or
+    Theorem 1's ratios hold them: ``(ptr, value, ratio)``, 0-2 pairs for a share
+    ``with_history`` of the rows, a share ``spent`` of the ratios infinite, the others uniform
+    in ``span``."""
+    per_row = rng.integers(0, 3, size=n) * (rng.random(n) < with_history)
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(per_row, out=ptr[1:])
+    m = int(ptr[-1])
+    value = rng.integers(0, n_values, size=m).astype(np.int32)
+    low, high = span
+    ratio = np.where(rng.random(m) < spent, np.inf, low + (high - low) * rng.random(m))
+    return ptr, value, ratio

@@ -83,11 +83,14 @@ def generalized_columns(
             pairs, index = np.unique(
                 lo[:, j].astype(np.int64) * attribute.size + hi[:, j], return_inverse=True
             )
-            shown: list[QidValue] = []
-            for a, b in zip(
-                (pairs // attribute.size).tolist(), (pairs % attribute.size).tolist(), strict=True
-            ):
-                shown.append(values[a] if a == b else [values[a], values[b]])
+            shown: list[QidValue] = [
+                values[a] if a == b else [values[a], values[b]]
+                for a, b in zip(
+                    (pairs // attribute.size).tolist(),
+                    (pairs % attribute.size).tolist(),
+                    strict=True,
+                )
+            ]
             columns.append(GeneralizedColumn(name, shown, index.astype(np.int64).ravel()))
         elif attribute.kind == "hierarchy":
             level, node = bounds.ancestors[j]
@@ -120,19 +123,9 @@ def generalize_groups(
     table: EncodedTable, group: NDArray[np.integer] | ReleaseLayout
 ) -> list[dict[str, QidValue]]:
     """The generalized QIDs of every group (docs/contract.md §4, ``qid``), in group id order:
-    :func:`generalized_columns` as one dict per group, attribute name (in
-    ``table.attributes`` order) -> value.
-
-    Parameters
-    ----------
-    table : the encoded snapshot, n rows
-    group : (n,) integer group id per row, ``0..G-1``, or -1 for a suppressed row; or the
-        release's :class:`~stream_release.core.grouping.layout.ReleaseLayout` (read, not
-        rebuilt)
-    """
+    :func:`generalized_columns` (same parameters) as one dict per group, attribute name (in
+    ``table.attributes`` order) -> value."""
     columns = generalized_columns(table, group)
-    if not columns:
-        return []
     expanded = [
         [_copied(c.values[i]) for i in c.index.tolist()] for c in columns
     ]  # a list value is shared by the column's groups: each dict gets its own

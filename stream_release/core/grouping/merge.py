@@ -20,6 +20,7 @@ from numba import njit
 from numpy.typing import NDArray
 
 from stream_release.core.grouping.requirements import Requirements
+from stream_release.core.grouping.tally import Tally, add_row, is_valid, new_tally, reset_tally
 
 __all__ = ["GroupValidity", "merge_leftovers", "renumber"]
 
@@ -134,6 +135,7 @@ class GroupValidity:
         self.protected = protected
         self.req = requirements
         self.min_size = max(min_group_size, 1)
+        self._tally = new_tally(protected.shape[0])
 
     def valid(self, rows: NDArray[np.int64]) -> bool:
         """Whether ``rows`` form a valid group (a kernel: a leftover row tries up to
@@ -148,11 +150,12 @@ class GroupValidity:
                 self.req.value,
                 self.req.ratio,
                 self.min_size,
+                self._tally,
             )
         )
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _valid(  # pragma: no cover - jit
     rows: NDArray[np.int64],
     sensitive: NDArray[np.int32],
@@ -162,26 +165,18 @@ def _valid(  # pragma: no cover - jit
     value: NDArray[np.int32],
     ratio: NDArray[np.float64],
     min_size: int,
+    tally: Tally,
 ) -> bool:
-    """:meth:`GroupValidity.valid`: every protected value present at most ``|G| / R(G,s)``
-    times, ``R(G,s)`` the base or the largest requirement of a member for ``s``."""
-    size = rows.shape[0]
-    if size < min_size:
-        return False
-    n_values = protected.shape[0]
-    counts = np.zeros(n_values, np.int64)
-    need = np.zeros(n_values, np.float64)
-    for v in range(n_values):
-        if protected[v]:
-            need[v] = base
+    """:meth:`GroupValidity.valid` with the passes' tally (:mod:`~stream_release.core.grouping.
+    tally`: the rule bucketization holds every group to), zeroed again after."""
+    cnt, req, touched = tally
+    n_touched = 0
     for r in rows:
-        counts[sensitive[r]] += 1
-        for k in range(ptr[r], ptr[r + 1]):
-            need[value[k]] = max(need[value[k]], ratio[k])
-    for v in range(n_values):
-        if protected[v] and counts[v] > 0 and not size >= counts[v] * need[v]:
-            return False
-    return True
+        n_touched = add_row(r, sensitive, protected, base, ptr, value, ratio, cnt, req, touched,
+                            n_touched)  # fmt: skip
+    ok = is_valid(rows.shape[0], min_size, protected, cnt, req, touched, n_touched)
+    reset_tally(cnt, req, touched, n_touched)
+    return ok
 
 
 def renumber(group: NDArray[np.int64]) -> NDArray[np.int64]:

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["Requirements", "entry_index"]
+__all__ = ["Requirements", "csr_rows"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -38,18 +38,12 @@ class Requirements:
     def take(self, rows: NDArray[np.int64]) -> Requirements:
         """The requirements of ``rows`` (row ``i`` for ``rows[i]``): the same ratios for a
         table restricted to them."""
-        at = entry_index(self.ptr, rows)
+        ptr, at = csr_rows(self.ptr, rows)
         least: tuple[NDArray[Any] | None, ...] = (None, None, None)
         if self.least_ptr is not None and self.least_value is not None and self.least is not None:
-            least_at = entry_index(self.least_ptr, rows)
-            least = (
-                _row_ptr(self.least_ptr, rows),
-                self.least_value[least_at],
-                self.least[least_at],
-            )
-        return Requirements(
-            self.base, _row_ptr(self.ptr, rows), self.value[at], self.ratio[at], *least
-        )
+            least_ptr, least_at = csr_rows(self.least_ptr, rows)
+            least = (least_ptr, self.least_value[least_at], self.least[least_at])
+        return Requirements(self.base, ptr, self.value[at], self.ratio[at], *least)
 
     def theorem_1(
         self,
@@ -70,14 +64,13 @@ class Requirements:
         return own
 
 
-def entry_index(ptr: NDArray[np.int64], rows: NDArray[np.int64]) -> NDArray[np.int64]:
-    """The indexes of the entries of ``rows`` in a CSR over rows (``ptr``), row after row."""
+def csr_rows(
+    ptr: NDArray[np.int64], rows: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """``rows`` of a CSR over rows (``ptr``), row ``i`` for ``rows[i]``: the new ``ptr`` and
+    where each of its entries stands in the whole. (The history's ``gather_rows`` does the
+    same, but ``core`` may not import ``history``.)"""
     counts = ptr[rows + 1] - ptr[rows]
-    idx = np.repeat(ptr[rows] - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
-    return idx + np.arange(int(counts.sum()))
-
-
-def _row_ptr(ptr: NDArray[np.int64], rows: NDArray[np.int64]) -> NDArray[np.int64]:
     out = np.zeros(rows.shape[0] + 1, dtype=np.int64)
-    np.cumsum(ptr[rows + 1] - ptr[rows], out=out[1:])
-    return out
+    np.cumsum(counts, out=out[1:])
+    return out, np.repeat(ptr[rows] - out[:-1], counts) + np.arange(int(out[-1]))

@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from stream_release.core.grouping.requirements import Requirements, entry_index
+from stream_release.core.grouping.requirements import Requirements, csr_rows
 from stream_release.core.privacy.breach import RATIO_RTOL
 
 __all__ = ["SetState"]
@@ -127,7 +127,7 @@ class SetState:
 
     def _entry_index(self, rows: NDArray[np.int64]) -> NDArray[np.int64]:
         """The indexes of the rows' pairs with history, row after row."""
-        return entry_index(self.ptr, rows)
+        return csr_rows(self.ptr, rows)[1]
 
     def entries(
         self, rows: NDArray[np.int64]
@@ -173,7 +173,7 @@ class SetState:
                 self.protected,
                 self.blocked,
                 self.also_held,
-                float(self.terms.max(initial=0.0)),
+                self.shortfall(),
                 self.size,
             )
         )
@@ -211,11 +211,11 @@ def _gain(  # pragma: no cover - jit
     protected: NDArray[np.bool_],
     blocked: NDArray[np.bool_],
     also_held: NDArray[np.bool_],
-    need_before: float,
+    shortfall: int,
     size: int,
 ) -> int:
     """:meth:`SetState.gain`: the counts after, the spent pairs refused, the ratios raised by
-    the rows' entries, then ``ceil`` of the largest ``n(S,s) R(S,s)`` before and after."""
+    the rows' entries, then the ``shortfall`` less the one after."""
     n_values = counts.shape[0]
     after = counts.copy()
     for r in rows:
@@ -237,5 +237,4 @@ def _gain(  # pragma: no cover - jit
     for v in range(n_values):
         if protected[v] and after[v] > 0:
             need_after = max(need_after, after[v] * ratio_after[v])
-    before = np.int64(np.ceil(need_before)) - size
-    return int(before - (np.int64(np.ceil(need_after)) - (size + rows.shape[0])))
+    return int(shortfall - (np.int64(np.ceil(need_after)) - (size + rows.shape[0])))

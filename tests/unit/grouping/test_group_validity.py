@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.tables import random_ratios
 
 from stream_release.core.grouping.merge import GroupValidity
 from stream_release.core.grouping.requirements import Requirements
@@ -33,12 +34,9 @@ def test_the_kernel_gives_the_numpy_verdict(seed: int, n: int, n_values: int, k:
     rng = np.random.default_rng(seed)
     sensitive = rng.integers(0, n_values, size=n).astype(np.int32)
     protected = rng.random(n_values) < 0.8
-    per_row = rng.integers(0, 3, size=n) * (rng.random(n) < 0.4)
-    ptr = np.zeros(n + 1, np.int64)
-    np.cumsum(per_row, out=ptr[1:])
-    m = int(ptr[-1])
-    value = rng.integers(0, n_values, size=m).astype(np.int32)
-    ratio = np.where(rng.random(m) < 0.1, np.inf, 2.0 + 8.0 * rng.random(m))
+    ptr, value, ratio = random_ratios(
+        rng, n, n_values, with_history=0.4, spent=0.1, span=(2.0, 10.0)
+    )
     check = GroupValidity(sensitive, protected, Requirements(2.0, ptr, value, ratio), k)
     for _ in range(10):
         rows = rng.choice(n, size=int(rng.integers(1, n + 1)), replace=False).astype(np.int64)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.tables import random_ratios
 
 from stream_release.core.grouping.requirements import Requirements
 from stream_release.core.grouping.set_state import SetState
@@ -39,12 +40,8 @@ def test_the_kernel_gives_the_numpy_gain(seed: int, n: int, n_values: int) -> No
     sensitive = rng.integers(0, n_values, size=n).astype(np.int32)
     protected = rng.random(n_values) < 0.8
     # a history for some rows: Theorem 1's ratio of some of their values, some spent
-    per_row = rng.integers(0, 3, size=n) * (rng.random(n) < 0.5)
-    ptr = np.zeros(n + 1, np.int64)
-    np.cumsum(per_row, out=ptr[1:])
-    values = rng.integers(0, n_values, size=int(ptr[-1])).astype(np.int32)
-    least = np.where(
-        rng.random(values.shape[0]) < 0.15, np.inf, 2.0 + 6.0 * rng.random(values.shape[0])
+    ptr, values, least = random_ratios(
+        rng, n, n_values, with_history=0.5, spent=0.15, span=(2.0, 8.0)
     )
     requirements = Requirements(
         2.0, np.zeros(n + 1, np.int64), np.zeros(0, np.int32), np.zeros(0), ptr, values, least
