@@ -12,11 +12,32 @@ from typing import Any, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
-from redis.exceptions import RedisError
+from redis.exceptions import CrossSlotTransactionError, RedisClusterException, RedisError
 
 from stream_release.errors import ConfigError, HistoryStoreError
 
-__all__ = ["RedisClient", "connect", "decodes_responses", "describe", "redact_url"]
+__all__ = [
+    "REDIS_ERRORS",
+    "REDIS_MISUSE",
+    "RedisClient",
+    "connect",
+    "decodes_responses",
+    "describe",
+    "redact_url",
+]
+
+REDIS_ERRORS: tuple[type[Exception], ...] = (RedisError, RedisClusterException)
+"""What redis-py raises when Redis fails: its errors, and those of a Redis Cluster whose slots
+map it cannot read (``RedisClusterException``, not a ``RedisError``): a slot no master serves
+(measured: "All slots are not covered", after ``CLUSTER DELSLOTS``, and a client made then
+is refused the same way), nodes that disagree or none that answers, as while a failover
+promotes a replica. redis-py raises it for a transaction over keys of several slots too
+(:data:`REDIS_MISUSE`), which the store's keys never are (one hash tag per transaction,
+:mod:`stream_release.history.keys`)."""
+
+REDIS_MISUSE: tuple[type[Exception], ...] = (CrossSlotTransactionError,)
+"""Among :data:`REDIS_ERRORS`, those that are a failure of this program, not of Redis: not
+worth trying again."""
 
 RedisClient: TypeAlias = "redis.Redis | redis.RedisCluster"
 """A client of one Redis server or of a Redis Cluster."""
@@ -44,7 +65,7 @@ def connect(url: str, *, cluster: bool = False, **options: Any) -> RedisClient:
         return redis.RedisCluster.from_url(url, decode_responses=False, **options)
     except ValueError as exc:
         raise ConfigError(f"redis.url = {redact_url(url)!r} is not a Redis URL: {exc}") from None
-    except RedisError as exc:  # a cluster client reads the slots map when it is made
+    except REDIS_ERRORS as exc:  # a cluster client reads the slots map when it is made
         raise HistoryStoreError(
             f"cannot reach the Redis Cluster at {redact_url(url)!r}: {exc}; start it, or set "
             "redis.cluster = false for one Redis server"

@@ -54,7 +54,7 @@ from typing import Any, TypeVar
 import numpy as np
 import redis
 from numpy.typing import NDArray
-from redis.exceptions import RedisError, WatchError
+from redis.exceptions import WatchError
 
 from stream_release.devtools.faults import kill_point
 from stream_release.errors import ConfigError, HistoryStoreError, KeyMismatch, SequenceConflict
@@ -70,6 +70,7 @@ from stream_release.history._validate import (
 )
 from stream_release.history.keys import RedisKeys
 from stream_release.history.redis_client import (
+    REDIS_ERRORS,
     RedisClient,
     connect,
     decodes_responses,
@@ -300,7 +301,7 @@ class RedisHistoryStore:
                 )
             except WatchError:
                 continue
-            except RedisError as exc:
+            except REDIS_ERRORS as exc:
                 raise HistoryStoreError(
                     f"Redis commit of release {c.sequence} failed on {self._where} (attempt "
                     f"{attempt}): {exc}; nothing was committed"
@@ -383,7 +384,7 @@ class RedisHistoryStore:
     def _call(self, operation: str, fn: Callable[[], _T]) -> _T:
         try:
             return fn()
-        except RedisError as exc:
+        except REDIS_ERRORS as exc:
             raise HistoryStoreError(
                 f"Redis: could not {operation} ({self._keys.where}) on {self._where}: {exc}"
             ) from exc

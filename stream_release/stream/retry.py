@@ -14,19 +14,19 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-import redis
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 from tenacity.stop import StopBaseT, stop_never
 from tenacity.wait import wait_exponential_jitter
 
 from stream_release.errors import HistoryStoreError, KafkaError
+from stream_release.history.redis_client import REDIS_ERRORS, REDIS_MISUSE
 from stream_release.stream.kafka import CLIENT_ERRORS
 
 T = TypeVar("T")
 
 DEPENDENCY_ERRORS: tuple[type[BaseException], ...] = (
     *CLIENT_ERRORS,
-    redis.RedisError,
+    *REDIS_ERRORS,
     HistoryStoreError,
     KafkaError,
 )
@@ -40,7 +40,10 @@ FIRST_WAIT_S = 0.1
 
 def is_dependency_error(exc: BaseException) -> bool:
     """Whether ``exc`` is a failure of Redis, the broker or the network
-    (:data:`DEPENDENCY_ERRORS`)."""
+    (:data:`DEPENDENCY_ERRORS`), not a misuse of Redis (a transaction over several slots of
+    a Redis Cluster), raised or wrapped."""
+    if isinstance(exc, REDIS_MISUSE) or isinstance(exc.__cause__, REDIS_MISUSE):
+        return False
     return isinstance(exc, DEPENDENCY_ERRORS)
 
 

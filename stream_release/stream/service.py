@@ -49,7 +49,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import redis
 
 from stream_release.config import Settings
 from stream_release.devtools.faults import kill_point
@@ -62,7 +61,7 @@ from stream_release.errors import (
 )
 from stream_release.history.keys import RedisKeys
 from stream_release.history.pseudonym import Pseudonymizer, load_key
-from stream_release.history.redis_client import RedisClient
+from stream_release.history.redis_client import REDIS_ERRORS, RedisClient
 from stream_release.history.redis_store import RedisHistoryStore
 from stream_release.io.encoding import encode
 from stream_release.io.hierarchy import load_hierarchies
@@ -330,7 +329,7 @@ class BaseReleaseService(ABC):
         """Whether Redis answers PING."""
         try:
             return bool(self.client.ping())
-        except redis.RedisError:
+        except REDIS_ERRORS:
             return False
 
     def log_refusal(self, notice: ReleaseNotice, rows: int) -> None:

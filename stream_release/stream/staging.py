@@ -40,13 +40,12 @@ from typing import NamedTuple, TypeVar, cast
 import numpy as np
 import orjson
 from numpy.typing import NDArray
-from redis.exceptions import RedisError
 
 from stream_release.config import SchemaSettings
 from stream_release.devtools.faults import kill_point
 from stream_release.errors import HistoryStoreError
 from stream_release.history.keys import RedisKeys
-from stream_release.history.redis_client import RedisClient
+from stream_release.history.redis_client import REDIS_ERRORS, RedisClient
 from stream_release.history.types import PSEUDONYM_DTYPE, pseudonym_hex
 from stream_release.io.snapshot import RawSnapshot, snapshot_from_distinct_rows
 
@@ -435,7 +434,7 @@ class RedisStaging:
     def _call(self, operation: str, fn: Callable[[], _T]) -> _T:
         try:
             return fn()
-        except RedisError as exc:
+        except REDIS_ERRORS as exc:
             raise HistoryStoreError(
                 f"Redis: could not {operation} (prefix {self._keys.prefix!r}): {exc}"
             ) from exc

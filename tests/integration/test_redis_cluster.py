@@ -14,7 +14,8 @@ release-level keys under ``{<prefix>}``. These tests pin what that needs:
 * the tags of a realistic prefix land on more than one master;
 * a shard's data survives its master's failover, manual or after a crash, and a client reaches
   it afterwards; a transaction WATCHing across a failover fails with ``WatchError``; during a
-  crash's failover redis-py's own retries are spent at once (``ConnectionError``).
+  crash's failover redis-py's own retries are spent at once (``ConnectionError``);
+* a slot no master serves is a failure of Redis the worker tries again, not a bug.
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ from redis.crc import key_slot
 from redis.exceptions import CrossSlotTransactionError, RedisClusterException
 from support.redis_cluster import RedisClusterNodes
 
+from stream_release.errors import HistoryStoreError
 from stream_release.history import RedisKeys
+from stream_release.history.redis_store import RedisHistoryStore
+from stream_release.stream.retry import is_dependency_error
 
 pytestmark = pytest.mark.integration
 
@@ -288,3 +292,28 @@ def test_a_killed_master_is_replaced_by_its_replica(
     redis_cluster.restart(master)
     assert redis_cluster.roles()[master] == "replica"
     assert client.get(key) == b"after"
+
+
+def test_a_slot_no_master_serves_is_a_failure_the_worker_waits_out(
+    redis_cluster: RedisClusterNodes, redis_cluster_prefix: str
+) -> None:
+    keys = RedisKeys.for_shard(redis_cluster_prefix, 2)
+    slot = key_slot(keys.sequence.encode())
+    master = redis_cluster.master_of(keys.sequence)
+    with redis_cluster.client() as client:
+        store = RedisHistoryStore(client, keys)
+        assert store.last_sequence() == 0
+        for address in redis_cluster.running():
+            with redis.Redis.from_url(f"redis://{address}") as node:
+                node.execute_command("CLUSTER", "DELSLOTS", slot)
+        try:
+            # redis-py's answer is a RedisClusterException ("All slots are not covered"), not
+            # a redis.RedisError: the store names it as Redis's failure, which is retried
+            with pytest.raises(HistoryStoreError, match="slots are not covered") as failed:
+                store.last_sequence()
+            assert is_dependency_error(failed.value)
+        finally:
+            with redis.Redis.from_url(f"redis://{master}") as node:
+                node.execute_command("CLUSTER", "ADDSLOTS", slot)
+            redis_cluster.wait_settled()
+        assert store.last_sequence() == 0

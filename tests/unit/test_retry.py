@@ -9,6 +9,7 @@ import time
 import pytest
 import redis
 from aiokafka import errors as aiokafka_errors
+from redis.exceptions import CrossSlotTransactionError, RedisClusterException, SlotNotCoveredError
 from tenacity import stop_after_delay
 
 from stream_release.errors import HistoryStoreError
@@ -63,6 +64,26 @@ def test_any_other_failure_is_raised_at_once() -> None:
     assert attempt.calls == 1 and logged == []
     assert not is_dependency_error(ValueError()) and is_dependency_error(OSError())
     assert redis.RedisError in DEPENDENCY_ERRORS
+
+
+def test_a_redis_cluster_without_a_slots_map_is_a_failure_of_redis() -> None:
+    # redis-py's cluster errors are not RedisErrors: a slot no master serves (while a failover
+    # promotes a replica) would otherwise be taken for a bug and stop the worker
+    uncovered = RedisClusterException("All slots are not covered after query all startup_nodes")
+    attempt = Flaky(SlotNotCoveredError('Slot "6341" is not covered'), uncovered)
+    assert asyncio.run(until_done(attempt, longest_wait_s=0.001)) == "done"
+    assert attempt.calls == 3
+
+
+def test_a_transaction_over_several_slots_is_a_bug_raised_or_wrapped() -> None:
+    misuse = CrossSlotTransactionError("Keys in request don't hash to the same slot")
+    wrapped = HistoryStoreError("Redis commit of release 3 failed")
+    wrapped.__cause__ = misuse
+    assert not is_dependency_error(misuse) and not is_dependency_error(wrapped)
+    attempt = Flaky(wrapped)
+    with pytest.raises(HistoryStoreError):
+        asyncio.run(until_done(attempt, longest_wait_s=0.001))
+    assert attempt.calls == 1
 
 
 def test_the_pauses_grow_but_never_beyond_the_longest() -> None:
