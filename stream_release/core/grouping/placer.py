@@ -46,6 +46,9 @@ MIN_VALUES = 16
 STALE_GROUPS = 16384
 """Groups whose first row moved since the tree was built, checked one by one, before the tree
 is built again."""
+REMEMBERED_CHANGES = 4096
+"""Least number of group changes after a search of every group during which what it found is
+remembered (:class:`_Refusals`; a quarter of the groups when more)."""
 REBUILD_WORK = 4
 """The tree is also built again once the moved groups checked one by one since it was built
 add up to this many times the groups it holds (plus :data:`LOCAL_GROUPS`' last round): about
@@ -186,7 +189,8 @@ class Placer:
         mine = np.array(
             [mine_ratio[mine_value == s].max(initial=req.base) for s in values], dtype=np.float64
         )
-        return self._search(state, x, limit, self.cap, slots, plus, mine)
+        key = (*values, -1, *plus.tolist())
+        return self._search(state, x, limit, self.cap, slots, plus, mine, key)
 
     def _nearest(self, state: _State, x: int, limit: int) -> NDArray[np.int64]:
         """The ``limit`` nearest groups with rows, nearest first."""
@@ -202,25 +206,37 @@ class Placer:
         slots: NDArray[np.int64],
         plus: NDArray[np.int64],
         mine: NDArray[np.float64],
+        key: tuple[int, ...] = (),
     ) -> NDArray[np.int64]:
         """The ``limit`` nearest groups that take ``x`` (:func:`_nearest_taking`): among the
-        nearest in the tree while the answer is sure, else among every group."""
+        nearest in the tree while the answer is sure, else among every group; among fewer
+        when an earlier search for the same values (``key``) tells (:class:`_Refusals`)."""
         values = state.values
-        for k in LOCAL_GROUPS:
-            near = state.tree.around(x, max(k, 2 * limit), state.sizes)
-            if near is None:
-                break
-            candidates, radius = near
-            found, gap = _nearest_taking(
-                candidates, state.anchor, state.sizes, self.qid[x], self.norm, cap,
+        known = state.refusals.candidates(key, mine) if key else None
+        if known is None:
+            for k in LOCAL_GROUPS:
+                near = state.tree.around(x, max(k, 2 * limit), state.sizes)
+                if near is None:
+                    break
+                candidates, radius = near
+                found, gap = _nearest_taking(
+                    candidates, state.anchor, state.sizes, self.qid[x], self.norm, cap,
+                    slots, plus, mine, values.counts, values.ratios, limit,
+                )  # fmt: skip
+                if found.size == limit and gap[-1] <= radius:
+                    return found
+        if known is None:
+            found, _ = _nearest_taking_every(
+                state.anchor, state.sizes, self.qid[x], self.norm, cap,
                 slots, plus, mine, values.counts, values.ratios, limit,
             )  # fmt: skip
-            if found.size == limit and gap[-1] <= radius:
-                return found
-        found, _ = _nearest_taking(
-            state.every, state.anchor, state.sizes, self.qid[x], self.norm, cap,
-            slots, plus, mine, values.counts, values.ratios, limit,
-        )  # fmt: skip
+        else:
+            found, _ = _nearest_taking(
+                known, state.anchor, state.sizes, self.qid[x], self.norm, cap,
+                slots, plus, mine, values.counts, values.ratios, limit,
+            )  # fmt: skip
+        if found.size < limit and key:
+            state.refusals.keep(key, mine, found)
         return found
 
 
@@ -262,22 +278,74 @@ def _nearest_taking(  # pragma: no cover - jit
             if not size + 1 >= c * ratio:
                 ok = False
                 break
-        if not ok:
-            continue
-        gap = 0.0
-        for a in range(point.shape[0]):
-            gap += abs(float(anchor[g, a]) - float(point[a])) * norm[a]
-        if found == limit and gap >= best_gap[limit - 1]:
-            continue
-        at = min(found, limit - 1)
-        while at > 0 and best_gap[at - 1] > gap:
-            best[at] = best[at - 1]
-            best_gap[at] = best_gap[at - 1]
-            at -= 1
-        best[at] = g
-        best_gap[at] = gap
-        found = min(found + 1, limit)
+        if ok:
+            found = _offer(g, _gap(anchor, g, point, norm), best, best_gap, found)
     return best[:found], best_gap[:found]
+
+
+@njit(cache=True)
+def _nearest_taking_every(  # pragma: no cover - jit
+    anchor: NDArray[Any],
+    sizes: NDArray[Any],
+    point: NDArray[Any],
+    norm: NDArray[np.float64],
+    cap: int,
+    slots: NDArray[Any],
+    plus: NDArray[Any],
+    mine: NDArray[Any],
+    counts: NDArray[Any],
+    ratios: NDArray[Any],
+    limit: int,
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """:func:`_nearest_taking` over every group: the condition checked value by value over
+    all groups at once (loops without branches, which the compiler vectorizes: 2-3 times
+    faster than group by group on 225,000 groups), then the distances of those that take the
+    row."""
+    taking = np.empty(sizes.shape[0], np.bool_)
+    for g in range(sizes.shape[0]):
+        taking[g] = (sizes[g] > 0) & (sizes[g] + 1 <= cap)
+    for j in range(slots.shape[0]):
+        count, largest, add, ratio = counts[slots[j]], ratios[slots[j]], plus[j], mine[j]
+        for g in range(sizes.shape[0]):
+            c = count[g] + add
+            taking[g] &= (c == 0) | (sizes[g] + 1 >= c * max(largest[g], ratio))
+    best = np.full(limit, -1, np.int64)
+    best_gap = np.full(limit, np.inf)
+    found = 0
+    for g in range(sizes.shape[0]):
+        if taking[g]:
+            found = _offer(g, _gap(anchor, g, point, norm), best, best_gap, found)
+    return best[:found], best_gap[:found]
+
+
+@njit(cache=True, inline="always")
+def _gap(  # pragma: no cover - jit
+    anchor: NDArray[Any], g: int, point: NDArray[Any], norm: NDArray[np.float64]
+) -> float:
+    """The distance of the row at ``point`` to group ``g``'s anchor (attribute order)."""
+    gap = 0.0
+    for a in range(point.shape[0]):
+        gap += abs(float(anchor[g, a]) - float(point[a])) * norm[a]
+    return gap
+
+
+@njit(cache=True, inline="always")
+def _offer(  # pragma: no cover - jit
+    g: int, gap: float, best: NDArray[np.int64], best_gap: NDArray[np.float64], found: int
+) -> int:
+    """Group ``g`` at distance ``gap`` put among the nearest ``best`` (``found`` of them so
+    far, nearest first; a tie goes after the groups offered before); the new count."""
+    limit: int = best.shape[0]
+    if found == limit and gap >= best_gap[limit - 1]:
+        return found
+    at = min(found, limit - 1)
+    while at > 0 and best_gap[at - 1] > gap:
+        best[at] = best[at - 1]
+        best_gap[at] = best_gap[at - 1]
+        at -= 1
+    best[at] = g
+    best_gap[at] = gap
+    return min(found + 1, limit)
 
 
 @njit(cache=True)
@@ -300,7 +368,6 @@ class _State:
     ) -> None:
         self.group, self.capacity = group, capacity
         self.n = group.shape[0]
-        self.every = np.arange(capacity, dtype=np.int64)
         self.first = first_rows(group, capacity)
         # the first row's codes of each group, in one block: a scan of every group reads them
         # in order instead of from rows all over the table
@@ -312,6 +379,7 @@ class _State:
         self.values = _ValueCounts(
             self.members, placer.sensitive, placer.req, index, capacity, placer.protected.size
         )
+        self.refusals = _Refusals(capacity)
 
     def move(self, x: int, g: int) -> None:
         """Put row ``x`` into group ``g`` (``-1``: into none)."""
@@ -335,6 +403,7 @@ class _State:
                     self.anchor[old] = self.qid[rows[0]]
                 self.tree.touch(old)
         self.values.moved(x, old, g)
+        self.refusals.changed(old, g)
 
 
 class _Members:
@@ -507,3 +576,54 @@ class _GroupTree:
             near = np.concatenate([near, np.array(self.moved, dtype=np.int64)])
         near = np.unique(near)
         return near[sizes[near] > 0], radius
+
+
+class _Refusals:
+    """The groups that take a row, remembered from searches of every group that found fewer
+    than they asked for, so that a later search for the same values asks only those groups
+    and the groups that changed since.
+
+    A search of every group that found fewer than its ``limit`` found every group that takes
+    a row of its values (``plus``) and requirements (``mine``). A group that did not change
+    since (no row moved in or out: its size, counts and largest requirements are the same)
+    takes a row of the same values with requirements at least as large (``mine`` only makes
+    the condition harder) only if it took the first; so the groups that take the later row
+    are among those found and those changed, and the search over them (in id order) gives
+    what a search of every group gives.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.limit = max(REMEMBERED_CHANGES, capacity // 4)
+        """Changes remembered; past them the searches are forgotten."""
+        self.log: list[int] = []
+        self.kept: dict[tuple[int, ...], tuple[NDArray[np.float64], NDArray[np.int64], int]] = {}
+
+    def changed(self, old: int, new: int) -> None:
+        """A row moved from group ``old`` to ``new`` (``-1``: none)."""
+        if len(self.log) >= self.limit:
+            self.log.clear()
+            self.kept.clear()
+        if old >= 0:
+            self.log.append(old)
+        if new >= 0:
+            self.log.append(new)
+
+    def candidates(
+        self, key: tuple[int, ...], mine: NDArray[np.float64]
+    ) -> NDArray[np.int64] | None:
+        """The groups, in id order, among which are those that take a row of the values
+        ``key`` names with requirements ``mine`` (``None``: no remembered search tells)."""
+        hit = self.kept.get(key)
+        if hit is None or np.any(mine < hit[0]):
+            return None
+        _, found, at = hit
+        if len(self.log) == at:
+            return found
+        return np.union1d(found, np.array(self.log[at:], dtype=np.int64))
+
+    def keep(
+        self, key: tuple[int, ...], mine: NDArray[np.float64], found: NDArray[np.int64]
+    ) -> None:
+        """A search found ``found``, fewer than it asked for, among every group that may take
+        a row of the values ``key`` names with requirements ``mine``."""
+        self.kept[key] = (mine.copy(), found, len(self.log))

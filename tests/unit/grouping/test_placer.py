@@ -114,12 +114,25 @@ def _release(seed: int, n: int = 1500, d: int = 4, values: int = 6) -> tuple:  #
 
 
 @pytest.mark.parametrize(
-    ("seed", "stale", "slots"), [(0, 16384, 16), (1, 16384, 16), (2, 4, 16), (3, 16384, 1)]
-)
+    ("seed", "stale", "slots", "remembered"),
+    [(0, 16384, 16, 4096), (1, 16384, 16, 4096), (2, 4, 16, 4096), (3, 16384, 1, 4096),
+     (4, 16384, 16, 8)],
+)  # fmt: skip
 def test_the_answers_of_an_exhaustive_search_call_after_call(
-    seed: int, stale: int, slots: int, monkeypatch: pytest.MonkeyPatch
+    seed: int, stale: int, slots: int, remembered: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(placer_module, "STALE_GROUPS", stale)  # 4: the tree built again often
+    # 8: what searches of every group found is forgotten after a few changes
+    monkeypatch.setattr(placer_module, "REMEMBERED_CHANGES", remembered)
+    told = []  # the searches that an earlier one narrowed
+    recall = placer_module._Refusals.candidates
+
+    def candidates(self, key, mine):  # type: ignore[no-untyped-def]
+        known = recall(self, key, mine)
+        told.append(known is not None)
+        return known
+
+    monkeypatch.setattr(placer_module._Refusals, "candidates", candidates)
     # 1 slot: values given up and filled again, and rows that need more values than slots
     monkeypatch.setattr(placer_module, "VALUE_BYTES", 0)
     monkeypatch.setattr(placer_module, "MIN_VALUES", slots)
@@ -150,3 +163,26 @@ def test_the_answers_of_an_exhaustive_search_call_after_call(
         swapped += int(np.count_nonzero((got != cut) & (cut >= 0)))
         group = np.where(got >= 0, got, group)
     assert placed_some > 0 and swapped > 0  # both paths ran
+    assert any(told) and not all(told)  # searches narrowed by earlier ones, and others
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_scan_of_every_group_is_the_scan_group_by_group(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n_groups, d, n_values = 3000, 3, 5
+    sizes = rng.integers(0, 7, n_groups).astype(np.int64)  # empty groups and full ones (cap 6)
+    anchor = rng.integers(0, 4, size=(n_groups, d)).astype(np.int32)  # many ties
+    counts = rng.integers(0, 3, size=(n_values, n_groups)).astype(np.int64)
+    ratios = rng.choice([2.0, 3.0, np.inf], size=(n_values, n_groups))
+    norm = np.full(d, 1 / 3)
+    for _ in range(20):
+        k = int(rng.integers(0, n_values + 1))
+        slots = rng.choice(n_values, size=k, replace=False).astype(np.int64)
+        plus = (rng.random(k) < 0.3).astype(np.int64)
+        mine = rng.choice([1.5, 2.0, 2.5], size=k)
+        point = rng.integers(0, 4, d).astype(np.int32)
+        limit = int(rng.integers(1, 70))
+        args = (anchor, sizes, point, norm, 6, slots, plus, mine, counts, ratios, limit)
+        every, every_gap = placer_module._nearest_taking_every(*args)
+        one_by_one, gap = placer_module._nearest_taking(np.arange(n_groups), *args)
+        assert np.array_equal(every, one_by_one) and np.array_equal(every_gap, gap)
