@@ -544,7 +544,9 @@ class _GroupTree:
         self.groups = np.flatnonzero(self.first < self.qid.shape[0])
         self.tree = cKDTree(self.qid[self.first[self.groups]].astype(np.float64) * self.norm)
         self.stale[:] = False
-        self.moved: list[int] = []
+        self.moved = np.empty(64, dtype=np.int64)
+        """The groups whose first row moved since the build: the first :attr:`n_moved`."""
+        self.n_moved = 0
         self.checked = 0
         """Moved groups checked one by one since the build (:data:`REBUILD_WORK`)."""
 
@@ -552,7 +554,10 @@ class _GroupTree:
         """Group ``g``'s first row moved (or the group emptied or filled)."""
         if not self.stale[g]:
             self.stale[g] = True
-            self.moved.append(g)
+            if self.n_moved == self.moved.shape[0]:
+                self.moved = np.concatenate([self.moved, np.empty_like(self.moved)])
+            self.moved[self.n_moved] = g
+            self.n_moved += 1
 
     def around(
         self, x: int, k: int, sizes: NDArray[np.int64]
@@ -561,7 +566,7 @@ class _GroupTree:
         (ties included) and those whose first row moved, in id order, and ``r``: every group
         left out is farther than ``r``. ``None`` when the tree holds ``k`` groups or fewer."""
         worth = REBUILD_WORK * (self.groups.size + LOCAL_GROUPS[-1])
-        if len(self.moved) > STALE_GROUPS or self.checked > worth:
+        if self.n_moved > STALE_GROUPS or self.checked > worth:
             self._build()
         if self.groups.size <= k:
             return None
@@ -571,10 +576,10 @@ class _GroupTree:
         at = self.tree.query_ball_point(point, radius + TOLERANCE, p=1, return_sorted=False)
         near = self.groups[np.asarray(at, dtype=np.int64)]
         near = near[~self.stale[near]]
-        if self.moved:
-            self.checked += len(self.moved)
-            near = np.concatenate([near, np.array(self.moved, dtype=np.int64)])
-        near = np.unique(near)
+        if self.n_moved:  # stale, so none of them is in near already
+            self.checked += self.n_moved
+            near = np.concatenate([near, self.moved[: self.n_moved]])
+        near.sort()
         return near[sizes[near] > 0], radius
 
 
