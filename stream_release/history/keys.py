@@ -21,6 +21,9 @@ a safe key part)::
     {prefix}:labels                  HASH    release label -> sequence, set in the commit
                                              transaction: a label present here is cut
     {prefix}:published               STRING  last sequence whose groups and manifest were sent
+    {prefix}:records:from            STRING  first sequence whose release record is kept: the
+                                             records before it were sent (and, on shards,
+                                             filed) and are deleted
     {prefix}:stage:<hex label>:rows  HASH    raw 16-byte pseudonym -> staged row (JSON array of
                                              the QID values then the sensitive value)
     {prefix}:stage:<hex label>:seal  STRING  the sealed number of distinct ids
@@ -59,7 +62,8 @@ shard is in one Redis Cluster slot and a shard's commit stays one transaction::
 figures), and the release-level records that every worker reads have the head
 ``{prefix:release}``: the seals of whole releases (``stage:<hex label>:seal``, the JSON list of
 each partition's ids), ``stage:open``, ``labels``, ``seq``, ``release:{seq:08d}`` (the merged
-manifest), ``published``, ``status:outbox``, and::
+manifest), ``published``, ``records:from`` (for the merged manifests and every shard's parts),
+``status:outbox``, and::
 
     {prefix:release}:partitions         STRING the series' partition count (its shards),
                                               set at its first start, checked at every one
@@ -244,6 +248,12 @@ class RedisKeys:
     def published(self) -> str:
         """``{prefix}:published``: the last sequence sent to Kafka."""
         return f"{self.head}:published"
+
+    @property
+    def records_from(self) -> str:
+        """``{prefix}:records:from``: the first sequence whose release record is kept (those
+        before it were sent and filed, and deleted)."""
+        return f"{self.head}:records:from"
 
     @property
     def open_labels(self) -> str:

@@ -284,7 +284,27 @@ class BaseReleaseService(ABC):
         return list(range(self.staging.published() + 1, self.last_sequence() + 1))
 
     def mark_published(self, sequence: int) -> int:
-        return self.staging.mark_published(sequence)
+        """Record that release ``sequence`` was sent, and delete the release records no step
+        reads again (:meth:`drop_records`). Returns the published sequence after the call."""
+        published = self.staging.mark_published(sequence)
+        self.drop_records()
+        return published
+
+    def drop_records(self) -> None:
+        """Delete the release records below :meth:`records_needed_from`: a record holds the
+        release's group lines (about the size of its ``release-*.jsonl``) and was kept
+        forever, in Redis's memory, after it was sent."""
+        self.staging.drop_records(self.records_needed_from(), self.record_namespaces())
+
+    def records_needed_from(self) -> int:
+        """The first sequence whose release record a step may still read: the last one sent
+        (``/health`` and the restart read the last committed record, re-sending reads those
+        not sent)."""
+        return self.staging.published()
+
+    @abstractmethod
+    def record_namespaces(self) -> list[RedisKeys]:
+        """The namespaces that hold the release records (one hash tag each)."""
 
     def published(self) -> int:
         """The last sequence marked published (0 if none)."""
@@ -417,6 +437,9 @@ class ReleaseService(BaseReleaseService):
 
     def _stage(self, label: str, release: ReleaseRows) -> Staged:
         return self.staging.stage(label, release.pseudonyms, release.rows)
+
+    def record_namespaces(self) -> list[RedisKeys]:
+        return [self.keys]
 
     def _note_rejected(self, label: str, coordinates: list[str]) -> None:
         self.staging.note_rejected(label, coordinates)

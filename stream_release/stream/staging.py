@@ -31,7 +31,7 @@ from __future__ import annotations
 import enum
 import logging
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from importlib import resources
@@ -52,6 +52,8 @@ from stream_release.io.snapshot import RawSnapshot, snapshot_from_distinct_rows
 _T = TypeVar("_T")
 log = logging.getLogger(__name__)
 
+RECORDS_PER_CALL = 1000
+"""Release records deleted by one ``DEL`` (:meth:`RedisStaging.drop_records`)."""
 BATCH = 2000
 """Rows per script call."""
 
@@ -403,6 +405,28 @@ class RedisStaging:
             "read the published sequence", lambda: self._client.get(self._keys.published)
         )
         return 0 if raw is None else int(raw)
+
+    def drop_records(self, below: int, namespaces: Sequence[RedisKeys]) -> int:
+        """Delete the release records of ``namespaces`` (each a namespace of one hash tag:
+        this one, and on shards every shard's, whose records are its parts) for the sequences
+        below ``below``, from the first one still kept (:attr:`RedisKeys.records_from`), which
+        never moves back. Idempotent: a call cut short deletes the rest at the next. Returns
+        the first sequence kept."""
+        first = self._call(
+            "read the first kept release record", lambda: self._client.get(self._keys.records_from)
+        )
+        for start in range(1 if first is None else int(first), below, RECORDS_PER_CALL):
+            sequences = range(start, min(below, start + RECORDS_PER_CALL))
+            for namespace in namespaces:
+                names = [namespace.record(s) for s in sequences]
+                self._call("delete release records", partial(self._client.delete, *names))
+        floor = [self._keys.records_from]
+        return int(
+            self._call(
+                "mark the first kept release record",
+                lambda: self._mark(keys=floor, args=[max(below, 1)]),
+            )
+        )
 
     def refuse(self, label: str, status: bytes | None) -> None:
         """Close release ``label`` without publishing it (its guarantee cannot be met): its

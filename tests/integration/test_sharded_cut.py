@@ -30,6 +30,7 @@ from stream_release.pipeline.anonymize import anonymize_files
 from stream_release.stream.intake import RecordValidator
 from stream_release.stream.messages import SnapshotRecord, decode_record
 from stream_release.stream.sharded.cut import CutResult, ShardedCut
+from stream_release.stream.sharded.service import ShardedReleaseService
 
 pytestmark = pytest.mark.integration
 KEY = "sharded-test-key-0123456789abcdef"
@@ -242,3 +243,44 @@ def test_a_register_is_refused_on_shards(
     )
     with pytest.raises(ConfigError, match=r"virtual\.registry cannot run on shards"):
         ShardedCut(settings, connect(redis_url), [0], tmp_path / "a", tmp_path / "p")
+
+
+def test_release_records_are_deleted_once_sent_and_filed(
+    shared_data: Path, tmp_path: Path, store: tuple[RedisClient, str, bool]
+) -> None:
+    client, prefix, cluster = store
+    config = write_config(tmp_path, shared_data)
+    settings = load_settings(
+        config,
+        history={"key": KEY, "prefix": prefix},
+        kafka={"partitions": SHARDS},
+        redis={"cluster": cluster},
+    )
+    archive, private = tmp_path / "archive", tmp_path / "private"
+    service = ShardedReleaseService(settings, client, archive, private)
+    service.own(range(SHARDS))
+    namespaces = service.record_namespaces()
+    assert len(namespaces) == SHARDS + 1  # the merged manifests and every shard's parts
+
+    def kept(sequence: int) -> list[int]:
+        return [int(client.exists(keys.record(sequence))) for keys in namespaces]
+
+    snaps = adult_series(shared_data, tmp_path, 20, rounds=3)
+    for k, snap in enumerate(snaps[:2], start=1):
+        stage(service.cut, settings, snap, snap.stem)
+        [manifest] = service.cut_ready()  # cut and filed
+        assert manifest["sequence"] == k
+        service.mark_published(k)
+    assert kept(1) == [0] * (SHARDS + 1) and kept(2) == [1] * (SHARDS + 1)
+
+    # filing behind the sending: a record not filed yet is kept until it is
+    stage(service.cut, settings, snaps[2], snaps[2].stem)
+    assert service.cut.step().manifests  # release 3 finished, not filed (as on a crash)
+    (archive / "manifest-0002.json").unlink()  # nor release 2 (its manifest goes last)
+    service.mark_published(3)
+    assert kept(2) == [1] * (SHARDS + 1)  # release 2 is not filed: its records are read
+    assert service.cut_ready() == []  # files releases 2 and 3, then deletes the records of 2
+    assert kept(2) == [0] * (SHARDS + 1) and kept(3) == [1] * (SHARDS + 1)
+    assert client.get(RedisKeys.for_release(prefix).records_from) == b"3"
+    report = audit_directory(archive, private=private, config=config)
+    assert report.ok and len(report.releases) == 3, report.table()

@@ -1,9 +1,10 @@
--- Record that a release was sent to Kafka; the published sequence never moves backwards.
+-- Raise a sequence that never moves backwards: the last release sent to Kafka
+-- ({prefix}:published), or the first release whose record is kept ({prefix}:records:from).
 --
--- KEYS[1]  {prefix}:published  STRING  last sequence sent
--- ARGV[1]  the sequence just sent (decimal)
+-- KEYS[1]  {prefix}:published or {prefix}:records:from  STRING  the sequence
+-- ARGV[1]  the new sequence (decimal)
 --
--- Returns the published sequence after the call.
+-- Returns the sequence after the call: the larger of the two.
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 local sent = tonumber(ARGV[1])
 if sent > current then

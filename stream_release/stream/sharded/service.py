@@ -25,7 +25,9 @@ from stream_release.errors import (
     SequenceConflict,
     StoreRegressed,
 )
+from stream_release.history.keys import RedisKeys
 from stream_release.history.redis_client import RedisClient
+from stream_release.io.release_files import published_sequences
 from stream_release.stream.intake import ReleaseRows
 from stream_release.stream.service import BaseReleaseService, Outgoing, release_messages
 from stream_release.stream.sharded.cut import Shard, ShardedCut
@@ -152,6 +154,7 @@ class ShardedReleaseService(BaseReleaseService):
             self.last_refusal = None
         try:
             self.cut.file_finished()
+            self.drop_records()  # filed after they were sent: no longer read
         except ArchiveConflict as exc:
             self.hold_for_store(label, rows, exc)
         except (HistoryStoreError, OSError) as exc:  # a part's files not in place yet
@@ -177,6 +180,17 @@ class ShardedReleaseService(BaseReleaseService):
         return release_messages(
             self.settings, self.cut.manifest(sequence), self.cut.group_lines(sequence)
         )
+
+    def record_namespaces(self) -> list[RedisKeys]:
+        """The release level (merged manifests) and every shard (its parts, with their group
+        lines), owned or not."""
+        return [self.cut.keys, *(shard.keys for shard in self.cut.shards)]
+
+    def records_needed_from(self) -> int:
+        """The last release sent, or the first one not filed in the archive yet when that
+        comes before it: filing reads the merged manifest and every part's group lines."""
+        filed = published_sequences(self.archive) if self.archive.is_dir() else []
+        return min(self.staging.published(), (filed[-1] if filed else 0) + 1)
 
     def last_state(self) -> tuple[dict[str, Any] | None, int]:
         last = self.cut.last_sequence()
