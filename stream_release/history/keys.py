@@ -224,6 +224,12 @@ class RedisKeys:
 
     def individuals(self, pseudonyms: NDArray[np.bytes_]) -> list[bytes]:
         """:meth:`individual` of every element of an ``(n,) S16`` array, as bytes, vectorised."""
+        out = self.individual_codes(pseudonyms)
+        return cast("list[bytes]", out.view(f"S{out.shape[1]}").reshape(-1).tolist())
+
+    def individual_codes(self, pseudonyms: NDArray[np.bytes_]) -> NDArray[np.uint8]:
+        """:meth:`individuals` as one ``(n, width)`` array of their bytes (every key of a
+        namespace has the same length), without a Python object per key."""
         arr = np.ascontiguousarray(pseudonyms, dtype=PSEUDONYM_DTYPE)
         n = arr.shape[0]
         raw = arr.view(np.uint8).reshape(n, PSEUDONYM_DTYPE.itemsize)
@@ -237,7 +243,7 @@ class RedisKeys:
         digits[:, 0::2] = _HEX_DIGITS[raw >> 4]
         digits[:, 1::2] = _HEX_DIGITS[raw & 0x0F]
         out[:, head.size + hex_width :] = tail
-        return cast("list[bytes]", out.view(f"S{width}").reshape(n).tolist())
+        return out
 
     @property
     def labels(self) -> str:

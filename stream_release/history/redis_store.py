@@ -23,10 +23,13 @@ purpose:
 * every key is computed in Python by :class:`RedisKeys` and passed explicitly; nothing builds
   a key name server-side (the EVAL page on redis.io forbids that for Cluster, STYLE.md §1).
 
-The transaction queues ``MSET`` of the new blobs in chunks of :data:`CHUNK` keys, ``DEL`` of
-individuals whose new history is empty, ``RPUSH`` of the new dictionary values, ``MSET`` of the
-mechanism state entries (``{prefix}:mech:<hex key>``, :meth:`RedisHistoryStore.load_state`),
-``SET`` of the release record and last ``SET`` of the sequence.
+The transaction queues ``MSET`` of the new blobs in chunks of :data:`CHUNK` keys (each
+written straight into the protocol by :mod:`~stream_release.history.resp` and sent before the
+next is packed: no Python object per key or history, no second copy of the whole transaction
+as redis-py's pipeline makes), ``DEL`` of individuals whose new history is empty, ``RPUSH``
+of the new dictionary values, ``MSET`` of the mechanism state entries
+(``{prefix}:mech:<hex key>``, :meth:`RedisHistoryStore.load_state`), ``SET`` of the release
+record and last ``SET`` of the sequence.
 
 Known sharp edges
 -----------------
@@ -38,23 +41,28 @@ Known sharp edges
   its commit spans slots and ``MULTI`` across slots is refused: it needs a standalone Redis (or
   a primary with replicas). A shard's namespace (:meth:`RedisKeys.for_shard`) has one hash tag
   for every key, so its commit is one transaction in one slot, which a cluster runs.
-* If the connection drops during ``EXEC``, redis-py reports a ``WatchError``; the retry then
-  finds either the old sequence (the commit was lost, it is applied now) or the new one (it went
-  through, the caller gets :class:`SequenceConflict` and can compare ``record(sequence)``).
+* The transaction runs on one connection taken from the client's pool (on a Redis Cluster, of
+  the client of the slot's master, found through the cluster's client, which follows a
+  failover). If the connection drops once the keys are watched, the round ends as a
+  ``WatchError``, as in redis-py's pipeline; the retry then finds either the old sequence (the
+  commit was lost, it is applied now) or the new one (it went through, the caller gets
+  :class:`SequenceConflict` and can compare ``record(sequence)``). A slot that moved in a
+  failover (``MOVED``) ends the round the same way.
 * ``load`` is not isolated from a concurrent commit; the service runs one writer per
   namespace (per shard on shards: the owner the records consumer's group chose).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import chain
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import numpy as np
 import redis
 from numpy.typing import NDArray
-from redis.exceptions import WatchError
+from redis.exceptions import AskError, ExecAbortError, MovedError, WatchError
 
 from stream_release.devtools.faults import kill_point
 from stream_release.errors import ConfigError, HistoryStoreError, KeyMismatch, SequenceConflict
@@ -76,6 +84,7 @@ from stream_release.history.redis_client import (
     decodes_responses,
     describe,
 )
+from stream_release.history.resp import mset_command
 from stream_release.history.types import ENTRY_DTYPE, HistoryRows
 
 __all__ = ["CHUNK", "WATCH_ATTEMPTS", "RedisHistoryStore"]
@@ -89,24 +98,34 @@ WATCH_ATTEMPTS = 5
 _T = TypeVar("_T")
 
 
-def _history_args(
-    keys: list[bytes], indptr: NDArray[np.int64], entries: NDArray[np.void]
-) -> tuple[list[bytes], list[bytes]]:
-    """The ``MSET`` arguments of a commit (key, entries, key, entries, ...) for the
-    individuals with entries, and the keys of those without. The entries' one-piece copy
-    lives only here: the commit's peak memory holds the pieces, not both."""
-    counts = np.diff(indptr)
-    filled = np.flatnonzero(counts)
-    emptied = [keys[i] for i in np.flatnonzero(counts == 0).tolist()]
-    data = entries.tobytes()
-    offsets = indptr * ENTRY_DTYPE.itemsize
-    mset_args: list[bytes] = [b""] * (2 * filled.shape[0])
-    mset_args[0::2] = [keys[i] for i in filled.tolist()]
-    mset_args[1::2] = [
-        data[a:b]
-        for a, b in zip(offsets[filled].tolist(), offsets[filled + 1].tolist(), strict=True)
-    ]
-    return mset_args, emptied
+@dataclass(frozen=True)
+class _Histories:
+    """The histories a commit writes: the keys' bytes (one row each), which keys get an
+    ``MSET`` (``filled``, in chunks of :data:`CHUNK`: :func:`~stream_release.history.resp.
+    mset_command`) and which a ``DEL`` (no entries left)."""
+
+    codes: NDArray[np.uint8]
+    indptr: NDArray[np.int64]
+    data: NDArray[np.uint8]
+    filled: NDArray[np.int64]
+    emptied: list[bytes]
+
+    @classmethod
+    def of(
+        cls, codes: NDArray[np.uint8], indptr: NDArray[np.int64], entries: NDArray[np.void]
+    ) -> _Histories:
+        counts = np.diff(indptr)
+        empty = np.flatnonzero(counts == 0)
+        width = codes.shape[1]
+        emptied = cast("list[bytes]", codes[empty].view(f"S{width}").reshape(-1).tolist())
+        data = np.ascontiguousarray(entries).view(np.uint8).reshape(-1)
+        return cls(codes, indptr, data, np.flatnonzero(counts), emptied)
+
+    def mset_commands(self) -> Iterator[NDArray[np.uint8]]:
+        """Each ``MSET`` of :data:`CHUNK` keys, packed when asked for."""
+        for start in range(0, self.filled.shape[0], CHUNK):
+            rows = self.filled[start : start + CHUNK]
+            yield mset_command(self.codes, rows, self.indptr, self.data, ENTRY_DTYPE.itemsize)
 
 
 class RedisHistoryStore:
@@ -291,13 +310,11 @@ class RedisHistoryStore:
         state_args: list[bytes | str] = []
         for key, value in entries.items():
             state_args += [self._keys.mechanism_state(key), value]
-        mset_args, emptied = _history_args(
-            self._keys.individuals(c.pseudonyms), c.indptr, c.entries
-        )
+        histories = _Histories.of(self._keys.individual_codes(c.pseudonyms), c.indptr, c.entries)
         for attempt in range(1, WATCH_ATTEMPTS + 1):
             try:
                 self._try_commit(
-                    c.sequence, c.values, c.record, mset_args, emptied, label, state_args, check
+                    c.sequence, c.values, c.record, histories, label, state_args, check
                 )
             except WatchError:
                 continue
@@ -318,61 +335,110 @@ class RedisHistoryStore:
         sequence: int,
         values: tuple[str, ...],
         record: bytes,
-        mset_args: list[bytes],
-        emptied: list[bytes],
+        histories: _Histories,
         label: str | None = None,
         state_args: Sequence[bytes | str] = (),
         key_check: bytes | None = None,
     ) -> None:
-        """One WATCH / check / MULTI / EXEC round; WatchError if a watched key changed."""
+        """One WATCH / check / MULTI / EXEC round on one connection to the server of this
+        namespace (:meth:`_server`), the histories' ``MSET`` commands packed one at a time
+        (:mod:`~stream_release.history.resp`); WatchError if a watched key changed, or the
+        connection was lost once the keys were watched (as redis-py's pipeline does: the next
+        round finds whether the commit went through)."""
         seq_key, values_key, check_key = (
             self._keys.sequence,
             self._keys.values,
             self._keys.key_check,
         )
-        with self._client.pipeline(transaction=True) as pipe:
-            pipe.watch(seq_key, values_key, check_key)
-            recorded = pipe.get(check_key)
+        pool = self._server().connection_pool
+        connection = pool.get_connection()
+        conn = cast("_Connection", connection)
+        watching = False
+        try:
+            conn.send_command("WATCH", seq_key, values_key, check_key)
+            conn.read_response()
+            watching = True
+            conn.send_command("GET", check_key)
+            recorded = conn.read_response()
             if key_check is not None and recorded is not None and _as_bytes(recorded) != key_check:
                 raise KeyMismatch(key_mismatch_message(repr(self)))
-            current = self._parse_sequence(pipe.get(seq_key))
+            conn.send_command("GET", seq_key)
+            current = self._parse_sequence(conn.read_response())
             if current != sequence - 1:
                 raise SequenceConflict(
                     f"commit of release {sequence} refused: the last committed release under "
                     f"{self._keys.where} on {self._where} is {current}, so the next "
                     f"must be {current + 1}"
                 )
-            stored = self._decode_values(pipe.lrange(values_key, 0, -1))
+            conn.send_command("LRANGE", values_key, 0, -1)
+            stored = self._decode_values(conn.read_response())
             if values[: len(stored)] != stored:
                 raise SequenceConflict(
                     f"commit of release {sequence} refused: the stored value dictionary "
                     f"({len(stored)} values) is not a prefix of the given one ({len(values)} "
                     "values); reload the dictionary and plan the release again"
                 )
-            pipe.multi()
-            step = 2 * CHUNK
-            for start in range(0, len(mset_args), step):
-                pipe.execute_command("MSET", *mset_args[start : start + step])
-            for start in range(0, len(emptied), CHUNK):
-                pipe.delete(*emptied[start : start + CHUNK])
+            conn.send_command("MULTI")
+            conn.read_response()
+            queued: list[tuple[Any, ...]] = []
+            for command in histories.mset_commands():
+                conn.send_packed_command([command.data])
+                queued.append(("MSET",))
+            emptied, step = histories.emptied, 2 * CHUNK
+            commands: list[tuple[Any, ...]] = [
+                ("DEL", *emptied[start : start + CHUNK]) for start in range(0, len(emptied), CHUNK)
+            ]
             if len(values) > len(stored):
-                pipe.rpush(values_key, *values[len(stored) :])
-            for start in range(0, len(state_args), step):
-                pipe.execute_command("MSET", *state_args[start : start + step])
-            pipe.set(self._keys.record(sequence), record)
+                commands.append(("RPUSH", values_key, *values[len(stored) :]))
+            commands += [
+                ("MSET", *state_args[start : start + step])
+                for start in range(0, len(state_args), step)
+            ]
+            commands.append(("SET", self._keys.record(sequence), record))
             if key_check is not None and recorded is None:
-                pipe.set(check_key, key_check)
-            pipe.set(seq_key, sequence)
+                commands.append(("SET", check_key, key_check))
+            commands.append(("SET", seq_key, sequence))
             if label is not None:
-                pipe.hset(self._keys.labels, label, sequence)
-                pipe.unlink(
-                    self._keys.stage_rows(label),
-                    self._keys.stage_seal(label),
-                    self._keys.stage_rejected(label),
+                commands.append(("HSET", self._keys.labels, label, sequence))
+                commands.append(
+                    (
+                        "UNLINK",
+                        self._keys.stage_rows(label),
+                        self._keys.stage_seal(label),
+                        self._keys.stage_rejected(label),
+                    )
                 )
-                pipe.srem(self._keys.open_labels, label)
+                commands.append(("SREM", self._keys.open_labels, label))
+            for command_args in commands:
+                conn.send_command(*command_args)
+            queued += commands
             kill_point("commit_queued")
-            pipe.execute()
+            conn.send_command("EXEC")
+            _exec_replies(conn, len(queued))
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            conn.disconnect()
+            if watching:
+                raise WatchError(f"the connection was lost while watching: {exc}") from exc
+            raise
+        except (MovedError, AskError) as exc:  # a Redis Cluster failover moved the slot
+            conn.disconnect()
+            raise WatchError(f"the namespace's slot moved: {exc}") from exc
+        except BaseException:
+            conn.disconnect()  # watching, or with replies unread: not for another caller
+            raise
+        finally:
+            pool.release(connection)
+
+    def _server(self) -> redis.Redis:
+        """The client of the server that holds this namespace: the store's, or on a Redis
+        Cluster the one of the master of the namespace's slot, asked through the cluster's
+        client first (which follows a failover and reads the slots map again)."""
+        client = self._client
+        if not isinstance(client, redis.RedisCluster):
+            return client
+        client.exists(self._keys.sequence)
+        node = client.get_node_from_key(self._keys.sequence)  # type: ignore[no-untyped-call]
+        return client.get_redis_connection(node)
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -408,6 +474,45 @@ class RedisHistoryStore:
                 f"Redis list {self._keys.values!r} on {self._where} holds a value that is not "
                 "UTF-8: the store is corrupt"
             ) from None
+
+
+class _Connection(Protocol):
+    """What the commit uses of a redis-py connection (its methods carry no annotations)."""
+
+    def send_command(self, *args: Any) -> None: ...
+    def send_packed_command(self, command: Sequence[bytes | memoryview]) -> None: ...
+    def read_response(self) -> Any: ...
+    def disconnect(self) -> None: ...
+
+
+def _exec_replies(conn: _Connection, queued: int) -> None:
+    """Read the replies of ``queued`` commands queued after ``MULTI``, then ``EXEC``'s.
+
+    Raises
+    ------
+    WatchError
+        ``EXEC`` applied nothing: a watched key changed.
+    redis.ResponseError
+        A command was refused while queued (``EXEC`` then aborts the whole transaction) or
+        failed inside it (the first such error).
+    """
+    refused: redis.ResponseError | None = None
+    for _ in range(queued):
+        try:
+            conn.read_response()
+        except redis.ResponseError as exc:
+            refused = refused or exc
+    try:
+        replies = conn.read_response()
+    except ExecAbortError:
+        if refused is not None:
+            raise refused from None
+        raise
+    if replies is None:
+        raise WatchError("a watched key changed")
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
 
 
 def _as_bytes(reply: bytes | str) -> bytes:

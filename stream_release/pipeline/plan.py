@@ -698,6 +698,7 @@ def warm_up() -> None:
     from stream_release.core.privacy.strategy import make_strategy
     from stream_release.core.table import Attribute
     from stream_release.core.utility.report import utility_report
+    from stream_release.history.resp import mset_command
     from stream_release.history.types import HistoryRows as _Rows
     from stream_release.io.file_assembly import encode_generalized_lines
     from stream_release.io.release_files import assignments_csv
@@ -738,3 +739,8 @@ def warm_up() -> None:
         virtual=np.zeros(sizes.shape[0], dtype=np.int64),
     )
     assignments_csv(table.ids.tolist(), groups, np.zeros(n, dtype=np.bool_))
+    # the commit's MSET (stream_release.history.resp)
+    indptr = np.arange(n + 1, dtype=np.int64)
+    mset_command(
+        np.zeros((n, 8), dtype=np.uint8), np.arange(n), indptr, np.zeros(16 * n, np.uint8), 16
+    )

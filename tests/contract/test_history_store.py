@@ -13,10 +13,12 @@ import os
 import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import redis
+import redis.connection
 from numpy.typing import NDArray
 from support.tables import keyed_pseudonyms
 
@@ -430,16 +432,16 @@ def test_redis_commit_whose_watch_is_invalidated_applies_nothing(
     rival = RedisHistoryStore.from_url(redis_url, redis_prefix)
     try:
         commit_first(loser)
-        original = redis.client.Pipeline.multi
+        original = redis.connection.Connection.send_command
         rival_commits: list[int] = []
 
-        def multi_after_rival(pipe: redis.client.Pipeline) -> None:
-            if not rival_commits:
+        def multi_after_rival(conn: redis.connection.Connection, *args: Any, **kwargs: Any) -> None:
+            if args[0] == "MULTI" and not rival_commits:
                 rival_commits.append(2)
                 rival.commit(2, np.array([A]), rows([(0, -2.0, 2)]), VALUES, b"rival")
-            original(pipe)
+            original(conn, *args, **kwargs)
 
-        monkeypatch.setattr(redis.client.Pipeline, "multi", multi_after_rival)
+        monkeypatch.setattr(redis.connection.Connection, "send_command", multi_after_rival)
         with pytest.raises(SequenceConflict, match="next must be 3"):
             loser.commit(
                 2, np.array([B, D]), rows([], [(3, -1.0, 1)]), (*VALUES, "loser"), b"loser"
@@ -466,15 +468,16 @@ def test_redis_commit_gives_up_when_the_watch_keeps_failing(
     other = redis.Redis.from_url(redis_url)
     try:
         commit_first(store)
-        original = redis.client.Pipeline.multi
+        original = redis.connection.Connection.send_command
         touches: list[int] = []
 
-        def multi_after_touch(pipe: redis.client.Pipeline) -> None:
-            touches.append(1)
-            other.set(RedisKeys(redis_prefix).sequence, b"1")  # same value, still a write
-            original(pipe)
+        def multi_after_touch(conn: redis.connection.Connection, *args: Any, **kwargs: Any) -> None:
+            if args[0] == "MULTI":
+                touches.append(1)
+                other.set(RedisKeys(redis_prefix).sequence, b"1")  # same value, still a write
+            original(conn, *args, **kwargs)
 
-        monkeypatch.setattr(redis.client.Pipeline, "multi", multi_after_touch)
+        monkeypatch.setattr(redis.connection.Connection, "send_command", multi_after_touch)
         with pytest.raises(HistoryStoreError, match=f"{WATCH_ATTEMPTS} attempts") as info:
             store.commit(2, np.array([D]), rows([(0, -1.0, 1)]), VALUES, b"r2")
         assert not isinstance(info.value, SequenceConflict)
