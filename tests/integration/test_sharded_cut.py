@@ -12,23 +12,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
-from aiokafka.partitioner import DefaultPartitioner
 from support.data import adult_series, write_config
-from support.service_runs import record_messages
+from support.sharded_staging import shard_of, stage
 
 from stream_release.audit import audit_directory
 from stream_release.config import Settings, load_settings
 from stream_release.devtools.datasets import Table, read_csv_table
 from stream_release.errors import ConfigError
 from stream_release.history.keys import RedisKeys
-from stream_release.history.pseudonym import Pseudonymizer, load_key
 from stream_release.history.redis_client import RedisClient, connect
-from stream_release.io.hierarchy import load_hierarchies
 from stream_release.pipeline.anonymize import anonymize_files
-from stream_release.stream.intake import RecordValidator
-from stream_release.stream.messages import SnapshotRecord, decode_record
 from stream_release.stream.sharded.cut import CutResult, ShardedCut
 from stream_release.stream.sharded.service import ShardedReleaseService
 
@@ -37,37 +31,10 @@ KEY = "sharded-test-key-0123456789abcdef"
 SHARDS = 3
 
 
-def stage(cut: ShardedCut, settings: Settings, snapshot: Path, label: str) -> list[int]:
-    """Stage every row of ``snapshot`` in the shard its id's partition is (Kafka's default
-    partitioner), then seal it; returns the ids of each shard."""
-    validator = RecordValidator(settings, load_hierarchies(settings.schema))
-    pseudonymizer = Pseudonymizer(load_key(settings.history, default_dir=None))
-    place = DefaultPartitioner()
-    partitions = list(range(SHARDS))
-    by_shard: dict[int, tuple[list[bytes], list[bytes]]] = {p: ([], []) for p in partitions}
-    for message in record_messages(snapshot, label, settings.schema.qid, 0):
-        record = decode_record(message.value, settings.schema, max_bytes=1 << 20)
-        assert isinstance(record, SnapshotRecord)
-        row = validator.staged_row(record)
-        assert isinstance(row, bytes)
-        shard = place(record.id.encode(), partitions, partitions)
-        by_shard[shard][0].append(pseudonymizer.digests([record.id])[0])
-        by_shard[shard][1].append(row)
-    for shard, (pseudonyms, rows) in by_shard.items():
-        cut.shards[shard].staging.stage(label, pseudonyms, rows)
-    counts = [len(by_shard[p][0]) for p in partitions]
-    assert cut.seal(label, counts) == 0
-    return counts
-
-
 def shard_snapshot(snapshot: Path, shard: int, directory: Path) -> Path:
     """The rows of ``snapshot`` whose id goes to ``shard``, as a snapshot of the same name."""
     table = read_csv_table(snapshot)
-    place = DefaultPartitioner()
-    partitions = list(range(SHARDS))
-    keep = np.array(
-        [place(i.encode(), partitions, partitions) == shard for i in table.columns["id"].tolist()]
-    )
+    keep = shard_of(table.columns["id"].tolist(), SHARDS) == shard
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / snapshot.name
     Table({name: column[keep] for name, column in table.columns.items()}).write_csv(path)

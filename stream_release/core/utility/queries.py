@@ -130,8 +130,9 @@ def relative_errors(
     Returns
     -------
     (q,) float64 ``|est - act| / act`` of each kept query, in draw order; ``q <= queries`` (fewer
-    only when the draw bound is hit). With no published row every estimate is 0 and the
-    function returns ``queries`` ones.
+    only when the draw bound is hit). With rows but none published every estimate is 0 and
+    the function returns ``queries`` ones; with no row at all no query has a count to draw,
+    and it returns none (a shard's empty part of a release adds no query to its figures).
     """
     check_format(format)
     if isinstance(queries, bool) or not isinstance(queries, int | np.integer) or queries < 0:
@@ -142,7 +143,7 @@ def relative_errors(
     d = len(table.attributes)
     if d == 0:
         raise InvalidParameter("the table has no QID; count queries need at least one")
-    if queries == 0:
+    if queries == 0 or table.n_rows == 0:
         return np.empty(0, dtype=np.float64)
     if layout.groups.published == 0:
         return np.ones(int(queries), dtype=np.float64)

@@ -1,0 +1,410 @@
+"""Edge cases of a release cut on shards (:class:`ShardedCut`) on a real Redis.
+
+Three shards, the Adult series. Each test checks that its case really arose (a cut that only
+records what each part was planned with and voted, :class:`RecordingCut`, shows it). Pinned:
+
+* a protected value that one shard's rows never hold while another shard suppresses it: the
+  union holds it, the manifest's share and suppressed rows are the union's, the merged
+  private record counts it, the lacking shard's suppressed members are linked to it, every
+  value of the union meets what every part needed (the floors), and the series passes the
+  audit;
+* a forced member of one part spent for a value another part's set holds: the next round
+  keeps the value out of every set but through a forced member (``blocked``), so the union
+  never links a forced member's spent pair for a value no forced member holds, and the series
+  passes the audit;
+* an empty part (a shard that receives no row of a release, its count in the seal 0) is a part
+  all the same: one sequence in every shard and at the release level, group numbers 0..G-1
+  over the other parts, a manifest covering them, an empty part manifest; the next releases,
+  the shard's rows back, are cut as usual, and the series passes the audit; the merged
+  manifest's query errors are those of the parts that have rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from support.data import adult_series, write_config
+from support.sharded_staging import shard_of, stage
+
+from stream_release.audit import audit_directory
+from stream_release.config import load_settings
+from stream_release.devtools.datasets import ADULT_SENSITIVE, Table, read_csv_table
+from stream_release.history.redis_client import connect
+from stream_release.pipeline.plan import SuppressedUnion
+from stream_release.pipeline.publisher import PlannedRelease, Publisher
+from stream_release.stream.sharded.cut import CutResult, ShardedCut
+
+pytestmark = pytest.mark.integration
+KEY = "5e" * 32
+"""A fixed pseudonym key: the rows are grouped in keyed order, so each case arises in the same
+release every run."""
+SHARDS = 3
+PARTITIONS = list(range(SHARDS))
+
+
+# -- staging on shards ---------------------------------------------------------------------
+
+
+def filtered(snapshot: Path, path: Path, *, shard: int, value: str | None = None) -> Path:
+    """``snapshot`` without the rows of ``shard`` (holding ``value``; any value when
+    ``None``), written to ``path``."""
+    table = read_csv_table(snapshot)
+    drop = shard_of(table.columns["id"].tolist(), SHARDS) == shard
+    if value is not None:
+        drop &= table.columns[ADULT_SENSITIVE] == value
+    Table({name: column[~drop] for name, column in table.columns.items()}).write_csv(path)
+    return path
+
+
+def run_until_idle(workers: list[ShardedCut]) -> list[dict[str, Any]]:
+    """Step the workers in turn until none can take a step; the manifests they finished
+    (a refusal fails the test)."""
+    manifests: list[dict[str, Any]] = []
+    for _ in range(50):
+        results = [worker.step() for worker in workers]
+        for result in results:
+            assert result.refused == [], result.refused
+            manifests.extend(result.manifests)
+        if all(r == CutResult([], []) for r in results) and not workers[0].current():
+            return manifests
+    raise AssertionError("the workers never settled")
+
+
+# -- what the vote saw ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PartRound:
+    """One part as planned in one round of the vote: what the vote passed it, what it voted."""
+
+    label: str
+    shard: int
+    round: int
+    floor: dict[str, float]
+    blocked: list[str]
+    suppressed: SuppressedUnion
+    """The part's own suppressed rows (counts per value, size, the values forced rows hold)."""
+    placeable: dict[str, int]
+    """Suppressed rows per value among those that are not forced (nor unplaced)."""
+    ratios: dict[str, float]
+    strands: list[str]
+    blocks: list[str]
+
+
+def parse_union(raw: str) -> SuppressedUnion:
+    """The union as ``release_vote.lua`` writes it (an empty Lua table is ``{}``)."""
+    document = json.loads(raw)
+    counts = document["counts"] if isinstance(document["counts"], list) else []
+    forced = document["forced"] if isinstance(document["forced"], list) else []
+    return SuppressedUnion(
+        {str(v): int(c) for v, c in counts}, int(document["size"]), frozenset(map(str, forced))
+    )
+
+
+class RecordingCut(ShardedCut):
+    """A :class:`ShardedCut` that keeps each part's planning in each round of the vote
+    (:class:`PartRound`) and the union each release was confirmed with; it cuts as the
+    service's does."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.rounds: list[PartRound] = []
+        self.unions: dict[str, SuppressedUnion] = {}
+        super().__init__(*args, **kwargs)
+
+    def _plan(self, number: int, publisher: Publisher, current: dict[str, str]) -> PlannedRelease:
+        planned = super()._plan(number, publisher, current)
+        plan, table = planned.plan, planned.table
+        star = (plan.group < 0) & plan.real
+        star[plan.suppressed_set.forced] = False
+        placeable = np.bincount(table.sensitive[star], minlength=len(table.sensitive_values))
+        ratios, strands, blocks = planned.set_needs(self.settings.privacy.protected, self.cap)
+        self.rounds.append(
+            PartRound(
+                current["label"],
+                number,
+                int(current.get("round", "0")),
+                {str(v): float(r) for v, r in json.loads(current.get("floor", "{}")).items()},
+                [str(v) for v in json.loads(current.get("blocked", "[]"))],
+                planned.suppressed(),
+                {table.sensitive_values[v]: int(c) for v, c in enumerate(placeable) if c},
+                ratios,
+                strands,
+                blocks,
+            )
+        )
+        return planned
+
+    def _confirm_owned(self, current: dict[str, str]) -> None:
+        self.unions[current["label"]] = parse_union(current["union"])
+        super()._confirm_owned(current)
+
+    def final_round(self, label: str) -> list[PartRound]:
+        """The parts as planned in the last round of release ``label``'s vote (this worker's)."""
+        mine = [r for r in self.rounds if r.label == label]
+        last = max(r.round for r in mine)
+        return sorted((r for r in mine if r.round == last), key=lambda r: r.shard)
+
+
+def suppressed_ids(cut: ShardedCut, shard: int, sequence: int) -> list[str]:
+    """The ids shard ``shard``'s part of release ``sequence`` suppressed (its assignments: on
+    shards, an individual's id is its pseudonym in hex)."""
+    path = cut.part_paths(shard, sequence).assignments
+    with path.open(newline="", encoding="utf-8") as fh:
+        return [row["id"] for row in csv.DictReader(fh) if row["group"] == ""]
+
+
+# -- the cases -----------------------------------------------------------------------------
+
+LACKING_SHARD = 2
+LACKED = "Adm-clerical"
+LACKING_KEY = "11" * 32
+"""The key under which this series has a round of the vote that falls short of a part's need
+alone (no strand, no block): the floors are what the next round gets."""
+
+
+def unmet_needs(parts: list[PartRound]) -> list[tuple[str, int, float, int]]:
+    """``(value, count, need, size)`` of each value the union of ``parts`` (one round's votes)
+    holds ``count`` times in ``size`` rows although a part needs ``need`` of it (the largest
+    ratio any part voted, or the floor it was planned with): Theorem 1 on the union,
+    ``count * need <= size``, fails."""
+    counts: dict[str, int] = {}
+    for part in parts:
+        for value, count in part.suppressed.counts.items():
+            counts[value] = counts.get(value, 0) + count
+    size = sum(part.suppressed.size for part in parts)
+    out = []
+    for value, count in sorted(counts.items()):
+        need = max(
+            [p.floor.get(value, 0.0) for p in parts] + [p.ratios.get(value, 0.0) for p in parts]
+        )
+        if count * need > size:
+            out.append((value, count, need, size))
+    return out
+
+
+def spent_conflicts(parts: list[PartRound]) -> set[str]:
+    """The values the union of ``parts`` holds that a member is spent for, unless a forced
+    member holds them and only forced members are spent for them: the other reasons for
+    another round of the vote."""
+    held = {v for part in parts for v in part.suppressed.counts}
+    forced = {v for part in parts for v in part.suppressed.forced}
+    strands = {v for part in parts for v in part.strands}
+    blocks = {v for part in parts for v in part.blocks}
+    return held & (strands | (blocks - forced))
+
+
+def test_a_protected_value_one_shard_lacks_entirely_is_the_unions_all_the_same(
+    shared_data: Path, tmp_path: Path, redis_url: str, redis_prefix: str
+) -> None:
+    """Shard 2's rows never hold ``Adm-clerical`` (its rows holding it are left out of every
+    snapshot); shards 0 and 1 suppress some. Every release: the union holds what every part
+    suppressed in the last round of the vote, the manifest states its rows and its largest
+    protected share, every value of the union meets the largest ratio any part needed of it
+    (a round whose union did not was planned again with those needs as floors), and shard 2's
+    suppressed members, whose part has no row of the value, are linked to it; the merged
+    private records count it and the series passes the audit."""
+    config = write_config(tmp_path, shared_data)  # every value protected
+    settings = load_settings(
+        config, history={"key": LACKING_KEY, "prefix": redis_prefix}, kafka={"partitions": SHARDS}
+    )
+    archive, private = tmp_path / "archive", tmp_path / "private"
+    cut = RecordingCut(settings, connect(redis_url), PARTITIONS, archive, private)
+    lacking = cut.shards[LACKING_SHARD].store
+    snaps = [
+        filtered(snap, tmp_path / f"x-{snap.name}", shard=LACKING_SHARD, value=LACKED)
+        for snap in adult_series(shared_data, tmp_path, 20, rounds=6)
+    ]
+    unions: list[SuppressedUnion] = []
+    arose, floored = 0, 0
+    for k, snap in enumerate(snaps, start=1):
+        table = read_csv_table(snap)
+        mine = shard_of(table.columns["id"].tolist(), SHARDS) == LACKING_SHARD
+        assert mine.any() and LACKED not in set(table.columns[ADULT_SENSITIVE][mine].tolist())
+        stage(cut, settings, snap, snap.stem)
+        [manifest] = run_until_idle([cut])
+        union = cut.unions[snap.stem]
+        unions.append(union)
+        parts = cut.part_manifests(k)
+        block = manifest["suppressed_set"]
+        assert block["rows"] == manifest["suppressed"] == union.size
+        assert union.size == sum(p["suppressed_set"]["rows"] for p in parts)
+        shares = [c / union.size for c in union.counts.values()]
+        assert block["share_max"] == max(shares, default=0.0) < 0.5
+        final = cut.final_round(snap.stem)
+        assert [r.shard for r in final] == PARTITIONS
+        assert sum(r.suppressed.size for r in final) == union.size
+        assert unmet_needs(final) == [], snap.stem  # the floors held
+        for n in range(final[0].round):  # an earlier round short of a need alone
+            before = [r for r in cut.rounds if r.label == snap.stem and r.round == n]
+            floored += bool(unmet_needs(before)) and not spent_conflicts(before)
+        assert LACKED not in final[LACKING_SHARD].suppressed.counts
+        ids = suppressed_ids(cut, LACKING_SHARD, k)
+        if LACKED not in union.counts or not ids:
+            continue
+        arose += 1
+        # shard 2's suppressed members are linked to the union's LACKED rows: each one's
+        # history for it holds this release's factor (and any earlier one's)
+        assert block["share_max"] >= union.counts[LACKED] / union.size
+        history = lacking.load(np.array([bytes.fromhex(i) for i in ids], dtype="S16"))
+        gid = lacking.values().index(LACKED)
+        factor = math.log1p(-union.counts[LACKED] / union.size)
+        for i in range(len(ids)):
+            start, stop = int(history.indptr[i]), int(history.indptr[i + 1])
+            values = history.value[start:stop].tolist()
+            entries = dict(zip(values, history.log_p[start:stop].tolist(), strict=True))
+            assert entries.get(gid, 0.0) <= factor + 1e-12, (snap.stem, ids[i])
+    assert arose, f"no release had {LACKED!r} suppressed while shard 2 suppressed rows"
+    assert floored, "no round of the vote fell short of a need alone: the floors are untried"
+
+    cut.file_finished()
+    for k, union in enumerate(unions, start=1):
+        record = json.loads((private / f"private-{k:04d}.json").read_text())
+        assert record["suppressed"]["sensitive"] == union.counts
+        assert record["suppressed"]["rows"] == union.size
+    report = audit_directory(archive, private=private, config=config, snapshots=snaps)
+    assert report.ok and len(report.releases) == len(snaps), report.table()
+
+
+def test_a_value_a_forced_member_is_spent_for_is_kept_out_of_the_other_parts_sets(
+    shared_data: Path, tmp_path: Path, redis_url: str, redis_prefix: str
+) -> None:
+    """Worker A owns shards 0 and 1, worker B shard 2. In some release a part's forced member
+    is spent for a value that another part's set holds through a row that can be placed: the
+    vote starts another round with the value ``blocked``, and the parts planned in it hold no
+    such row. In the union each release is confirmed with, no value some forced member is
+    spent for is held unless a forced member holds it (the exemption over the union), and the
+    series passes the audit (which checks every linked pair that is not exempt)."""
+    config = write_config(tmp_path, shared_data)
+    settings = load_settings(
+        config, history={"key": KEY, "prefix": redis_prefix}, kafka={"partitions": SHARDS}
+    )
+    client = connect(redis_url)
+    archive, private = tmp_path / "archive", tmp_path / "private"
+    a = RecordingCut(settings, client, [0, 1], archive, private)
+    b = RecordingCut(settings, client, [2], archive, private)
+    snaps = adult_series(shared_data, tmp_path, 20, rounds=6)
+    kept_out: set[tuple[str, str]] = set()
+    for snap in snaps:
+        stage(a, settings, snap, snap.stem)
+        [manifest] = run_until_idle([a, b])
+        assert manifest["release"] == snap.stem
+        rounds = [r for r in a.rounds + b.rounds if r.label == snap.stem]
+        for r in rounds:
+            # a part planned with values blocked holds none of them but through forced rows
+            assert not set(r.blocked) & set(r.placeable), (snap.stem, r.shard, r.round)
+            if r.round == 0:
+                continue
+            before = {v for p in rounds if p.round == r.round - 1 for v in p.placeable}
+            kept_out |= {(snap.stem, v) for v in r.blocked if v in before}
+        union = a.unions[snap.stem]
+        assert b.unions[snap.stem] == union
+        final = a.final_round(snap.stem) + b.final_round(snap.stem)
+        assert sorted(r.shard for r in final) == PARTITIONS
+        for r in final:
+            for value in r.blocks:  # a value r's forced member is spent for
+                assert value not in union.counts or value in union.forced, (snap.stem, value)
+    assert kept_out, "no round kept a forced member's spent value out: the test shows nothing"
+
+    a.file_finished()
+    report = audit_directory(archive, private=private, config=config, snapshots=snaps)
+    assert report.ok and len(report.releases) == len(snaps), report.table()
+
+
+EMPTY_SHARD = {1: 2, 3: 0}
+"""Release -> the shard that receives none of its rows: release 1 none in shard 2, release 3
+none in shard 0 (the first part: the others' groups are numbered from 0 all the same)."""
+
+
+def empty_part_series(data: Path, directory: Path) -> list[Path]:
+    return [
+        filtered(snap, directory / f"e-{snap.name}", shard=EMPTY_SHARD[k])
+        if k in EMPTY_SHARD
+        else snap
+        for k, snap in enumerate(adult_series(data, directory, 20, rounds=3), start=1)
+    ]
+
+
+def test_an_empty_part_is_a_part_of_one_release_and_the_series_goes_on(
+    shared_data: Path, tmp_path: Path, redis_url: str, redis_prefix: str
+) -> None:
+    """Three releases, 1 and 3 with an empty part, 2 with rows in every shard; worker A owns
+    shards 0 and 1, worker B shard 2 (so B's only part of release 1 is empty). Every release
+    is one release, the empty shard commits its part (its sequence moves with the release's),
+    and the merged series passes the audit."""
+    config = write_config(tmp_path, shared_data)
+    settings = load_settings(
+        config, history={"key": KEY, "prefix": redis_prefix}, kafka={"partitions": SHARDS}
+    )
+    client = connect(redis_url)
+    archive, private = tmp_path / "archive", tmp_path / "private"
+    a = ShardedCut(settings, client, [0, 1], archive, private)
+    b = ShardedCut(settings, client, [2], archive, private)
+    snaps = empty_part_series(shared_data, tmp_path)
+    for k, snap in enumerate(snaps, start=1):
+        counts = stage(a, settings, snap, snap.stem)
+        empty = EMPTY_SHARD.get(k)
+        assert [p for p in PARTITIONS if counts[p] == 0] == ([] if empty is None else [empty])
+        [manifest] = run_until_idle([a, b])
+        assert a.last_sequence() == b.last_sequence() == k
+        assert [shard.store.last_sequence() for shard in a.shards] == [k] * SHARDS
+        assert manifest == a.manifest(k)
+        assert (manifest["release"], manifest["sequence"]) == (snap.stem, k)
+        assert manifest["records_in"] == sum(counts)
+
+        parts = a.part_manifests(k)
+        assert [p["records_in"] for p in parts] == counts
+        assert [(p["release"], p["sequence"]) for p in parts] == [(snap.stem, k)] * SHARDS
+        lines = [json.loads(line) for line in a.group_lines(k).splitlines()]
+        assert [line["group"] for line in lines] == list(range(len(lines)))
+        assert {(line["release"], line["sequence"]) for line in lines} == {(snap.stem, k)}
+        assert manifest["groups"] == len(lines) == sum(p["groups"] for p in parts)
+        assert manifest["published"] == sum(line["size"] for line in lines)
+        assert manifest["published"] + manifest["suppressed"] == sum(counts)
+        sizes = [line["size"] for line in lines]
+        utility = manifest["utility"]
+        assert (utility["min_group_size"], utility["max_group_size"]) == (min(sizes), max(sizes))
+        assert utility["published"] == manifest["published"]
+        assert manifest["breach"]["max"] <= manifest["breach"]["bound"] == 0.5
+        if empty is not None:
+            part = parts[empty]
+            assert (part["published"], part["suppressed"], part["groups"]) == (0, 0, 0)
+            assert part["suppressed_set"]["rows"] == 0
+
+    a.file_finished()
+    b.file_finished()  # a second writer of the same files: the same bytes, each file once
+    report = audit_directory(archive, private=private, config=config, snapshots=snaps)
+    assert report.ok and len(report.releases) == len(snaps), report.table()
+    for k in EMPTY_SHARD:
+        assert json.loads((archive / f"manifest-{k:04d}.json").read_text()) == a.manifest(k)
+
+
+def test_an_empty_part_adds_no_query_to_the_releases_utility(
+    shared_data: Path, tmp_path: Path, redis_url: str, redis_prefix: str
+) -> None:
+    """The release's query errors are the parts' weighted by the queries each drew within its
+    own rows (``parts.py``): a part without rows draws none, so the release's figures are those
+    of the parts with rows."""
+    config = write_config(tmp_path, shared_data)
+    settings = load_settings(
+        config, history={"key": KEY, "prefix": redis_prefix}, kafka={"partitions": SHARDS}
+    )
+    cut = ShardedCut(settings, connect(redis_url), PARTITIONS, tmp_path / "a", tmp_path / "p")
+    snap = empty_part_series(shared_data, tmp_path)[0]
+    counts = stage(cut, settings, snap, snap.stem)
+    assert counts[EMPTY_SHARD[1]] == 0
+    [manifest] = run_until_idle([cut])
+    rows = [p["utility"] for p, n in zip(cut.part_manifests(1), counts, strict=True) if n]
+    utility = manifest["utility"]
+    queries = sum(int(p["queries"]) for p in rows)
+    assert queries > 0
+    assert utility["queries"] == queries, "the empty part's queries are counted"
+    for name in ("query_error", "query_error_median", "query_error_trimmed"):
+        mean = sum(float(p[name]) * int(p["queries"]) for p in rows) / queries
+        assert utility[name] == pytest.approx(mean), name

@@ -1,0 +1,48 @@
+"""Staging a snapshot on shards as the worker does, without Kafka: each row in the shard of its
+id's partition under Kafka's default partitioner (the one ``stream-release publish`` and
+third-party producers key records with), then the seal with each shard's count."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from aiokafka.partitioner import DefaultPartitioner
+from numpy.typing import NDArray
+
+from stream_release.config import Settings
+from stream_release.history.pseudonym import Pseudonymizer, load_key
+from stream_release.io.hierarchy import load_hierarchies
+from stream_release.stream.intake import RecordValidator
+from stream_release.stream.messages import SnapshotRecord, decode_record
+from stream_release.stream.sharded.cut import ShardedCut
+from support.service_runs import record_messages
+
+
+def shard_of(ids: list[str], shards: int) -> NDArray[np.int64]:
+    """The shard of each id: its partition of ``shards`` under Kafka's default partitioner."""
+    place = DefaultPartitioner()
+    partitions = list(range(shards))
+    return np.array([place(i.encode(), partitions, partitions) for i in ids], dtype=np.int64)
+
+
+def stage(cut: ShardedCut, settings: Settings, snapshot: Path, label: str) -> list[int]:
+    """Stage every row of ``snapshot`` in its shard, as the service does (a shard that gets no
+    row is not staged at all), then seal it; returns the count of each shard."""
+    validator = RecordValidator(settings, load_hierarchies(settings.schema))
+    pseudonymizer = Pseudonymizer(load_key(settings.history, default_dir=None))
+    by_shard: dict[int, tuple[list[bytes], list[bytes]]] = {}
+    for message in record_messages(snapshot, label, settings.schema.qid, 0):
+        record = decode_record(message.value, settings.schema, max_bytes=1 << 20)
+        assert isinstance(record, SnapshotRecord)
+        row = validator.staged_row(record)
+        assert isinstance(row, bytes)
+        [shard] = shard_of([record.id], cut.partitions).tolist()
+        pseudonyms, rows = by_shard.setdefault(shard, ([], []))
+        pseudonyms.append(pseudonymizer.digests([record.id])[0])
+        rows.append(row)
+    for shard, (pseudonyms, rows) in by_shard.items():
+        cut.shards[shard].staging.stage(label, pseudonyms, rows)
+    counts = [len(by_shard.get(p, ([], []))[0]) for p in range(cut.partitions)]
+    assert cut.seal(label, counts) == 0
+    return counts
