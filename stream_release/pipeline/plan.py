@@ -288,7 +288,8 @@ def plan_release(
     if set_blocked:
         out = set(set_blocked)
         blocked = np.array([v in out for v in table.sensitive_values], dtype=np.bool_)
-    group, suppressed = grouper.group_release(strategy, absent, floor, held, blocked)
+    stranded = _at_bound_elsewhere(history, values, local_of_global, set_held, protected, strategy)
+    group, suppressed = grouper.group_release(strategy, absent, floor, held, blocked, stranded)
     layout = ReleaseLayout.of(table, group)  # once per release: render reads it too
     contents = GroupContents.of(table, layout)
     check_sizes(contents.size, min_group_size)
@@ -586,6 +587,7 @@ class _ReleaseGrouping:
         value_floor: NDArray[np.float64] | None = None,
         also_held: NDArray[np.bool_] | None = None,
         also_blocked: NDArray[np.bool_] | None = None,
+        also_stranded: NDArray[np.bool_] | None = None,
     ) -> tuple[NDArray[np.int64], SuppressedSet]:
         """The release's groups (n,) (``-1`` = suppressed) and its suppressed set, made valid
         as one more group (:func:`protect_suppressed_set`); groups left with ``absent`` rows
@@ -604,7 +606,7 @@ class _ReleaseGrouping:
             table.sensitive, is_protected, requirements, eligible, self.group_rows,
             self.place_rows, validity.valid,
             cap=cap, floor=strategy.ell, absent=absent, value_floor=value_floor,
-            also_held=also_held, also_blocked=also_blocked,
+            also_held=also_held, also_blocked=also_blocked, also_stranded=also_stranded,
         )  # fmt: skip
         if absent.any():
             group = trim_virtual(
@@ -631,6 +633,39 @@ def _protected_global(
     else:
         protected_global[:] = True
     return protected_global
+
+
+def _at_bound_elsewhere(
+    history: HistoryRows,
+    values: tuple[str, ...],
+    local_of_global: NDArray[np.int64],
+    held: Collection[str],
+    protected: tuple[str, ...] | list[str],
+    strategy: Strategy,
+) -> NDArray[np.bool_] | None:
+    """(n,) bool: the rows at the bound (Theorem 1's ratio infinite, as
+    :meth:`~stream_release.core.grouping.requirements.Requirements.theorem_1` computes it)
+    for a protected value of ``held`` (the other parts' sets hold it) that no row of this
+    part holds: with no local code, no requirement names it, yet the union of the parts'
+    sets, which an adversary sees as one, would link them to it (the suppressed set's
+    ``also_stranded``). ``None`` when there are none."""
+    if not held or not strategy.uses_history or history.n_entries == 0:
+        return None
+    wanted = set(protected)
+    lacking = np.array(
+        [
+            local_of_global[i] < 0 and v in held and (not wanted or v in wanted)
+            for i, v in enumerate(values)
+        ],
+        dtype=np.bool_,
+    )
+    entry = lacking[history.value] & (history.log_p < 0.0)
+    if not entry.any():
+        return None
+    least = minimum_ratio_from_log_product(strategy.ell, history.log_p[entry])
+    out = np.zeros(history.n_individuals, dtype=np.bool_)
+    out[history.owner()[entry][~np.isfinite(least)]] = True
+    return out if out.any() else None
 
 
 def _extend_dictionary(

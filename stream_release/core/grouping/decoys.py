@@ -76,7 +76,7 @@ def choose_decoys(
         (state.counts[value] > 0) | state.also_held[value] | (value == state.sensitive[owner])
     )
     bad = relevant & (np.isinf(r) | (r > ratio[value]))
-    blocked = np.zeros(state.sensitive.shape[0], dtype=np.bool_)
+    blocked = state.also_stranded.copy()
     blocked[owner[bad]] = True
     plain = np.zeros(state.sensitive.shape[0], dtype=np.bool_)
     plain[rows] = True

@@ -35,8 +35,11 @@ class SetState:
 
     A part of a release cut on shards also knows ``also_held`` (V,): the values the other
     parts' sets hold, which the union an adversary sees holds too (a member spent for one is
-    stranded, a decoy spent for one is refused), and ``also_blocked`` (V,): values kept out
-    of the set (a forced member of another part is spent for them); both empty otherwise.
+    stranded, a decoy spent for one is refused), ``also_blocked`` (V,): values kept out
+    of the set (a forced member of another part is spent for them), and ``also_stranded``
+    (n,): rows at the bound for a value of ``also_held`` that no row of this part holds (it
+    has no local code, so no requirement names it): stranded when members not forced, refused
+    as decoys; all empty otherwise.
     """
 
     def __init__(
@@ -52,6 +55,7 @@ class SetState:
         value_floor: NDArray[np.float64] | None = None,
         also_held: NDArray[np.bool_] | None = None,
         also_blocked: NDArray[np.bool_] | None = None,
+        also_stranded: NDArray[np.bool_] | None = None,
     ) -> None:
         self.sensitive = sensitive
         self.absent = absent if absent is not None else np.zeros_like(member)
@@ -98,6 +102,7 @@ class SetState:
         # forced member holds: no member of this set that can be placed may hold one
         self.also_blocked = np.zeros(v, dtype=np.bool_) if also_blocked is None else also_blocked
         self.blocked = self.also_blocked.copy()
+        self.also_stranded = np.zeros_like(member) if also_stranded is None else also_stranded
         self._raise(owner, value, ratio)
         self.terms = self._terms()
 
@@ -108,7 +113,8 @@ class SetState:
 
     def to_place(self) -> NDArray[np.int64]:
         """The rows to put into groups: so that no pair is stranded, each stranded member not
-        forced, and for a forced one, the members not forced that hold its value; and, not to
+        forced (``also_stranded`` ones too), and for a forced one, the members not forced that
+        hold its value; and, not to
         make the set larger than any group for them, the members not forced whose ratio for a
         value of the set exceeds the cap. (A row no group takes becomes unplaced, hence
         forced: its pairs, and those of forced members for its value, become exempt.)"""
@@ -118,7 +124,9 @@ class SetState:
         theirs[value[~mine]] = True
         theirs |= self.also_blocked
         holders = np.flatnonzero(self.member & ~self.forced & theirs[self.sensitive])
-        return np.union1d(np.union1d(row[mine], holders), self._heavy).astype(np.int64)
+        elsewhere = np.flatnonzero(self.member & ~self.forced & self.also_stranded)
+        placed = np.union1d(np.union1d(row[mine], holders), elsewhere)
+        return np.union1d(placed, self._heavy).astype(np.int64)
 
     def demanding(self) -> NDArray[np.int64]:
         """Members not forced whose ratio for a value of the set is above the base: the set
@@ -161,6 +169,8 @@ class SetState:
         they would add a spent pair: a row of them spent for a value the set would then hold,
         or a value they bring that a member is spent for. (A kernel: the decoy loops ask it
         once per candidate group, tens of thousands of times in a release with history.)"""
+        if self.also_stranded[rows].any():
+            return -1
         return int(
             _gain(
                 np.ascontiguousarray(rows, dtype=np.int64),

@@ -141,6 +141,7 @@ def protect_suppressed_set(
     value_floor: NDArray[np.float64] | None = None,
     also_held: NDArray[np.bool_] | None = None,
     also_blocked: NDArray[np.bool_] | None = None,
+    also_stranded: NDArray[np.bool_] | None = None,
 ) -> tuple[NDArray[np.int64], SuppressedSet]:
     """Group the ``eligible`` rows so that the suppressed ones form a valid group too.
 
@@ -185,6 +186,9 @@ def protect_suppressed_set(
         them is stranded as if this set held it (the union does)
     also_blocked : (V,) bool, values another part's forced member is spent for, which no
         forced member holds: the set keeps them out (their holders are placed into groups)
+    also_stranded : (n,) bool, rows at the bound for a value the other parts' sets hold that
+        no row of this part holds: placed into groups like a member stranded for a value of
+        ``also_held``, never decoys
 
     Returns
     -------
@@ -218,7 +222,7 @@ def protect_suppressed_set(
         unplaced = np.zeros(sensitive.shape[0], dtype=np.bool_)
         state = SetState(
             sensitive, protected, requirements, group < 0, forced, cap, floor, absent,
-            value_floor, also_held, also_blocked,
+            value_floor, also_held, also_blocked, also_stranded,
         )  # fmt: skip
         regrouped = False
         while True:  # each turn groups a row, or marks rows unplaced, or ends
@@ -250,6 +254,7 @@ def protect_suppressed_set(
                 value_floor,
                 also_held,
                 also_blocked,
+                also_stranded,
             )
         state.unplaced = unplaced & state.member
         return group, state

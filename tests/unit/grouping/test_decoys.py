@@ -217,3 +217,48 @@ def test_a_row_whose_group_breaks_without_it_joins_when_the_rest_fits_elsewhere(
     )
     assert star.rows.tolist() == [0, 1, 2] and star.decoys.tolist() == [2]
     assert group.tolist() == [-1, -1, -1, 0, 0, 0, 0, 0]
+
+
+def test_a_row_at_the_bound_for_a_value_only_another_part_holds_is_placed() -> None:
+    # a part of a release cut on shards: row 1 is at the bound for a value no row of this part
+    # holds (no local code: its history names it, no requirement here does), which another
+    # part's set holds (also_stranded); grouping left row 1 over, and it must be placed
+    sensitive = np.array([A, B, C, D, C, D, E], dtype=np.int32)
+    n, groups = sensitive.shape[0], [[2, 3], [4, 5, 6]]
+    eligible = np.ones(n, dtype=np.bool_)
+    eligible[0] = False
+    stranded = np.zeros(n, dtype=np.bool_)
+    stranded[1] = True
+
+    def protect(place_rows: PlaceRows) -> tuple[np.ndarray, SuppressedSet]:
+        return protect_suppressed_set(
+            sensitive, PROTECTED, _history(n, {0: [(A, np.inf)]}), eligible,
+            _fixed_groups(groups, n), place_rows, _never, **SETTINGS, also_stranded=stranded,
+        )  # fmt: skip
+
+    group, star = protect(_place_into(1))
+    assert 1 not in star.rows.tolist() and group[1] >= 0
+    # where no group takes it, it is unplaced, counted as forced (its part's vote then keeps
+    # the value out of every part's set: PlannedRelease.set_needs' blocks)
+    _, star = protect(_nowhere)
+    assert star.unplaced.tolist() == [1] and star.forced.tolist() == [0, 1]
+
+
+def test_no_decoy_is_at_the_bound_for_a_value_only_another_part_holds() -> None:
+    # row 0 forced (A) needs decoys; rows 1-6 in two groups, each row and each group able to
+    # join; rows 1 and 2 of the first group (the one taken first otherwise) are
+    # also_stranded, so the decoys come from the second
+    sensitive = np.array([A, B, C, D, B, C, D], dtype=np.int32)
+    n = sensitive.shape[0]
+    eligible = np.ones(n, dtype=np.bool_)
+    eligible[0] = False
+    stranded = np.zeros(n, dtype=np.bool_)
+    stranded[[1, 2]] = True
+    groups = _fixed_groups([[1, 2, 3], [4, 5, 6]], n)
+    for valid in (_never, lambda rows: True):
+        _, star = protect_suppressed_set(
+            sensitive, PROTECTED, _history(n, {}), eligible, groups, _nowhere, valid,
+            **SETTINGS, also_stranded=stranded,
+        )  # fmt: skip
+        assert not set(star.rows.tolist()) & {1, 2} and star.decoys.size
+        assert star.share_max(PROTECTED) <= Fraction(1, 2)

@@ -208,19 +208,6 @@ def test_a_value_one_part_lacks_is_held_to_its_members_need_by_the_part_that_hol
         relink(b, short)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=(
-        "plan_release builds set_held as a mask over the part's own values (table."
-        "sensitive_values) and _requirements drops every history entry whose value the "
-        "part's table lacks (local code -1): a member at the bound for a value its part's "
-        "table lacks entirely is never stranded, so when another part's set holds that "
-        "value, the part planned again with it held keeps the member in its set and votes "
-        "strands=[value] again, round after round (release_vote.lua then refuses the "
-        "release after ROUNDS rounds; relinking the member to the union would breach)"
-    ),
-)
 def test_a_member_at_the_bound_for_a_value_its_part_lacks_is_placed_when_the_union_holds_it(
     tmp_path: Path,
 ) -> None:
