@@ -12,7 +12,13 @@ from typing import Any, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
-from redis.exceptions import CrossSlotTransactionError, RedisClusterException, RedisError
+from redis.exceptions import (
+    ClusterCrossSlotError,
+    CrossSlotTransactionError,
+    InvalidPipelineStack,
+    RedisClusterException,
+    RedisError,
+)
 
 from stream_release.errors import ConfigError, HistoryStoreError
 
@@ -35,9 +41,14 @@ promotes a replica. redis-py raises it for a transaction over keys of several sl
 (:data:`REDIS_MISUSE`), which the store's keys never are (one hash tag per transaction,
 :mod:`stream_release.history.keys`)."""
 
-REDIS_MISUSE: tuple[type[Exception], ...] = (CrossSlotTransactionError,)
-"""Among :data:`REDIS_ERRORS`, those that are a failure of this program, not of Redis: not
-worth trying again."""
+REDIS_MISUSE: tuple[type[Exception], ...] = (
+    CrossSlotTransactionError,
+    ClusterCrossSlotError,
+    InvalidPipelineStack,
+)
+"""Among :data:`REDIS_ERRORS`, those that are a failure of this program, not of Redis: a
+transaction or a command over keys of several slots (refused by redis-py or, ``CROSSSLOT``, by
+the server), a pipeline misused. Not worth trying again."""
 
 RedisClient: TypeAlias = "redis.Redis | redis.RedisCluster"
 """A client of one Redis server or of a Redis Cluster."""

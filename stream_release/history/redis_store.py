@@ -355,14 +355,19 @@ class RedisHistoryStore:
         conn = cast("_Connection", connection)
         watching = False
         try:
-            conn.send_command("WATCH", seq_key, values_key, check_key)
+            # redis-py's health check (a PING when the connection was idle for
+            # health_check_interval) once, here: sent after MULTI it would read a queued
+            # command's reply as its PONG, drop the connection and, with retries, carry on
+            # outside the transaction on a new one
+            conn.check_health()
+            conn.send_command("WATCH", seq_key, values_key, check_key, check_health=False)
             conn.read_response()
             watching = True
-            conn.send_command("GET", check_key)
+            conn.send_command("GET", check_key, check_health=False)
             recorded = conn.read_response()
             if key_check is not None and recorded is not None and _as_bytes(recorded) != key_check:
                 raise KeyMismatch(key_mismatch_message(repr(self)))
-            conn.send_command("GET", seq_key)
+            conn.send_command("GET", seq_key, check_health=False)
             current = self._parse_sequence(conn.read_response())
             if current != sequence - 1:
                 raise SequenceConflict(
@@ -370,7 +375,7 @@ class RedisHistoryStore:
                     f"{self._keys.where} on {self._where} is {current}, so the next "
                     f"must be {current + 1}"
                 )
-            conn.send_command("LRANGE", values_key, 0, -1)
+            conn.send_command("LRANGE", values_key, 0, -1, check_health=False)
             stored = self._decode_values(conn.read_response())
             if values[: len(stored)] != stored:
                 raise SequenceConflict(
@@ -378,11 +383,11 @@ class RedisHistoryStore:
                     f"({len(stored)} values) is not a prefix of the given one ({len(values)} "
                     "values); reload the dictionary and plan the release again"
                 )
-            conn.send_command("MULTI")
+            conn.send_command("MULTI", check_health=False)
             conn.read_response()
             queued: list[tuple[Any, ...]] = []
             for command in histories.mset_commands():
-                conn.send_packed_command([command.data])
+                conn.send_packed_command([command.data], check_health=False)
                 queued.append(("MSET",))
             emptied, step = histories.emptied, 2 * CHUNK
             commands: list[tuple[Any, ...]] = [
@@ -410,10 +415,10 @@ class RedisHistoryStore:
                 )
                 commands.append(("SREM", self._keys.open_labels, label))
             for command_args in commands:
-                conn.send_command(*command_args)
+                conn.send_command(*command_args, check_health=False)
             queued += commands
             kill_point("commit_queued")
-            conn.send_command("EXEC")
+            conn.send_command("EXEC", check_health=False)
             _exec_replies(conn, len(queued))
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             conn.disconnect()
@@ -479,8 +484,11 @@ class RedisHistoryStore:
 class _Connection(Protocol):
     """What the commit uses of a redis-py connection (its methods carry no annotations)."""
 
-    def send_command(self, *args: Any) -> None: ...
-    def send_packed_command(self, command: Sequence[bytes | memoryview]) -> None: ...
+    def check_health(self) -> None: ...
+    def send_command(self, *args: Any, check_health: bool = True) -> None: ...
+    def send_packed_command(
+        self, command: Sequence[bytes | memoryview], check_health: bool = True
+    ) -> None: ...
     def read_response(self) -> Any: ...
     def disconnect(self) -> None: ...
 
@@ -510,6 +518,10 @@ def _exec_replies(conn: _Connection, queued: int) -> None:
         raise
     if replies is None:
         raise WatchError("a watched key changed")
+    if len(replies) != queued:
+        raise redis.ResponseError(
+            f"EXEC answered {len(replies)} replies for {queued} queued commands"
+        )
     for reply in replies:
         if isinstance(reply, Exception):
             raise reply

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from stream_release.history import (
     RedisKeys,
     make_history_store,
 )
+from stream_release.history import redis_store as redis_store_module
 from stream_release.history.redis_store import WATCH_ATTEMPTS
 
 Entry = tuple[int, float, int]
@@ -458,6 +460,38 @@ def test_redis_commit_whose_watch_is_invalidated_applies_nothing(
     finally:
         loser.close()
         rival.close()
+
+
+@pytest.mark.integration
+def test_redis_commit_sends_no_health_check_inside_its_transaction(
+    redis_url: str, redis_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """redis-py PINGs a connection idle for ``health_check_interval`` before its next send.
+    Inside MULTI that PING would read a queued command's reply as its PONG, drop the
+    connection and, with retries (``redis.Redis``'s default), send the rest on a new one
+    outside the transaction: found by a review, with individuals left without history. A
+    commit whose MSETs take longer than the interval applies whole."""
+    client = redis.Redis.from_url(redis_url, health_check_interval=1, retry_on_timeout=True)
+    store = RedisHistoryStore(client, redis_prefix)
+    monkeypatch.setattr(redis_store_module, "CHUNK", 2)
+    pack = redis_store_module.mset_command
+    packed: list[int] = []
+
+    def slowly(*args: Any) -> Any:
+        packed.append(1)
+        if len(packed) == 2:
+            time.sleep(1.3)  # past the interval, with the first MSET's reply unread
+        return pack(*args)
+
+    monkeypatch.setattr(redis_store_module, "mset_command", slowly)
+    people = pseudonyms(*(f"p{i}" for i in range(6)))
+    history = rows(*([(i % 3, -0.5, 1)] for i in range(6)))
+    try:
+        store.commit(1, people, history, VALUES, b"r1")
+        assert len(packed) == 3 and store.last_sequence() == 1
+        assert as_lists(store.load(people)) == as_lists(history)
+    finally:
+        client.close()
 
 
 @pytest.mark.integration

@@ -22,6 +22,7 @@ from stream_release.devtools.datasets import Table, read_csv_table
 from stream_release.errors import ConfigError
 from stream_release.history.keys import RedisKeys
 from stream_release.history.redis_client import RedisClient, connect
+from stream_release.io.release_files import published_sequences
 from stream_release.pipeline.anonymize import anonymize_files
 from stream_release.stream.sharded.cut import CutResult, ShardedCut
 from stream_release.stream.sharded.service import ShardedReleaseService
@@ -249,5 +250,10 @@ def test_release_records_are_deleted_once_sent_and_filed(
     assert service.cut_ready() == []  # files releases 2 and 3, then deletes the records of 2
     assert kept(2) == [0] * (SHARDS + 1) and kept(3) == [1] * (SHARDS + 1)
     assert client.get(RedisKeys.for_release(prefix).records_from) == b"3"
+    # a worker whose listing of the archive lags (here: sees none of it) files from the first
+    # record kept, not from a record another worker filed and deleted
+    lagging = ShardedReleaseService(settings, client, tmp_path / "lagging", private)
+    lagging.cut.file_finished()
+    assert published_sequences(tmp_path / "lagging") == [3]
     report = audit_directory(archive, private=private, config=config)
     assert report.ok and len(report.releases) == 3, report.table()

@@ -319,7 +319,11 @@ class ShardedCut:
         (:func:`~stream_release.io.release_files.write_once`)."""
         last = self.last_sequence()
         done = published_sequences(self.archive) if self.archive.is_dir() else []
-        for sequence in range((done[-1] if done else 0) + 1, last + 1):
+        # the records below records:from were deleted by a worker that saw them filed: this
+        # worker's listing of the shared archive may lag behind it
+        kept = self.client.get(self.keys.records_from)
+        first = max((done[-1] if done else 0) + 1, int(cast("bytes", kept)) if kept else 1)
+        for sequence in range(first, last + 1):
             self._file(sequence)
 
     def _file(self, sequence: int) -> None:

@@ -157,7 +157,8 @@ class ShardedReleaseService(BaseReleaseService):
             self.drop_records()  # filed after they were sent: no longer read
         except ArchiveConflict as exc:
             self.hold_for_store(label, rows, exc)
-        except (HistoryStoreError, OSError) as exc:  # a part's files not in place yet
+        except (HistoryStoreError, OSError, LookupError) as exc:  # a part's files not in place
+            # yet, or a record another worker filed and deleted meanwhile
             log.warning(
                 "finished releases not filed yet, next step: %s",
                 exc,
