@@ -97,7 +97,7 @@ from numpy.typing import NDArray
 from stream_release.errors import ConfigError
 from stream_release.history.types import PSEUDONYM_DTYPE
 
-__all__ = ["RedisKeys"]
+__all__ = ["RedisKeys", "key_names"]
 
 _HEX_DIGITS = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 _GLOB_SPECIAL = frozenset("*?[]\\")
@@ -224,8 +224,7 @@ class RedisKeys:
 
     def individuals(self, pseudonyms: NDArray[np.bytes_]) -> list[bytes]:
         """:meth:`individual` of every element of an ``(n,) S16`` array, as bytes, vectorised."""
-        out = self.individual_codes(pseudonyms)
-        return cast("list[bytes]", out.view(f"S{out.shape[1]}").reshape(-1).tolist())
+        return key_names(self.individual_codes(pseudonyms))
 
     def individual_codes(self, pseudonyms: NDArray[np.bytes_]) -> NDArray[np.uint8]:
         """:meth:`individuals` as one ``(n, width)`` array of their bytes (every key of a
@@ -340,6 +339,12 @@ class RedisKeys:
         """
         escaped = _glob(self.prefix)
         return f"{escaped}:*", f"{{{escaped}[:}}]*"
+
+
+def key_names(codes: NDArray[np.uint8]) -> list[bytes]:
+    """The keys of a ``(n, width)`` array of their bytes (:meth:`RedisKeys.individual_codes`),
+    one ``bytes`` each (a key never ends in NUL, which numpy would drop)."""
+    return cast("list[bytes]", codes.view(f"S{codes.shape[1]}").reshape(-1).tolist())
 
 
 def _glob(text: str) -> str:

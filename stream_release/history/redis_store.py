@@ -76,7 +76,7 @@ from stream_release.history._validate import (
     decode_entries,
     key_mismatch_message,
 )
-from stream_release.history.keys import RedisKeys
+from stream_release.history.keys import RedisKeys, key_names
 from stream_release.history.redis_client import (
     REDIS_ERRORS,
     RedisClient,
@@ -115,9 +115,7 @@ class _Histories:
         cls, codes: NDArray[np.uint8], indptr: NDArray[np.int64], entries: NDArray[np.void]
     ) -> _Histories:
         counts = np.diff(indptr)
-        empty = np.flatnonzero(counts == 0)
-        width = codes.shape[1]
-        emptied = cast("list[bytes]", codes[empty].view(f"S{width}").reshape(-1).tolist())
+        emptied = key_names(codes[counts == 0])
         data = np.ascontiguousarray(entries).view(np.uint8).reshape(-1)
         return cls(codes, indptr, data, np.flatnonzero(counts), emptied)
 
@@ -385,10 +383,10 @@ class RedisHistoryStore:
                 )
             conn.send_command("MULTI", check_health=False)
             conn.read_response()
-            queued: list[tuple[Any, ...]] = []
+            queued = 0
             for command in histories.mset_commands():
                 conn.send_packed_command([command.data], check_health=False)
-                queued.append(("MSET",))
+                queued += 1
             emptied, step = histories.emptied, 2 * CHUNK
             commands: list[tuple[Any, ...]] = [
                 ("DEL", *emptied[start : start + CHUNK]) for start in range(0, len(emptied), CHUNK)
@@ -416,10 +414,10 @@ class RedisHistoryStore:
                 commands.append(("SREM", self._keys.open_labels, label))
             for command_args in commands:
                 conn.send_command(*command_args, check_health=False)
-            queued += commands
+            queued += len(commands)
             kill_point("commit_queued")
             conn.send_command("EXEC", check_health=False)
-            _exec_replies(conn, len(queued))
+            _exec_replies(conn, queued)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             conn.disconnect()
             if watching:

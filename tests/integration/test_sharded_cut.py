@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from support.data import adult_series, write_config
-from support.sharded_staging import shard_of, stage
+from support.sharded_staging import shard_of, shard_settings, stage
 
 from stream_release.audit import audit_directory
 from stream_release.config import Settings, load_settings
@@ -58,12 +58,7 @@ def test_a_release_cut_on_three_shards_by_two_workers(
 ) -> None:
     client, prefix, cluster = store
     config = write_config(tmp_path, shared_data)
-    settings = load_settings(
-        config,
-        history={"key": KEY, "prefix": prefix},
-        kafka={"partitions": SHARDS},
-        redis={"cluster": cluster},
-    )
+    settings = shard_settings(config, KEY, prefix, SHARDS, cluster=cluster)
     archive, private = tmp_path / "archive", tmp_path / "private"
     a = ShardedCut(settings, client, [0, 1], archive, private)
     b = ShardedCut(settings, client, [2], archive, private)
@@ -111,9 +106,7 @@ def test_each_part_is_the_release_of_its_shard_alone(
     """A part is what offline ``anonymize`` publishes from the shard's rows alone, as a series
     of its own (same key, same settings), its groups numbered after the shards before it."""
     config = write_config(tmp_path, shared_data)
-    settings = load_settings(
-        config, history={"key": KEY, "prefix": redis_prefix}, kafka={"partitions": SHARDS}
-    )
+    settings = shard_settings(config, KEY, redis_prefix, SHARDS)
     client = connect(redis_url)
     cut = ShardedCut(settings, client, range(SHARDS), tmp_path / "archive", tmp_path / "p")
     snaps = adult_series(shared_data, tmp_path, 20, rounds=2)
@@ -150,11 +143,7 @@ def test_suppressed_rows_are_linked_to_the_union_of_the_shards(
     linkage from the merged files with the union as one group, finds every claim true and
     no breach above 1/l, and the manifest's share is the union's."""
     config = write_config(tmp_path, shared_data)
-    settings = load_settings(
-        config,
-        history={"key": "5e" * 32, "prefix": redis_prefix},
-        kafka={"partitions": SHARDS},
-    )
+    settings = shard_settings(config, "5e" * 32, redis_prefix, SHARDS)
     archive, private = tmp_path / "archive", tmp_path / "private"
     cut = ShardedCut(settings, connect(redis_url), range(SHARDS), archive, private)
     snaps = adult_series(shared_data, tmp_path, 20, rounds=6)
@@ -203,12 +192,7 @@ def test_a_register_is_refused_on_shards(
     config = write_config(tmp_path, shared_data)
     register = tmp_path / "register.csv"
     register.write_text("id\np-1\n")
-    settings = load_settings(
-        config,
-        history={"key": KEY, "prefix": redis_prefix},
-        kafka={"partitions": SHARDS},
-        virtual={"registry": register},
-    )
+    settings = shard_settings(config, KEY, redis_prefix, SHARDS, virtual={"registry": register})
     with pytest.raises(ConfigError, match=r"virtual\.registry cannot run on shards"):
         ShardedCut(settings, connect(redis_url), [0], tmp_path / "a", tmp_path / "p")
 
@@ -218,12 +202,7 @@ def test_release_records_are_deleted_once_sent_and_filed(
 ) -> None:
     client, prefix, cluster = store
     config = write_config(tmp_path, shared_data)
-    settings = load_settings(
-        config,
-        history={"key": KEY, "prefix": prefix},
-        kafka={"partitions": SHARDS},
-        redis={"cluster": cluster},
-    )
+    settings = shard_settings(config, KEY, prefix, SHARDS, cluster=cluster)
     archive, private = tmp_path / "archive", tmp_path / "private"
     service = ShardedReleaseService(settings, client, archive, private)
     service.own(range(SHARDS))

@@ -31,10 +31,9 @@ from typing import Any
 import numpy as np
 import pytest
 from support.data import adult_series, write_config
-from support.sharded_staging import shard_of, stage
+from support.sharded_staging import shard_of, shard_settings, stage
 
 from stream_release.audit import audit_directory
-from stream_release.config import load_settings
 from stream_release.devtools.datasets import ADULT_SENSITIVE, Table, read_csv_table
 from stream_release.history.redis_client import connect
 from stream_release.pipeline.plan import SuppressedUnion
@@ -211,9 +210,7 @@ def test_a_protected_value_one_shard_lacks_entirely_is_the_unions_all_the_same(
     suppressed members, whose part has no row of the value, are linked to it; the merged
     private records count it and the series passes the audit."""
     config = write_config(tmp_path, shared_data)  # every value protected
-    settings = load_settings(
-        config, history={"key": LACKING_KEY, "prefix": redis_prefix}, kafka={"partitions": SHARDS}
-    )
+    settings = shard_settings(config, LACKING_KEY, redis_prefix, SHARDS)
     archive, private = tmp_path / "archive", tmp_path / "private"
     cut = RecordingCut(settings, connect(redis_url), PARTITIONS, archive, private)
     lacking = cut.shards[LACKING_SHARD].store
@@ -282,9 +279,7 @@ def test_a_value_a_forced_member_is_spent_for_is_kept_out_of_the_other_parts_set
     spent for is held unless a forced member holds it (the exemption over the union), and the
     series passes the audit (which checks every linked pair that is not exempt)."""
     config = write_config(tmp_path, shared_data)
-    settings = load_settings(
-        config, history={"key": KEY, "prefix": redis_prefix}, kafka={"partitions": SHARDS}
-    )
+    settings = shard_settings(config, KEY, redis_prefix, SHARDS)
     client = connect(redis_url)
     archive, private = tmp_path / "archive", tmp_path / "private"
     a = RecordingCut(settings, client, [0, 1], archive, private)
@@ -339,9 +334,7 @@ def test_an_empty_part_is_a_part_of_one_release_and_the_series_goes_on(
     is one release, the empty shard commits its part (its sequence moves with the release's),
     and the merged series passes the audit."""
     config = write_config(tmp_path, shared_data)
-    settings = load_settings(
-        config, history={"key": KEY, "prefix": redis_prefix}, kafka={"partitions": SHARDS}
-    )
+    settings = shard_settings(config, KEY, redis_prefix, SHARDS)
     client = connect(redis_url)
     archive, private = tmp_path / "archive", tmp_path / "private"
     a = ShardedCut(settings, client, [0, 1], archive, private)
@@ -392,9 +385,7 @@ def test_an_empty_part_adds_no_query_to_the_releases_utility(
     own rows (``parts.py``): a part without rows draws none, so the release's figures are those
     of the parts with rows."""
     config = write_config(tmp_path, shared_data)
-    settings = load_settings(
-        config, history={"key": KEY, "prefix": redis_prefix}, kafka={"partitions": SHARDS}
-    )
+    settings = shard_settings(config, KEY, redis_prefix, SHARDS)
     cut = ShardedCut(settings, connect(redis_url), PARTITIONS, tmp_path / "a", tmp_path / "p")
     snap = empty_part_series(shared_data, tmp_path)[0]
     counts = stage(cut, settings, snap, snap.stem)

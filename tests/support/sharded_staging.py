@@ -1,22 +1,38 @@
-"""Staging a snapshot on shards as the worker does, without Kafka: each row in the shard of its
-id's partition under Kafka's default partitioner (the one ``stream-release publish`` and
-third-party producers key records with), then the seal with each shard's count."""
+"""A series cut on shards without Kafka: its settings, and a snapshot staged as the worker
+stages it (each row in the shard of its id's partition under Kafka's default partitioner, the
+one ``stream-release publish`` and third-party producers key records with, then the seal with
+each shard's count)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from aiokafka.partitioner import DefaultPartitioner
 from numpy.typing import NDArray
 
-from stream_release.config import Settings
+from stream_release.config import Settings, load_settings
 from stream_release.history.pseudonym import Pseudonymizer, load_key
 from stream_release.io.hierarchy import load_hierarchies
 from stream_release.stream.intake import RecordValidator
 from stream_release.stream.messages import SnapshotRecord, decode_record
 from stream_release.stream.sharded.cut import ShardedCut
 from support.service_runs import record_messages
+
+
+def shard_settings(
+    config: Path, key: str, prefix: str, shards: int, *, cluster: bool = False, **sections: Any
+) -> Settings:
+    """The settings of ``config`` for a series on ``shards`` shards under ``prefix`` with the
+    pseudonym key ``key`` (on a Redis Cluster when ``cluster``), ``sections`` overriding more."""
+    return load_settings(
+        config,
+        history={"key": key, "prefix": prefix},
+        kafka={"partitions": shards},
+        redis={"cluster": cluster},
+        **sections,
+    )
 
 
 def shard_of(ids: list[str], shards: int) -> NDArray[np.int64]:

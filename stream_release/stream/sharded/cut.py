@@ -311,20 +311,24 @@ class ShardedCut:
                     result.refused.append(_refusal(current))
         return result
 
-    def file_finished(self) -> None:
+    def file_finished(self) -> list[int]:
         """Write the archive files of every finished release that has none yet (the merged
         public files, the merged private ones), from the release record and the parts' files:
         what a finisher did not write before a crash is written by the next call, and workers
         writing the same release at once write the same bytes, each file once
-        (:func:`~stream_release.io.release_files.write_once`)."""
+        (:func:`~stream_release.io.release_files.write_once`). Returns the sequences filed."""
         last = self.last_sequence()
         done = published_sequences(self.archive) if self.archive.is_dir() else []
+        first = (done[-1] if done else 0) + 1
+        if first > last:
+            return []
         # the records below records:from were deleted by a worker that saw them filed: this
         # worker's listing of the shared archive may lag behind it
         kept = self.client.get(self.keys.records_from)
-        first = max((done[-1] if done else 0) + 1, int(cast("bytes", kept)) if kept else 1)
-        for sequence in range(first, last + 1):
+        filed = list(range(max(first, int(cast("bytes", kept)) if kept else 1), last + 1))
+        for sequence in filed:
             self._file(sequence)
+        return filed
 
     def _file(self, sequence: int) -> None:
         manifest = self.manifest(sequence)

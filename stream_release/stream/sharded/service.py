@@ -153,8 +153,8 @@ class ShardedReleaseService(BaseReleaseService):
         if result.manifests:
             self.last_refusal = None
         try:
-            self.cut.file_finished()
-            self.drop_records()  # filed after they were sent: no longer read
+            if self.cut.file_finished():
+                self.drop_records()  # filed after they were sent: no longer read
         except ArchiveConflict as exc:
             self.hold_for_store(label, rows, exc)
         except (HistoryStoreError, OSError, LookupError) as exc:  # a part's files not in place
