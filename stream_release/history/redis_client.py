@@ -36,10 +36,10 @@ REDIS_ERRORS: tuple[type[Exception], ...] = (RedisError, RedisClusterException)
 """What redis-py raises when Redis fails: its errors, and those of a Redis Cluster whose slots
 map it cannot read (``RedisClusterException``, not a ``RedisError``): a slot no master serves
 (measured: "All slots are not covered", after ``CLUSTER DELSLOTS``, and a client made then
-is refused the same way), nodes that disagree or none that answers, as while a failover
-promotes a replica. redis-py raises it for a transaction over keys of several slots too
-(:data:`REDIS_MISUSE`), which the store's keys never are (one hash tag per transaction,
-:mod:`stream_release.history.keys`)."""
+is refused the same way), and, from redis-py's source, nodes that disagree or none that
+answers, as while a failover promotes a replica. redis-py raises it for a transaction over
+keys of several slots too (:data:`REDIS_MISUSE`), which the store's keys never are (one hash
+tag per transaction, :mod:`stream_release.history.keys`)."""
 
 REDIS_MISUSE: tuple[type[Exception], ...] = (
     CrossSlotTransactionError,

@@ -115,8 +115,9 @@ class SetState:
         """The rows to put into groups: so that no pair is stranded, each stranded member not
         forced (``also_stranded`` ones too), and for a forced one, the members not forced that
         hold its value; and, not to make the set larger than any group for them, the members
-        not forced whose ratio for a value of the set exceeds the cap. (A row no group takes becomes unplaced, hence
-        forced: its pairs, and those of forced members for its value, become exempt.)"""
+        not forced whose ratio for a value of the set exceeds the cap. (A row no group takes
+        becomes unplaced, hence forced: its pairs, and those of forced members for its value,
+        become exempt.)"""
         row, value = self._stranded_row, self._stranded_value
         mine = ~self.forced[row]
         theirs = np.zeros(self.counts.shape[0], dtype=np.bool_)
