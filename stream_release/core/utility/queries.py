@@ -15,8 +15,10 @@ The methodology of Xiao and Tao [XT07], used by Wong et al. 2010, §8 [WFLWX10]:
 
     SELECT COUNT(*) FROM T WHERE A_1 IN R_1 AND ... AND A_qd IN R_qd AND S = s
 
-answered on the snapshot (the actual count, over *all* its rows, suppressed ones included) and
-estimated from the release; the error of a query is ``|est - act| / act``. Precisely, with
+answered on the published rows of the snapshot (the actual count; suppressed rows are left out,
+so that no published figure depends on which suppressed person holds which value, and
+``suppression`` reports what they cost) and estimated from the release; the error of a query is
+``|est - act| / act``. Precisely, with
 ``c_j`` the number of codes of attribute ``j`` (all leaves of a hierarchy), ``qd = min(3, d)``
 and ``f = 0.1 ** (1 / qd)`` (joint selectivity about 0.1), each batch of ``m`` queries is drawn
 with three calls on ``rng``, in this order:
@@ -168,7 +170,8 @@ class CountQueries:
     attrs : (q, qd) int64, the constrained QIDs (indexes into ``table.attributes``), distinct
     starts, ends : (q, qd) int64, each range's first and last code (inclusive)
     values : (q,) int64, the sensitive code ``s`` (into ``table.sensitive_values``)
-    actual : (q,) float64, the query's count over every row of the table, ``>= 1``
+    actual : (q,) float64, the query's count over the rows it was drawn from (the
+        published rows of a release), ``>= 1``
     """
 
     attrs: NDArray[np.int64]
@@ -193,7 +196,8 @@ def draw_count_queries(
 
     The same calls on ``rng`` in the same order as :func:`relative_errors` (module docstring),
     with ``s`` the sensitive value of a row drawn uniformly from ``rows`` instead of the
-    published rows; queries whose actual count is 0 are re-drawn the same way. So
+    published rows, and the actual counts over ``rows``; queries whose actual count is 0 are
+    re-drawn the same way. So
     ``draw_count_queries(table, queries=q, rng=default_rng(x), rows=flatnonzero(group >= 0))``
     are exactly the queries of ``relative_errors(table, group, ..., queries=q,
     rng=default_rng(x))``; with ``rows=None`` (every row) they depend on the table only, and
@@ -204,7 +208,8 @@ def draw_count_queries(
     table : the encoded snapshot, n >= 1 rows, d >= 1 QIDs
     queries : number of queries to keep, >= 0
     rng : the source of every random draw
-    rows : (r,) int indexes of the rows ``s`` is drawn from, r >= 1; default every row
+    rows : (r,) int indexes of the rows ``s`` is drawn from and counted, r >= 1; default
+        every row
     min_count : the smallest actual count kept (:func:`relative_errors`)
 
     Returns
@@ -227,7 +232,7 @@ def draw_count_queries(
         raise InvalidParameter("rows: empty; the sensitive value of a query is drawn from them")
     if pool.min() < 0 or pool.max() >= table.n_rows:
         raise InvalidParameter(f"rows: indexes outside 0..{table.n_rows - 1}")
-    answer = TableCounts(table).answer
+    answer = TableCounts(table, None if rows is None else pool).answer
     return _draw(table, int(queries), rng, pool, answer, _min_count(min_count)).queries
 
 

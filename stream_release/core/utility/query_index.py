@@ -19,14 +19,16 @@ from stream_release.core.utility.query_kernels import factorize_keys, scan_combo
 
 
 class TableCounts:
-    """Actual counts of queries on a table (every row), without a release: the ``actual``
-    half of :class:`ReleaseCounts`, indexed the same way."""
+    """Actual counts of queries on a table (every row, or the rows of ``rows``), without a
+    release: the ``actual`` half of :class:`ReleaseCounts`, indexed the same way."""
 
-    def __init__(self, table: EncodedTable) -> None:
+    def __init__(self, table: EncodedTable, rows: NDArray[np.int64] | None = None) -> None:
         n_values = max(len(table.sensitive_values), 1)
         combos, combo_of_row = merge_rows(table.qid)
         n_combos = combos.shape[0]
         keys = table.sensitive.astype(np.int64) * n_combos + combo_of_row
+        if rows is not None:
+            keys = keys[rows]
         entries, (actual,) = _aggregate(keys, n_values * n_combos, np.ones(keys.shape[0]))
         self.c_ptr = np.searchsorted(entries, np.arange(n_values + 1) * n_combos).astype(np.int64)
         self.c_codes = np.ascontiguousarray(combos[entries % n_combos].T)
@@ -62,8 +64,12 @@ class ReleaseCounts:
         groups = layout.groups
         combos, combo_of_row = merge_rows(table.qid)
         n_combos = combos.shape[0]
-        # Actual counts: (value, combination) -> rows of the whole snapshot.
-        keys = table.sensitive.astype(np.int64) * n_combos + combo_of_row
+        # Actual counts: (value, combination) -> published rows of the snapshot. Never the
+        # suppressed rows: their values are what suppression hides, and an error computed
+        # from them would change when they are permuted among themselves (a published figure
+        # that depends on which suppressed person holds which value).
+        shown = layout.group >= 0
+        keys = (table.sensitive.astype(np.int64) * n_combos + combo_of_row)[shown]
         pair_ptr, pair_value, pair_count = layout.pair_ptr, layout.pair_value, layout.pair_count
         space = n_values * n_combos
         if self.anatomy:
