@@ -299,8 +299,9 @@ def _audit_release(
     if not ids:
         return result, lines
     figures = audit_linkages(
-        state, manifest, lines, ids, assigned, record, bound_l, problems, not_done, own_values
-    )
+        state, manifest, lines, ids, assigned, record, bound_l, problems, not_done, own_values,
+        virtual,
+    )  # fmt: skip
     result.breach_max = figures.breach_max
     result.manifest_breach_max = float((manifest.get("breach") or {}).get("max", 0.0))
     result.bound = 1.0 / bound_l

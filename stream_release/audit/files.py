@@ -283,7 +283,7 @@ def check_private_record(path: Path, record: dict[str, Any]) -> None:
                 f"{path}: suppressed.{key} = {block[key]!r} must be an integer >= 0"
             )
     # a count instead of the ids: a record written before they were kept (no exemption then)
-    for key in ("forced", "unplaced"):
+    for key in ("withheld", "unplaced", "forced"):
         ids = block.get(key, [])
         if not _is_int(ids) and not (
             isinstance(ids, list) and all(isinstance(i, str) for i in ids)

@@ -9,17 +9,17 @@ multiset the private record keeps. The release fails when
 * a group's or the suppressed set's share of a protected value exceeds ``1/l`` (exactly;
   the groups' from the public files alone);
 * a pair linked in this release passes ``1/l`` (exactly, :mod:`~stream_release.audit.ledger`),
-  unless it is *exempt*: its individual is a suppressed row the private record lists as
-  forced (its own value needs a larger group than the cap, or *unplaced*: no group could take
-  it, which no published group may contradict as it stands), the set holds the value, and
-  before this release Theorem 1's ratio ``lP / (lP - (l - 1))`` for it exceeded the cap
-  ``strategy.group_size_cap`` by the planner's margin (infinite at the bound). With the
-  snapshot, a value past the bound must be held by a forced row, and each exhausted member
-  the record lists must be at the bound for its own value;
+  unless it is *exempt*: its individual is *withheld for its history* (before this release,
+  the strategy's plan for one of its protected values exceeded the cap
+  ``strategy.group_size_cap``, or it was at the bound: the rule the planner applies without
+  reading a value, recomputed here from the ledger alone) and the suppressed set holds the
+  value;
+* a row the rule withholds is published, or the private record's ``withheld`` ids are not
+  the rule's;
 * the manifest's ``breach`` (``max``, ``p50``, ``p99`` of the published individuals, their
   pairs past the bound aside; ``spent``: the release's individuals' pairs past it) or its
-  ``suppressed_set`` figures (``rows``, ``decoys``, ``share_max``, ``breach_max``: the other
-  members' pairs), or the private record's (``exempt_members``), differ from the files.
+  ``suppressed_set`` figures (``rows``, ``share_max``, ``breach_max``: the other members'
+  pairs), or the private record's (``exempt_members``), differ from the files.
 
 References
 ----------
@@ -40,12 +40,10 @@ from numpy.typing import NDArray
 from stream_release.audit.ledger import (
     VALUE_SPACE,
     Ledger,
-    at_bound_threshold,
     breach,
     exact_inverse,
     forced_threshold,
     planned_ratio,
-    spent_threshold,
 )
 
 CLAIM_ATOL = 1e-9
@@ -78,15 +76,10 @@ class SuppressedRecord:
 
     counts: dict[str, int]
     decoys: int | None
-    forced: frozenset[str]
+    withheld: frozenset[str] | None
+    """The members withheld for their history (``None``: a record that does not list them)."""
     unplaced: frozenset[str]
-    exhausted: dict[str, str]
     exempt_members: int | None
-    forced_values: frozenset[str] | None = None
-    """The values the forced members hold, when the record states them (a release cut on
-    shards, whose set is the union of the parts'): only a spent pair for one of these is
-    exempt. ``None``: every protected value of the set (one set, whose planner keeps a value
-    no forced member holds out of it)."""
 
     @classmethod
     def of(cls, record: dict[str, Any] | None) -> SuppressedRecord | None:
@@ -96,13 +89,9 @@ class SuppressedRecord:
         return cls(
             counts={str(k): int(v) for k, v in block["sensitive"].items()},
             decoys=block.get("decoys"),
-            forced=frozenset(_listed(block.get("forced"))),
+            withheld=frozenset(_listed(block["withheld"])) if "withheld" in block else None,
             unplaced=frozenset(_listed(block.get("unplaced"))),
-            exhausted=dict(block["exhausted"]) if isinstance(block.get("exhausted"), dict) else {},
             exempt_members=block.get("exempt_members"),
-            forced_values=(
-                frozenset(_listed(block["forced_values"])) if "forced_values" in block else None
-            ),
         )
 
 
@@ -122,10 +111,11 @@ def audit_linkages(
     problems: list[str],
     not_done: list[str],
     own_values: dict[str, str] | None = None,
+    virtual: NDArray[np.bool_] | None = None,
 ) -> GlobalFigures:
     """Link the release into the ledger and check every bound and claim (see the module
     docstring). ``own_values``: each suppressed id's value, from the snapshot (``None``:
-    no snapshot)."""
+    no snapshot); ``virtual`` (len(ids),): the virtual members (never withheld)."""
     ledger = state.ledger
     figures = GlobalFigures()
     strategy = manifest["strategy"]
@@ -148,11 +138,11 @@ def audit_linkages(
                 f"the private record's suppressed multiset has {sum(record.counts.values())} "
                 f"rows but {star.shape[0]} ids are suppressed"
             )
-        inside = set(record.exhausted) | record.unplaced
-        if not record.forced <= star_ids or not inside <= record.forced:
+        listed = (record.withheld or frozenset()) | record.unplaced
+        if not listed <= star_ids or (record.withheld or frozenset()) & record.unplaced:
             problems.append(
-                "the private record lists a forced id that is not suppressed, or an exhausted "
-                "or unplaced one that is not forced"
+                "the private record lists a withheld or unplaced id that is not suppressed, or "
+                "one id as both"
             )
         figures.share_max = _set_share(record.counts, star.shape[0], bound, is_protected, problems)
     elif star.size and isinstance(manifest.get("suppressed_set"), dict):
@@ -165,32 +155,36 @@ def audit_linkages(
             "suppressed multiset in a private record: written before they were kept)"
         )
 
-    # exempt pairs: forced members x protected values of the set, spent before this release
+    # the rows withheld for their history: the planner's rule, recomputed from the ledger
+    # before this release is linked; their pairs for the set's protected values are exempt
     exempt_keys = np.zeros(0, dtype=np.int64)
     history = strategy.get("name") != "localized"
-    if record is not None and star.size and history:
-        forced = np.array([ids[i] in record.forced for i in star.tolist()], dtype=bool)
-        held = record.forced_values
-        values = [
-            ledger.value(v)
-            for v, c in record.counts.items()
-            if c and is_protected(v) and (held is None or v in held)
-        ]
-        cap = strategy.get("group_size_cap")
-        if values and forced.any() and cap is None:
-            problems.append("the manifest states no strategy.group_size_cap for the suppressed set")
-        elif values and forced.any():
-            grid = rows[star[forced]][:, None] * VALUE_SPACE + np.array(values)[None, :]
-            spent = ledger.keep_below(grid.ravel(), spent_threshold(ell, int(cap)))
-            exempt_keys = grid.ravel()[spent]
-            figures.exempt_members = int(spent.reshape(grid.shape).any(axis=1).sum())
-        _check_exhausted(ledger, record, ids, rows, ell, own_values, problems, not_done)
-        if own_values is not None:
-            _check_forced(ledger, record, ids, rows, ell, strategy, own_values, problems)
-        _check_unplaced(
-            ledger, record, lines, ids, rows, assigned, ell, strategy, own_values, problems,
-            not_done,
-        )  # fmt: skip
+    if history:
+        real = np.ones(len(ids), dtype=bool) if virtual is None else ~virtual
+        withheld = _withheld(ledger, rows, real, ell, strategy, is_protected, not_done)
+        published_withheld = withheld & (assigned >= 0)
+        if published_withheld.any():
+            problems.append(
+                f"{int(published_withheld.sum())} rows the rule withholds for their history "
+                "(a plan above the cap) are published"
+            )
+        by_rule = {ids[i] for i in np.flatnonzero(withheld & (assigned < 0)).tolist()}
+        if record is not None and record.withheld is not None and record.withheld != by_rule:
+            problems.append(
+                f"the private record lists {len(record.withheld)} rows withheld for their "
+                f"history, but the rule withholds {len(by_rule)} of the suppressed ones"
+            )
+        if record is not None and star.size:
+            values = [ledger.value(v) for v, c in record.counts.items() if c and is_protected(v)]
+            members = np.flatnonzero(withheld & (assigned < 0))
+            if values and members.size:
+                grid = rows[members][:, None] * VALUE_SPACE + np.array(values)[None, :]
+                exempt_keys = grid.ravel()
+                figures.exempt_members = int(members.size)
+            _check_unplaced(
+                ledger, record, lines, ids, rows, assigned, ell, strategy, own_values, problems,
+                not_done,
+            )  # fmt: skip
 
     # link: published rows to their group's values, suppressed rows to the set's
     keys, n, c = _group_pairs(ledger, lines, sizes_of(lines), rows, assigned, published)
@@ -217,8 +211,6 @@ def audit_linkages(
     if exempt_keys.size:
         passed = exempt_keys[ledger.above(exempt_keys, bound)]
         state.spent.update(passed.tolist())
-        if passed.size and record is not None:
-            _check_passed(passed, record, ids, rows, names, own_values, problems, not_done)
 
     # the claims: breach of the published, of the other members of the set, pairs past it
     spent_keys = np.fromiter(state.spent, dtype=np.int64, count=len(state.spent))
@@ -304,103 +296,35 @@ def _set_share(
     return float(worst)
 
 
-def _check_exhausted(
+def _withheld(
     ledger: Ledger,
-    record: SuppressedRecord,
-    ids: list[str],
     rows: NDArray[np.int64],
-    ell: float,
-    own_values: dict[str, str] | None,
-    problems: list[str],
-    not_done: list[str],
-) -> None:
-    """Each exhausted member the record lists is at the bound for the value it states, before
-    this release; with the snapshot, that value is its own."""
-    if not record.exhausted:
-        return
-    row_of = {i: int(r) for i, r in zip(ids, rows.tolist(), strict=True)}
-    listed = list(record.exhausted.items())
-    keys = np.array(
-        [row_of[i] * VALUE_SPACE + ledger.value(v) for i, v in listed if i in row_of],
-        dtype=np.int64,
-    )
-    if keys.size and ledger.keep_above(keys, at_bound_threshold(ell)).any():
-        problems.append(
-            "the private record lists an exhausted member that was not at the bound for its value"
-        )
-    if own_values is None:
-        not_done.append(
-            "that each exhausted member's value in the private records is its own (give the "
-            "snapshots)"
-        )
-    elif any(own_values.get(i) != v for i, v in listed):
-        problems.append("an exhausted member's value in the private record is not its own")
-
-
-def _check_passed(
-    passed: NDArray[np.int64],
-    record: SuppressedRecord,
-    ids: list[str],
-    rows: NDArray[np.int64],
-    names: list[str],
-    own_values: dict[str, str] | None,
-    problems: list[str],
-    not_done: list[str],
-) -> None:
-    """The pairs the set took past the bound: each value held by a forced member (else a row
-    could have been published instead; needs the snapshot). That no group could take an
-    unplaced member is the planner's claim."""
-    id_of = {int(r): i for i, r in zip(ids, rows.tolist(), strict=True)}
-    owners = {id_of[int(k // VALUE_SPACE)] for k in passed.tolist()}
-    if owners & record.unplaced:
-        not_done.append(
-            f"that no swap or regrouping could place the {len(owners & record.unplaced)} "
-            "unplaced members the suppressed set took past the bound (the planner's claim; the "
-            "audit checks that no group takes them as they stand)"
-        )
-    if own_values is None:
-        not_done.append(
-            "that every value the suppressed set takes past the bound is held by a forced row, "
-            "and that each forced row's own value needs a larger group than the cap (give the "
-            "snapshots)"
-        )
-        return
-    by_forced = {own_values[i] for i in record.forced if i in own_values}
-    values = {names[int(k % VALUE_SPACE)] for k in passed.tolist()}
-    if not values <= by_forced:
-        problems.append(
-            f"the suppressed set takes pairs past the bound for {sorted(values - by_forced)}, "
-            "which no forced row holds"
-        )
-
-
-def _check_forced(
-    ledger: Ledger,
-    record: SuppressedRecord,
-    ids: list[str],
-    rows: NDArray[np.int64],
+    real: NDArray[np.bool_],
     ell: float,
     strategy: dict[str, Any],
-    own_values: dict[str, str],
-    problems: list[str],
-) -> None:
-    """Each row the record lists as forced: its own value's ratio under the strategy's plan
-    exceeded the cap before this release (:func:`~stream_release.audit.ledger.
-    forced_threshold`; called before the release is linked)."""
+    is_protected: Callable[[str], bool],
+    not_done: list[str],
+) -> NDArray[np.bool_]:
+    """(len(rows),) the rows the planner's rule withholds for their history: a protected pair
+    whose ``P`` (before this release) lies below the plan's threshold of the cap
+    (:func:`~stream_release.audit.ledger.forced_threshold`: the plan exceeds the cap, or the
+    pair is at the bound), decided exactly. Virtual members are never withheld. Without the
+    cap in the manifest, nobody (and the check is listed as not done)."""
     cap = strategy.get("group_size_cap")
-    if not isinstance(cap, int) or not record.forced:
-        return
-    row_of = {i: int(r) for i, r in zip(ids, rows.tolist(), strict=True)}
-    forced = sorted(i for i in record.forced - record.unplaced if i in own_values and i in row_of)
-    keys = np.array(
-        [row_of[i] * VALUE_SPACE + ledger.value(own_values[i]) for i in forced], dtype=np.int64
-    )
-    threshold = forced_threshold(ell, cap, strategy)
-    if keys.size and not ledger.keep_below(keys, threshold).all():
-        problems.append(
-            "the private record lists a forced row whose own value needed no larger group than "
-            "the cap: it could have been published"
+    out = np.zeros(rows.shape[0], dtype=bool)
+    if not isinstance(cap, int):
+        not_done.append(
+            "the rule that withholds rows for their history (the manifest states no "
+            "strategy.group_size_cap): no pair is exempt"
         )
+        return out
+    prot = np.array([is_protected(v) for v in ledger.value_names()], dtype=bool)
+    owner = ledger.keys // VALUE_SPACE
+    mine = np.isin(owner, rows[real]) & prot[ledger.keys % VALUE_SPACE]
+    keys = ledger.keys[mine]
+    below = ledger.keep_below(keys, forced_threshold(ell, cap, strategy))
+    out[np.isin(rows, keys[below] // VALUE_SPACE)] = True
+    return out & real
 
 
 def _check_unplaced(
@@ -535,10 +459,10 @@ def _check_set_claims(
             f"the private record's suppressed.exempt_members = {record.exempt_members} but the "
             f"files give {figures.exempt_members} members with an exempt pair"
         )
-    if record.decoys is not None and block.get("decoys") != record.decoys:
+    if "decoys" in block:
         problems.append(
-            f"manifest suppressed_set.decoys = {block.get('decoys')} but the private record "
-            f"gives {record.decoys}"
+            "the manifest states suppressed_set.decoys: a public count that separates the "
+            "decoys from the rows withheld for their history"
         )
-    if isinstance(block.get("decoys"), int) and block["decoys"] > suppressed:
-        problems.append(f"manifest suppressed_set.decoys = {block['decoys']} exceeds its rows")
+    if isinstance(record.decoys, int) and record.decoys > suppressed:
+        problems.append(f"the private record's suppressed.decoys = {record.decoys} exceeds the set")

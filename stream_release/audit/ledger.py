@@ -139,19 +139,6 @@ def exact_inverse(ell: float) -> Fraction:
     return 1 / Fraction(ell)
 
 
-SPENT_MARGIN = Fraction(1, 10**9)
-"""The planner calls a forced member's pair spent only when Theorem 1's ratio clears the cap
-by this relative margin (``RATIO_RTOL``): the audit allows no more."""
-
-
-def spent_threshold(ell: float, cap: int) -> Fraction:
-    """The ``P`` below which Theorem 1's ratio ``lP / (lP - (l - 1))`` exceeds
-    ``C = cap (1 + margin)`` (or is infinite): ``C (l - 1) / (l (C - 1))``."""
-    el = Fraction(ell)
-    c = cap * (1 + SPENT_MARGIN)
-    return c * (el - 1) / (el * (c - 1))
-
-
 PLAN_MARGIN = {"constant-ratio": 1e-9, "geometric": 1e-9, "minimal": 1e-6}
 """The relative margins the strategies plan above Theorem 1's ratio (``RATIO_RTOL``,
 ``MINIMAL_MARGIN`` of :mod:`stream_release.core.privacy.strategy`; a test keeps them equal)."""

@@ -105,9 +105,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Publishes the snapshots as a what-if series under the configured setting "
         "and a grid of others (constant-ratio k', geometric alpha, at the configured l), "
         "committing nothing, and prints per setting and release: feasibility (else the "
-        "refusal and the largest feasible setting), suppression, forced and exhausted "
-        "individuals, group sizes and query error; and a forecast of the individuals a long "
-        "series will exhaust at the measured churn.",
+        "refusal and the largest feasible setting), suppression, the individuals withheld "
+        "for their history, group sizes and query error; and a forecast of the individuals a "
+        "long series will withhold at the measured churn.",
     )
     plan.add_argument("--config", type=Path, required=True, help="the TOML configuration")
     plan.add_argument(
@@ -325,8 +325,8 @@ def _print_planned(planned: PlannedSetting, horizon: int) -> None:
     for r in planned.releases:
         print(
             f"  release {r.sequence:>4} {r.label}: suppressed {r.suppressed} "
-            f"({100 * r.suppression:.2f} %), forced {r.forced}, exhausted "
-            f"{len(r.exhausted)}, groups avg {r.avg_group:.2f} max {r.max_group}, query "
+            f"({100 * r.suppression:.2f} %), withheld for their history {len(r.withheld)}, "
+            f"groups avg {r.avg_group:.2f} max {r.max_group}, query "
             f"error mean {r.error_mean:.3f} median {r.error_median:.3f} trimmed "
             f"{r.error_trimmed:.3f}"
         )
@@ -335,7 +335,7 @@ def _print_planned(planned: PlannedSetting, horizon: int) -> None:
     forecast = planned.forecast(horizon)
     if forecast is not None:
         print(
-            f"  exhausted individuals: {planned.exhausted_so_far()} after "
+            f"  individuals withheld for their history: {planned.withheld_so_far()} after "
             f"{len(planned.releases)} releases, about {forecast} after {horizon} "
             "at this churn"
         )

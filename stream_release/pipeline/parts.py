@@ -9,8 +9,8 @@ states the same fields as a release cut whole (docs/contract.md §4), computed f
   (``avg`` = published / groups, ``max``, ``min``), ``suppression``, ``discernibility``
   (``sum |G|^2`` is each part's figure less its suppressed rows times its rows; the
   suppressed rows then cost the release's rows), ``breach.max``, ``breach.spent``,
-  ``suppressed_set.rows``, ``decoys`` and ``breach_max`` (each part's suppressed members
-  already linked to the union);
+  ``suppressed_set.rows`` and ``breach_max`` (each part's suppressed members already linked
+  to the union);
 * **exact from what the parts voted**: ``suppressed_set.share_max`` (the largest share of a
   protected value among the suppressed rows of every shard: an adversary sees them as one
   set, and each part links its suppressed rows to that union before it commits) and
@@ -141,7 +141,6 @@ def _suppressed_set(
         )
     return {
         "rows": sum(int(p["rows"]) for p in parts),
-        "decoys": sum(int(p["decoys"]) for p in parts),
         "share_max": share,
         "share_bound": parts[0]["share_bound"],
         "breach_max": max(float(p["breach_max"]) for p in parts),
@@ -206,7 +205,7 @@ def merge_part_private(
     label: str, sequence: int, parts: Sequence[dict[str, Any]]
 ) -> dict[str, Any]:
     """The private record of a release (``private-NNNN.json``) from its parts': the suppressed
-    set's rows, values, decoys and exempt members summed, the forced, unplaced and exhausted
+    set's rows, values, decoys and exempt members summed, the withheld and unplaced
     individuals of every part (each individual is in one shard)."""
     if not parts:
         raise ValueError("a release has at least one part")
@@ -217,23 +216,15 @@ def merge_part_private(
     if registries:
         record["registry"] = registries.pop()
     sensitive: dict[str, int] = {}
-    exhausted: dict[str, str] = {}
     for part in parts:
-        suppressed = part["suppressed"]
-        for value, count in suppressed["sensitive"].items():
+        for value, count in part["suppressed"]["sensitive"].items():
             sensitive[value] = sensitive.get(value, 0) + int(count)
-        exhausted.update(suppressed["exhausted"])
     record["suppressed"] = {
         "rows": sum(int(part["suppressed"]["rows"]) for part in parts),
         "sensitive": sensitive,
         "decoys": sum(int(part["suppressed"]["decoys"]) for part in parts),
-        "forced": [i for part in parts for i in part["suppressed"]["forced"]],
+        "withheld": [i for part in parts for i in part["suppressed"]["withheld"]],
         "unplaced": [i for part in parts for i in part["suppressed"]["unplaced"]],
-        "exhausted": exhausted,
         "exempt_members": sum(int(part["suppressed"]["exempt_members"]) for part in parts),
-        # what a forced member's spent pair may be exempt for, over the union (the audit)
-        "forced_values": sorted(
-            {v for part in parts for v in part["suppressed"].get("forced_values", [])}
-        ),
     }
     return record

@@ -6,14 +6,18 @@ the snapshot and the breach probabilities after the release.
 
 The suppressed rows are one more group to an adversary who knows who is in the snapshot and
 its value counts (:mod:`stream_release.core.grouping.suppressed_set`): they are made valid like any
-group (decoys join them where needed) and their linkages enter every member's history.
+group (decoys join them where needed) and their linkages enter every member's history. Which
+rows are withheld for their history is decided before grouping from the histories alone
+(:func:`~stream_release.core.grouping.suppressed_set.withheld_for_history`), never from a
+row's value: an adversary who knows the rule learns nothing from who is withheld.
 
 It checks before it releases (STYLE.md rule 2): every individual's breach probability for
 every protected value is recomputed from the merged history (Lemma 4 of [WFLWX10]) with a
 proven bound on its rounding (:func:`~stream_release.core.privacy.breach.possibly_exceeds`), and a
 single one that may exceed ``1/l`` raises :class:`GuaranteeUnsatisfiable`; the only pairs not
 held to it are those the suppressed set links although they were at the bound already (their
-count is in the manifest). The ``localized`` baseline, whose breaches are the point of the
+count is in the manifest: the pairs of members withheld for their history, held to the
+per-release bound). The ``localized`` baseline, whose breaches are the point of the
 comparison, is reported, not refused (:mod:`stream_release.pipeline.release_check`).
 
 References
@@ -26,7 +30,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -43,13 +47,14 @@ from stream_release.core.grouping.partition import (
 )
 from stream_release.core.grouping.placer import Placer
 from stream_release.core.grouping.requirements import Requirements
-from stream_release.core.grouping.suppressed_set import SuppressedSet, protect_suppressed_set
-from stream_release.core.grouping.virtual import no_value_code, trim_virtual
-from stream_release.core.privacy.breach import (
-    RATIO_RTOL,
-    log_survival_factor,
-    minimum_ratio_from_log_product,
+from stream_release.core.grouping.suppressed_set import (
+    SuppressedSet,
+    decoy_order,
+    protect_suppressed_set,
+    withheld_for_history,
 )
+from stream_release.core.grouping.virtual import no_value_code, trim_virtual
+from stream_release.core.privacy.breach import log_survival_factor, minimum_ratio_from_log_product
 from stream_release.core.privacy.strategy import Strategy
 from stream_release.core.table import EncodedTable
 from stream_release.errors import PrivacyLeakWarning
@@ -224,8 +229,7 @@ def plan_release(
     grouping: GroupingSettings | None = None,
     virtual: NDArray[np.bool_] | None = None,
     set_floor: Mapping[str, float] | None = None,
-    set_held: Collection[str] = (),
-    set_blocked: Collection[str] = (),
+    rng: np.random.Generator | None = None,
 ) -> ReleasePlan:
     """Group ``table`` under ``strategy`` given the history of its rows.
 
@@ -244,10 +248,10 @@ def plan_release(
     set_floor : value -> the least ratio ``R(S,s)`` the suppressed set must hold (a part of a
         release cut on shards: what every part's suppressed members need, so that the union
         of the parts' sets holds it; :func:`relink_suppressed`)
-    set_held : the values the other parts' suppressed sets hold (a member spent for one is
-        stranded: placed into a group, as if this part's set held the value)
-    set_blocked : values another part's forced member is spent for and no forced member holds:
-        kept out of the suppressed set
+    rng : the order in which published groups become decoys where the suppressed set needs
+        them (:func:`~stream_release.core.grouping.suppressed_set.decoy_order`); the caller
+        keys it with a secret and the release's sequence (:class:`~stream_release.pipeline.
+        publisher.Publisher`). Default: a fixed seed (tests and examples)
 
     Raises
     ------
@@ -280,16 +284,11 @@ def plan_release(
     if set_floor:
         names = table.sensitive_values
         floor = np.array([float(set_floor.get(v, 0.0)) for v in names], dtype=np.float64)
-    held = None
-    if set_held:
-        wanted = set(set_held)
-        held = np.array([v in wanted for v in table.sensitive_values], dtype=np.bool_)
-    blocked = None
-    if set_blocked:
-        out = set(set_blocked)
-        blocked = np.array([v in out for v in table.sensitive_values], dtype=np.bool_)
-    stranded = _at_bound_elsewhere(history, values, local_of_global, set_held, protected, strategy)
-    group, suppressed = grouper.group_release(strategy, absent, floor, held, blocked, stranded)
+    protected_global = _protected_global(values, value_of_local, is_protected, protected)
+    cap = group_size_cap(strategy.base_ratio, min_group_size, grouper.factor)
+    withheld = withheld_rows(history, protected_global, strategy, cap) & ~absent
+    rng = rng if rng is not None else np.random.default_rng(0)
+    group, suppressed = grouper.group_release(strategy, absent, withheld, rng, floor)
     layout = ReleaseLayout.of(table, group)  # once per release: render reads it too
     contents = GroupContents.of(table, layout)
     check_sizes(contents.size, min_group_size)
@@ -315,9 +314,6 @@ class SuppressedUnion:
 
     counts: dict[str, int]
     size: int
-    forced: frozenset[str] = frozenset()
-    """The values a forced member of some part holds (what a forced member's spent pair may
-    be linked to without being held to the bound: the set's exemption, over the union)."""
 
 
 def relink_suppressed(
@@ -326,16 +322,13 @@ def relink_suppressed(
     plan: ReleasePlan,
     union: SuppressedUnion,
     protected: tuple[str, ...] | list[str] = (),
-    *,
-    cap: int,
 ) -> ReleasePlan:
     """``plan`` (this shard's part, planned against ``history``, its rows' history before the
     release) with its suppressed rows linked to the ``union`` of every part's suppressed rows
     instead of its own (Lemma 4 of [WFLWX10], the union as one group), the values the union
-    adds appended to the dictionary, and every bound checked again. As in one set, a forced
-    member's pair spent before this release (Theorem 1's ratio infinite, or above ``cap``
-    with the safe margin) for a protected value a forced member holds is linked without being
-    held to the bound (*exempt*): here the forced members of every part.
+    adds appended to the dictionary, and every bound checked again. As in one set, the pairs of
+    the members withheld for their history for the union's protected values are held to the
+    per-release bound only (*exempt*; :mod:`~stream_release.core.grouping.suppressed_set`).
 
     Raises
     ------
@@ -368,13 +361,13 @@ def relink_suppressed(
     linking = _Linking(table, history, absent, is_protected, protected, plan.strategy, plan.virtual)
     wanted = set(protected)
     set_values = np.array(
-        [g for g, _ in held if values[g] in union.forced and (not wanted or values[g] in wanted)],
-        dtype=np.int64,
+        [g for g, _ in held if not wanted or values[g] in wanted], dtype=np.int64
     )
-    exempt_rows, exempt_values = _spent_pairs(
-        history, plan.suppressed_set.forced, set_values, plan.strategy.ell, cap
-    )
-    suppressed = replace(plan.suppressed_set, exempt_members=np.unique(exempt_rows))
+    mine = plan.suppressed_set.withheld
+    exempt_rows = np.repeat(mine, set_values.shape[0])
+    exempt_values = np.tile(set_values, mine.shape[0])
+    exempt_members = mine if set_values.size else np.zeros(0, dtype=np.int64)
+    suppressed = replace(plan.suppressed_set, exempt_members=exempt_members)
     return _link_and_check(
         linking,
         plan.layout,
@@ -385,24 +378,6 @@ def relink_suppressed(
         pairs,
         (exempt_rows, exempt_values),
     )
-
-
-def _spent_pairs(
-    history: HistoryRows,
-    forced: NDArray[np.int64],
-    values: NDArray[np.int64],
-    ell: float,
-    cap: int,
-) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """``(rows, global values)``: the pairs of the ``forced`` rows with one of ``values``
-    spent before this release (Theorem 1's ratio infinite, or above ``cap (1 + margin)``)."""
-    if forced.size == 0 or values.size == 0 or history.n_entries == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    owner = history.owner()
-    pick = np.isin(owner, forced) & np.isin(history.value, values) & (history.log_p < 0.0)
-    least = minimum_ratio_from_log_product(ell, history.log_p[pick])
-    spent = ~np.isfinite(least) | (least > cap * (1.0 + RATIO_RTOL))
-    return owner[pick][spent].astype(np.int64), history.value[pick][spent].astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -584,37 +559,80 @@ class _ReleaseGrouping:
         self,
         strategy: Strategy,
         absent: NDArray[np.bool_],
+        withheld: NDArray[np.bool_],
+        rng: np.random.Generator,
         value_floor: NDArray[np.float64] | None = None,
-        also_held: NDArray[np.bool_] | None = None,
-        also_blocked: NDArray[np.bool_] | None = None,
-        also_stranded: NDArray[np.bool_] | None = None,
     ) -> tuple[NDArray[np.int64], SuppressedSet]:
         """The release's groups (n,) (``-1`` = suppressed) and its suppressed set, made valid
         as one more group (:func:`protect_suppressed_set`); groups left with ``absent`` rows
         (virtual candidates) only are dropped (:func:`trim_virtual`).
 
-        A row whose own value needs a larger group than any may be (or none: at the bound)
-        never starts or joins one: it is forced into the suppressed set.
+        The ``withheld`` rows (:func:`withheld_rows`) never start or join a group; every
+        other row is grouped (:func:`form_groups`), then placed (:func:`place_in_groups`),
+        then grouped among the rows still left; those no group takes are *unplaced*. The
+        published groups that may become decoys are ordered without reading a value
+        (:func:`decoy_order`, drawn from ``rng``).
         """
         table, is_protected, requirements = self.table, self.is_protected, self.requirements
-        own = requirements.own_value_ratio(table.sensitive)
-        cap = group_size_cap(strategy.base_ratio, self.min_group_size, self.factor)
-        eligible = ~(is_protected[table.sensitive] & (own > cap))
+        eligible = ~withheld
         check_feasible(table, eligible, is_protected, strategy, self.min_group_size)
-        validity = GroupValidity(table.sensitive, is_protected, requirements, self.min_group_size)
+        group = self.group_rows(eligible)
+        left = np.flatnonzero(eligible & ~absent & (group < 0)).astype(np.int64)
+        if left.size:
+            group = self.place_rows(group, left)
+            left = left[group[left] < 0]
+        if left.size > 1:
+            pool = np.zeros(table.n_rows, dtype=np.bool_)
+            pool[left] = True
+            group = _group_among(group, pool, self.group_rows)
+        order = decoy_order(group, requirements, absent, rng)
         group, suppressed = protect_suppressed_set(
-            table.sensitive, is_protected, requirements, eligible, self.group_rows,
-            self.place_rows, validity.valid,
-            cap=cap, floor=strategy.ell, absent=absent, value_floor=value_floor,
-            also_held=also_held, also_blocked=also_blocked, also_stranded=also_stranded,
+            table.sensitive, is_protected, requirements, group, withheld, order,
+            floor=strategy.ell, absent=absent, value_floor=value_floor,
         )  # fmt: skip
         if absent.any():
+            validity = GroupValidity(
+                table.sensitive, is_protected, requirements, self.min_group_size
+            )
             group = trim_virtual(
                 group, absent, table, validity.valid,
                 min_group_size=self.min_group_size, base_ratio=strategy.base_ratio,
                 protected=is_protected,
             )  # fmt: skip
         return group, suppressed
+
+
+def _group_among(
+    group: NDArray[np.int64],
+    pool: NDArray[np.bool_],
+    group_rows: Callable[[NDArray[np.bool_]], NDArray[np.int64]],
+) -> NDArray[np.int64]:
+    """``group`` with the rows of ``pool`` (ungrouped) grouped among themselves, as new ids."""
+    among = group_rows(pool)
+    out = group.copy()
+    new = among >= 0
+    out[new] = among[new] + int(group.max(initial=-1)) + 1
+    return out
+
+
+def withheld_rows(
+    history: HistoryRows,
+    protected_global: NDArray[np.bool_],
+    strategy: Strategy,
+    cap: int,
+) -> NDArray[np.bool_]:
+    """(n,) the rows the release withholds for their history
+    (:func:`~stream_release.core.grouping.suppressed_set.withheld_for_history`): those whose
+    plan for some protected value of their history exceeds ``cap``. From the history alone,
+    which an adversary who reads the public files and knows who is in each snapshot can
+    compute too; never from a row's value. ``protected_global`` (len(values),) over the global
+    value ids. The localized baseline keeps no history: it withholds nobody."""
+    n = history.n_individuals
+    if not strategy.uses_history or history.n_entries == 0:
+        return np.zeros(n, dtype=np.bool_)
+    mine = protected_global[history.value]
+    plan = strategy.required_ratio(history.log_p[mine], history.links[mine])
+    return withheld_for_history(n, history.owner()[mine].astype(np.int64), plan, cap=cap)
 
 
 def _protected_global(
@@ -633,39 +651,6 @@ def _protected_global(
     else:
         protected_global[:] = True
     return protected_global
-
-
-def _at_bound_elsewhere(
-    history: HistoryRows,
-    values: tuple[str, ...],
-    local_of_global: NDArray[np.int64],
-    held: Collection[str],
-    protected: tuple[str, ...] | list[str],
-    strategy: Strategy,
-) -> NDArray[np.bool_] | None:
-    """(n,) bool: the rows at the bound (Theorem 1's ratio infinite, as
-    :meth:`~stream_release.core.grouping.requirements.Requirements.theorem_1` computes it)
-    for a protected value of ``held`` (the other parts' sets hold it) that no row of this
-    part holds: with no local code, no requirement names it, yet the union of the parts'
-    sets, which an adversary sees as one, would link them to it (the suppressed set's
-    ``also_stranded``). ``None`` when there are none."""
-    if not held or not strategy.uses_history or history.n_entries == 0:
-        return None
-    wanted = set(protected)
-    lacking = np.array(
-        [
-            local_of_global[i] < 0 and v in held and (not wanted or v in wanted)
-            for i, v in enumerate(values)
-        ],
-        dtype=np.bool_,
-    )
-    entry = lacking[history.value] & (history.log_p < 0.0)
-    if not entry.any():
-        return None
-    least = minimum_ratio_from_log_product(strategy.ell, history.log_p[entry])
-    out = np.zeros(history.n_individuals, dtype=np.bool_)
-    out[history.owner()[entry][~np.isfinite(least)]] = True
-    return out if out.any() else None
 
 
 def _extend_dictionary(
@@ -752,7 +737,11 @@ def warm_up() -> None:
     plan = plan_release(
         table, _Rows.empty(n), (), make_strategy("constant-ratio", ell=2, k_prime=1)
     )
-    plan_release(table, plan.history, plan.values, make_strategy("geometric", ell=2, alpha=2))
+    # every row linked at the bound (k' = 1): all withheld for their history, one set
+    again = plan_release(
+        table, plan.history, plan.values, make_strategy("constant-ratio", ell=2, k_prime=1)
+    )
+    plan_release(table, again.history, again.values, make_strategy("geometric", ell=2, alpha=2))
     # a fixed grouping that publishes every row: the plans above may suppress the tiny table
     # whole, and then the query kernels would compile at the first real release instead
     groups = np.arange(n, dtype=np.int64) // 3

@@ -34,7 +34,7 @@ publisher configured with another kind than the series' last release is refused
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -43,8 +43,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stream_release.config import Settings
-from stream_release.core.grouping.partition import group_size_cap
-from stream_release.core.privacy.breach import RATIO_RTOL, minimum_ratio_from_log_product
 from stream_release.core.table import EncodedTable
 from stream_release.devtools.faults import kill_point
 from stream_release.errors import ConfigError, HistoryStoreError, KeyMismatch, StoreRegressed
@@ -144,23 +142,18 @@ class PlannedRelease:
         counts = np.bincount(table.sensitive[star], minlength=len(table.sensitive_values))
         values = table.sensitive_values
         held = {values[v]: int(c) for v, c in enumerate(counts.tolist()) if c}
-        forced = plan.suppressed_set.forced
-        by_forced = frozenset(values[int(v)] for v in np.unique(table.sensitive[forced]))
-        return SuppressedUnion(held, int(np.count_nonzero(star)), by_forced)
+        return SuppressedUnion(held, int(np.count_nonzero(star)))
 
-    def set_needs(
-        self, protected: tuple[str, ...] | list[str], cap: int
-    ) -> tuple[dict[str, float], list[str], list[str]]:
+    def set_needs(self, protected: tuple[str, ...] | list[str]) -> tuple[dict[str, float], float]:
         """What the union of the parts' suppressed sets must hold for every member of this
-        part's set to keep the bound: ``(ratios, strands, blocks)``.
+        part's set: ``(ratios, base)``.
 
         ``ratios``: value by value, the ratio ``R(S,s)`` this set holds (Theorem 1, safe margin
-        included) and each member's own need for any protected value, also one this set does
-        not hold (another part's set may bring it). The values this set does not hold for
-        which a member's pair is spent (at the bound, or a forced member's ratio above
-        ``cap``): ``strands``, a member that can be placed (this part places it when it plans
-        again with the value held elsewhere), ``blocks``, a forced member (no part's set may
-        hold the value unless a forced member holds it: the exemption)."""
+        included) and the plan of each member not withheld for any protected value of its
+        history, also one this set does not hold (another part's set may bring it). ``base``:
+        what such a member plans for any other value (the strategy's base ratio), 0 when every
+        member is withheld for its history (held to the per-release bound only,
+        :mod:`~stream_release.core.grouping.suppressed_set`)."""
         plan, table = self.plan, self.table
         ratios: dict[str, float] = {}
         suppressed = plan.suppressed_set
@@ -168,34 +161,19 @@ class PlannedRelease:
             if r > 0:
                 ratios[table.sensitive_values[v]] = float(r)
         star = np.flatnonzero((plan.group < 0) & plan.real)
+        free = np.setdiff1d(star, suppressed.withheld)
+        base = float(plan.strategy.base_ratio) if free.size else 0.0
         history = self.history
-        if star.size == 0 or history.n_entries == 0:
-            return ratios, [], []
-        owner = history.owner()
-        member = np.isin(owner, star) & (history.log_p < 0.0)
-        least = minimum_ratio_from_log_product(plan.strategy.ell, history.log_p[member])
-        forced = np.isin(owner[member], suppressed.forced)
-        spent = ~np.isfinite(least) | (forced & (least > cap * (1.0 + RATIO_RTOL)))
-        held = {table.sensitive_values[v] for v, c in enumerate(suppressed.counts.tolist()) if c}
+        if free.size == 0 or history.n_entries == 0:
+            return ratios, base
+        member = np.isin(history.owner(), free)
+        need = plan.strategy.required_ratio(history.log_p[member], history.links[member])
         wanted = set(protected)
-        strands: set[str] = set()
-        blocks: set[str] = set()
-        for gid, need, is_spent, is_forced in zip(
-            history.value[member].tolist(),
-            (least * (1.0 + RATIO_RTOL)).tolist(),
-            spent.tolist(),
-            forced.tolist(),
-            strict=True,
-        ):
+        for gid, ratio in zip(history.value[member].tolist(), need.tolist(), strict=True):
             name = plan.values[gid]
-            if wanted and name not in wanted:
-                continue
-            if is_spent:
-                if name not in held:
-                    (blocks if is_forced else strands).add(name)
-            else:
-                ratios[name] = max(ratios.get(name, 0.0), float(need))
-        return ratios, sorted(strands), sorted(blocks)
+            if not wanted or name in wanted:
+                ratios[name] = max(ratios.get(name, 0.0), float(ratio))
+        return ratios, base
 
 
 class Publisher:
@@ -338,6 +316,15 @@ class Publisher:
             )
         self.highest_committed = max(self.highest_committed, committed, last_file)
 
+    def decoy_rng(self, sequence: int) -> np.random.Generator:
+        """The order in which release ``sequence``'s published groups become decoys where its
+        suppressed set needs them (:func:`~stream_release.core.grouping.suppressed_set.
+        decoy_order`): keyed by the pseudonymisation key, so that nobody without it can tell
+        which groups would be taken first, and fresh per release, so that the same people
+        are not the first candidates in every release."""
+        secret = self.pseudonymizer.derived_key(RANDOMNESS_PURPOSE)
+        return ReleaseRandomness.derive(secret, GLOBAL_GUARANTEE, sequence).generator("decoys")
+
     def check_key(self, store: HistoryStore) -> None:
         """Refuse a history written under another pseudonymisation key.
 
@@ -446,14 +433,11 @@ class Publisher:
         cut_label: bool = False,
         store: HistoryStore | None = None,
         set_floor: Mapping[str, float] | None = None,
-        set_held: Collection[str] = (),
-        set_blocked: Collection[str] = (),
     ) -> PlannedRelease:
         """Plan the next release of ``store`` under the global guarantee without rendering it
         (a shard's part: its group numbers are known once every shard has planned, and
         :meth:`render` takes the first). ``pseudonyms`` (n,) S16 are the rows'; ``set_floor``:
-        the least ratio the suppressed set must hold per value, ``set_held`` the values the
-        other parts' sets hold, ``set_blocked`` the values it must keep out
+        the least ratio the suppressed set must hold per value
         (:func:`~stream_release.pipeline.plan.plan_release`)."""
         started = time.perf_counter()
         if self.mechanism is not None:
@@ -473,8 +457,6 @@ class Publisher:
             store,
             started,
             set_floor,
-            set_held,
-            set_blocked,
         )
 
     def _next(
@@ -505,8 +487,6 @@ class Publisher:
         store: HistoryStore,
         started: float,
         set_floor: Mapping[str, float] | None = None,
-        set_held: Collection[str] = (),
-        set_blocked: Collection[str] = (),
     ) -> PlannedRelease:
         """Load the histories and plan (rows in pseudonym order)."""
         virtual = None
@@ -528,8 +508,7 @@ class Publisher:
             grouping=self.settings.grouping,
             virtual=virtual,
             set_floor=set_floor,
-            set_held=set_held,
-            set_blocked=set_blocked,
+            rng=self.decoy_rng(sequence),
         )
         kill_point("planned")
         return PlannedRelease(
@@ -549,12 +528,8 @@ class Publisher:
         own = planned.suppressed()
         if own.size == 0 or own == union or planned.linked_to == union:
             return planned
-        privacy, grouping = self.settings.privacy, self.settings.grouping
-        cap = group_size_cap(
-            planned.plan.strategy.base_ratio, privacy.min_group_size, grouping.max_group_factor
-        )
         plan = relink_suppressed(
-            planned.table, planned.history, planned.plan, union, privacy.protected, cap=cap
+            planned.table, planned.history, planned.plan, union, self.settings.privacy.protected
         )
         return replace(planned, plan=plan, linked_to=union)
 
@@ -563,8 +538,7 @@ class Publisher:
     ) -> PreparedRelease:
         """The files and the commit of a planned release; its groups are numbered from
         ``first_group``. ``part``: a shard's part of a release (the groups of the shards
-        before it come first; its private record also names the values its forced members
-        hold, which the merged record adds up for the audit)."""
+        before it come first)."""
         table, plan, label, sequence = planned.table, planned.plan, planned.label, planned.sequence
         groups, manifest = render_release(
             table,
@@ -577,8 +551,6 @@ class Publisher:
         )
         private = _private_record(label, sequence, planned.source)
         private["suppressed"] = suppressed_record(table, plan)
-        if part:
-            private["suppressed"]["forced_values"] = sorted(planned.suppressed().forced)
         if self.candidates is not None:
             private["registry"] = self.candidates.registry.source
         grouped = plan.group >= 0

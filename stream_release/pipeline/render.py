@@ -93,7 +93,6 @@ def render_release(
         "breach": plan.breach_summary(),
         "suppressed_set": {
             "rows": star.size,
-            "decoys": int(star.decoys.shape[0]),
             "share_max": star.share_max(plan.protected),
             "share_bound": 1.0 / plan.strategy.ell,
             "breach_max": plan.suppressed_breach,
@@ -121,20 +120,18 @@ VIRTUAL_ASSUMPTION = (
 
 
 def suppressed_record(table: EncodedTable, plan: ReleasePlan) -> dict[str, Any]:
-    """The suppressed set as the private record keeps it for the audit and the operator:
-    its size, its multiset of values, its decoys, the ids of the rows suppressed by their
-    history (``forced``, as the assignments name them: the audit allows a pair past the bound
-    only to them), among them those no group could take (``unplaced``) and the value of each
-    exhausted one (``exhausted``), and how many members have a pair the set does not hold to
-    the bound (``exempt_members``) (``private-NNNN.json``'s ``suppressed``).
+    """The suppressed set as the private record keeps it for the audit and the operator
+    (``private-NNNN.json``'s ``suppressed``): its size, its multiset of values, the ids of the
+    members withheld for their history (``withheld``: the audit recomputes the rule and
+    allows a pair past the bound only to them) and of those no group could take
+    (``unplaced``), how many rows were taken as decoys, and how many members have a pair held
+    to the per-release bound only (``exempt_members``).
 
     Never published. The multiset is the snapshot's value totals less the public counts: an
     adversary the guarantee allows for knows it already, but the publisher need not confirm
-    it. ``forced``, ``exhausted`` and ``exempt_members`` depend on the suppressed individuals'
-    own values: an adversary who reads every history from the public files knows which values
-    would force or exhaust each of them, and such a count would narrow down whose value is
-    which (for ``exempt_members``, together with the planner's rules: only a forced member is
-    exempt).
+    it. The manifest states none of the other figures: which suppressed rows are decoys and
+    which the grouping could not place is what lets the set dilute its members' values
+    (:mod:`~stream_release.core.grouping.suppressed_set`).
     """
     star = plan.suppressed_set
     values = table.sensitive_values
@@ -142,11 +139,8 @@ def suppressed_record(table: EncodedTable, plan: ReleasePlan) -> dict[str, Any]:
         "rows": star.size,
         "sensitive": {values[v]: int(c) for v, c in enumerate(star.counts.tolist()) if c},
         "decoys": int(star.decoys.shape[0]),
-        "forced": [str(i) for i in table.ids[star.forced].tolist()],
+        "withheld": [str(i) for i in table.ids[star.withheld].tolist()],
         "unplaced": [str(i) for i in table.ids[star.unplaced].tolist()],
-        "exhausted": {
-            str(table.ids[r]): values[int(table.sensitive[r])] for r in star.exhausted.tolist()
-        },
         "exempt_members": int(star.exempt_members.shape[0]),
     }
 

@@ -3,18 +3,18 @@
 Each candidate setting publishes the snapshots as a what-if series
 (:meth:`~stream_release.pipeline.publisher.Publisher.what_if`: planned against an in-memory overlay
 of the history, nothing written or committed) and reports, per release, whether it is feasible
-(else the refusal, which names the largest feasible setting), suppression, forced and
-exhausted individuals, group sizes and the relative error of count queries (mean, median and
+(else the refusal, which names the largest feasible setting), suppression, the individuals
+withheld for their history, group sizes and the relative error of count queries (mean, median and
 10 % trimmed mean of the manifest's ``utility``: the mean is dominated by queries with tiny
 true counts). Candidates: the configured setting, then constant-ratio ``k'`` in
 :data:`K_PRIMES` and geometric ``alpha`` in :data:`ALPHAS` at the configured ``l``; with a
 ``[virtual] registry``, each with the register and without it.
 
-The forecast extrapolates the individuals exhausted (at the bound for their own value: the
-system cannot protect them cumulatively against an adversary who knows who is in a snapshot,
-README "What is promised") linearly: the distinct individuals exhausted so far plus the mean
-number newly exhausted per release over the later half of the what-if series, for each
-release up to the horizon. It assumes the snapshots' churn goes on as measured.
+The forecast extrapolates the individuals withheld for their history (a plan above the cap
+for some protected value: the release holds them to the per-release bound only, README "What
+is promised") linearly: the distinct individuals withheld so far plus the mean number newly
+withheld per release over the later half of the what-if series, for each release up to the
+horizon. It assumes the snapshots' churn goes on as measured.
 """
 
 from __future__ import annotations
@@ -61,9 +61,9 @@ class PlannedRelease:
     label: str
     rows: int
     suppressed: int
-    forced: int
-    exhausted: tuple[str, ...]
-    """The exhausted individuals as the private record names them: counted, never printed."""
+    withheld: tuple[str, ...]
+    """The individuals withheld for their history, as the private record names them: counted,
+    never printed."""
     avg_group: float
     max_group: int
     error_mean: float
@@ -89,19 +89,19 @@ class PlannedSetting:
     def feasible(self) -> bool:
         return self.refused is None
 
-    def exhausted_so_far(self) -> int:
-        """Distinct individuals exhausted in any release of the series."""
-        return len({p for r in self.releases for p in r.exhausted})
+    def withheld_so_far(self) -> int:
+        """Distinct individuals withheld for their history in any release of the series."""
+        return len({p for r in self.releases for p in r.withheld})
 
     def forecast(self, horizon: int) -> int | None:
-        """Individuals exhausted after ``horizon`` releases at the measured churn (linear in
-        the newly exhausted per release over the later half); ``None`` without two releases."""
+        """Individuals withheld after ``horizon`` releases at the measured churn (linear in
+        the newly withheld per release over the later half); ``None`` without two releases."""
         if len(self.releases) < 2:
             return None
         seen: set[str] = set()
         new = []
         for r in self.releases:
-            fresh = set(r.exhausted) - seen
+            fresh = set(r.withheld) - seen
             new.append(len(fresh))
             seen |= fresh
         later = new[len(new) // 2 :]
@@ -251,14 +251,12 @@ def _measure(settings: Settings, table: EncodedTable, prepared: PreparedRelease)
     manifest = prepared.manifest
     record = prepared.files.private.get("suppressed") or {}
     u = manifest["utility"]
-    forced = record.get("forced", [])
     return PlannedRelease(
         sequence=prepared.sequence,
         label=prepared.label,
         rows=table.n_rows,
         suppressed=int(manifest["suppressed"]),
-        forced=forced if isinstance(forced, int) else len(forced),
-        exhausted=tuple(record.get("exhausted", {})),
+        withheld=tuple(record.get("withheld", [])),
         avg_group=float(u["avg_group_size"]),
         max_group=int(u["max_group_size"]),
         error_mean=_figure(u, "query_error"),

@@ -187,8 +187,7 @@ class BreachSummary(_Message):
 class SuppressedSetSummary(_Message):
     """The suppressed rows as one more group (all QIDs ``*``)."""
 
-    rows: int = Field(ge=0)
-    decoys: int = Field(ge=0, description="rows suppressed to dilute the set")
+    rows: int = Field(ge=0, description="rows suppressed, withheld for their history or not")
     share_max: float = Field(ge=0, le=1, description="largest share of a protected value")
     share_bound: float = Field(gt=0, le=1, description="1/l: share_max never exceeds it")
     breach_max: float = Field(ge=0, le=1, description="largest breach of its other members")

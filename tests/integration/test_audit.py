@@ -21,8 +21,14 @@ from stream_release.cli.main import main
 from stream_release.devtools.datasets import ADULT_SENSITIVE
 
 
-def _series(shared_data: Path, tmp_path: Path, rounds: int = 2) -> tuple[Path, Path, list[Path]]:
-    config = write_config(tmp_path, shared_data)
+RARE = ["Armed-Forces", "Priv-house-serv", "Protective-serv", "Tech-support", "Farming-fishing"]
+"""Adult's five rarest occupations."""
+
+
+def _series(
+    shared_data: Path, tmp_path: Path, rounds: int = 2, **privacy: object
+) -> tuple[Path, Path, list[Path]]:
+    config = write_config(tmp_path, shared_data, **privacy)
     snaps = adult_series(shared_data, tmp_path, 20, rounds=rounds)
     out = tmp_path / "out"
     assert main(["anonymize", "--config", str(config), "--out", str(out), *map(str, snaps)]) == 0
@@ -269,15 +275,17 @@ def test_a_group_above_1_over_l_fails_from_the_public_files_alone(tmp_path: Path
 def test_the_private_record_cannot_buy_an_exemption_or_hide_the_set(
     shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A row listed as unplaced that a group could take as it stands, a private record
-    without the set the manifest states, a record naming another snapshot: each fails."""
+    """A row listed as unplaced that a group could take as it stands, a row listed as
+    withheld for its history that the rule does not withhold, a private record without the set
+    the manifest states, a record naming another snapshot: each fails."""
     monkeypatch.setenv("SR_HISTORY_KEY", "5e" * 32)
-    config, out, snaps = _series(shared_data, tmp_path, rounds=6)
+    # the five rarest occupations protected: release 5 takes a group as decoys
+    config, out, snaps = _series(shared_data, tmp_path, rounds=6, protected=RARE)
     private = tmp_path / "out.private"
     k = next(
         k
         for k in range(1, 7)
-        if json.loads((out / f"manifest-{k:04d}.json").read_text())["suppressed_set"]["decoys"]
+        if json.loads((private / f"private-{k:04d}.json").read_text())["suppressed"]["decoys"]
     )
     path = private / f"private-{k:04d}.json"
     good = json.loads(path.read_text())
@@ -287,13 +295,18 @@ def test_the_private_record_cannot_buy_an_exemption_or_hide_the_set(
         for line in (private / f"assignments-{k:04d}.csv").read_text().splitlines()[1:]
         if line.split(",")[1] == ""
     ]
+    decoys = [i for i in suppressed if i not in block["withheld"] + block["unplaced"]]
     caught = 0
-    for row in (i for i in suppressed if i not in block["forced"]):
-        lie = {**block, "forced": [*block["forced"], row], "unplaced": [*block["unplaced"], row]}
+    for row in decoys:
+        lie = {**block, "unplaced": [*block["unplaced"], row]}
         path.write_text(json.dumps({**good, "suppressed": lie}))
         report = audit_directory(out, config=config, snapshots=snaps)
         caught += any("could take as it stands" in p for p in report.releases[k - 1].problems)
     assert caught  # a decoy came out of a group that takes it back
+    lie = {**block, "withheld": [*block["withheld"], decoys[0]]}
+    path.write_text(json.dumps({**good, "suppressed": lie}))
+    report = audit_directory(out, config=config, snapshots=snaps)
+    assert any("withheld for their history" in p for p in report.releases[k - 1].problems)
     path.write_text(json.dumps({key: v for key, v in good.items() if key != "suppressed"}))
     assert not audit_directory(out, config=config, snapshots=snaps).ok
     other = {**good["source"], "sha256": "0" * 64}

@@ -46,8 +46,8 @@ def test_plan_continues_a_history_without_writing_to_it(shared_data: Path, tmp_p
     assert sorted((p.name, p.stat().st_mtime_ns) for p in history.rglob("*")) == stamp
 
 
-def _release(sequence: int, exhausted: tuple[str, ...]) -> PlannedRelease:
-    return PlannedRelease(sequence, f"t{sequence}", 100, 1, 1, exhausted, 5.0, 6, 1.0, 0.5, 0.7)
+def _release(sequence: int, withheld: tuple[str, ...]) -> PlannedRelease:
+    return PlannedRelease(sequence, f"t{sequence}", 100, 1, withheld, 5.0, 6, 1.0, 0.5, 0.7)
 
 
 def test_the_forecast_extends_the_later_releases_rate() -> None:
@@ -58,7 +58,7 @@ def test_the_forecast_extends_the_later_releases_rate() -> None:
         _release(3, ("a", "b", "c")),  # 2 new
         _release(4, ("c", "d", "e", "f")),  # 3 new
     ]
-    assert planned.exhausted_so_far() == 6
+    assert planned.withheld_so_far() == 6
     # later half: releases 3 and 4, 2.5 new per release; 16 more releases to 20
     assert planned.forecast(20) == 6 + 40
     assert PlannedSetting("t", {}).forecast(20) is None

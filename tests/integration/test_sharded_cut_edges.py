@@ -8,10 +8,10 @@ records what each part was planned with and voted, :class:`RecordingCut`, shows 
   private record counts it, the lacking shard's suppressed members are linked to it, every
   value of the union meets what every part needed (the floors), and the series passes the
   audit;
-* a forced member of one part spent for a value another part's set holds: the next round
-  keeps the value out of every set but through a forced member (``blocked``), so the union
-  never links a forced member's spent pair for a value no forced member holds, and the series
-  passes the audit;
+* two workers, several parts withholding rows for their history: each part withholds exactly
+  the rows the rule picks from their histories, the union meets what every part needed, and
+  the series passes the audit (which recomputes the rule and checks every pair linked that is
+  not a withheld member's);
 * an empty part (a shard that receives no row of a release, its count in the seal 0) is a part
   all the same: one sequence in every shard and at the release level, group numbers 0..G-1
   over the other parts, a manifest covering them, an empty part manifest; the next releases,
@@ -87,24 +87,20 @@ class PartRound:
     shard: int
     round: int
     floor: dict[str, float]
-    blocked: list[str]
     suppressed: SuppressedUnion
-    """The part's own suppressed rows (counts per value, size, the values forced rows hold)."""
-    placeable: dict[str, int]
-    """Suppressed rows per value among those that are not forced (nor unplaced)."""
+    """The part's own suppressed rows (counts per value, size)."""
+    withheld: int
+    """The part's rows withheld for their history."""
     ratios: dict[str, float]
-    strands: list[str]
-    blocks: list[str]
+    base: float
+    protected: frozenset[str]
 
 
 def parse_union(raw: str) -> SuppressedUnion:
     """The union as ``release_vote.lua`` writes it (an empty Lua table is ``{}``)."""
     document = json.loads(raw)
     counts = document["counts"] if isinstance(document["counts"], list) else []
-    forced = document["forced"] if isinstance(document["forced"], list) else []
-    return SuppressedUnion(
-        {str(v): int(c) for v, c in counts}, int(document["size"]), frozenset(map(str, forced))
-    )
+    return SuppressedUnion({str(v): int(c) for v, c in counts}, int(document["size"]))
 
 
 class RecordingCut(ShardedCut):
@@ -119,23 +115,19 @@ class RecordingCut(ShardedCut):
 
     def _plan(self, number: int, publisher: Publisher, current: dict[str, str]) -> PlannedRelease:
         planned = super()._plan(number, publisher, current)
-        plan, table = planned.plan, planned.table
-        star = (plan.group < 0) & plan.real
-        star[plan.suppressed_set.forced] = False
-        placeable = np.bincount(table.sensitive[star], minlength=len(table.sensitive_values))
-        ratios, strands, blocks = planned.set_needs(self.settings.privacy.protected, self.cap)
+        protected = self.settings.privacy.protected
+        ratios, base = planned.set_needs(protected)
         self.rounds.append(
             PartRound(
                 current["label"],
                 number,
                 int(current.get("round", "0")),
                 {str(v): float(r) for v, r in json.loads(current.get("floor", "{}")).items()},
-                [str(v) for v in json.loads(current.get("blocked", "[]"))],
                 planned.suppressed(),
-                {table.sensitive_values[v]: int(c) for v, c in enumerate(placeable) if c},
+                int(planned.plan.suppressed_set.withheld.shape[0]),
                 ratios,
-                strands,
-                blocks,
+                base,
+                frozenset(protected or planned.table.sensitive_values),
             )
         )
         return planned
@@ -163,16 +155,16 @@ def suppressed_ids(cut: ShardedCut, shard: int, sequence: int) -> list[str]:
 
 LACKING_SHARD = 2
 LACKED = "Adm-clerical"
-LACKING_KEY = "11" * 32
-"""The key under which this series has a round of the vote that falls short of a part's need
-alone (no strand, no block): the floors are what the next round gets."""
+LACKING_KEY = "55" * 32
+"""The key under which this series has a round of the vote that falls short of a part's need:
+the floors are what the next round gets."""
 
 
 def unmet_needs(parts: list[PartRound]) -> list[tuple[str, int, float, int]]:
     """``(value, count, need, size)`` of each value the union of ``parts`` (one round's votes)
     holds ``count`` times in ``size`` rows although a part needs ``need`` of it (the largest
-    ratio any part voted, or the floor it was planned with): Theorem 1 on the union,
-    ``count * need <= size``, fails."""
+    ratio any part voted, the base a member not withheld plans for a protected value, or the
+    floor it was planned with): Theorem 1 on the union, ``count * need <= size``, fails."""
     counts: dict[str, int] = {}
     for part in parts:
         for value, count in part.suppressed.counts.items():
@@ -181,22 +173,13 @@ def unmet_needs(parts: list[PartRound]) -> list[tuple[str, int, float, int]]:
     out = []
     for value, count in sorted(counts.items()):
         need = max(
-            [p.floor.get(value, 0.0) for p in parts] + [p.ratios.get(value, 0.0) for p in parts]
+            [p.floor.get(value, 0.0) for p in parts]
+            + [p.ratios.get(value, 0.0) for p in parts]
+            + [p.base for p in parts if value in p.protected]
         )
         if count * need > size:
             out.append((value, count, need, size))
     return out
-
-
-def spent_conflicts(parts: list[PartRound]) -> set[str]:
-    """The values the union of ``parts`` holds that a member is spent for, unless a forced
-    member holds them and only forced members are spent for them: the other reasons for
-    another round of the vote."""
-    held = {v for part in parts for v in part.suppressed.counts}
-    forced = {v for part in parts for v in part.suppressed.forced}
-    strands = {v for part in parts for v in part.strands}
-    blocks = {v for part in parts for v in part.blocks}
-    return held & (strands | (blocks - forced))
 
 
 def test_a_protected_value_one_shard_lacks_entirely_is_the_unions_all_the_same(
@@ -240,7 +223,7 @@ def test_a_protected_value_one_shard_lacks_entirely_is_the_unions_all_the_same(
         assert unmet_needs(final) == [], snap.stem  # the floors held
         for n in range(final[0].round):  # an earlier round short of a need alone
             before = [r for r in cut.rounds if r.label == snap.stem and r.round == n]
-            floored += bool(unmet_needs(before)) and not spent_conflicts(before)
+            floored += bool(unmet_needs(before))
         assert LACKED not in final[LACKING_SHARD].suppressed.counts
         ids = suppressed_ids(cut, LACKING_SHARD, k)
         if LACKED not in union.counts or not ids:
@@ -269,15 +252,15 @@ def test_a_protected_value_one_shard_lacks_entirely_is_the_unions_all_the_same(
     assert report.ok and len(report.releases) == len(snaps), report.table()
 
 
-def test_a_value_a_forced_member_is_spent_for_is_kept_out_of_the_other_parts_sets(
+def test_parts_withhold_their_rows_for_their_history_and_the_union_holds_every_need(
     shared_data: Path, tmp_path: Path, redis_url: str, redis_prefix: str
 ) -> None:
-    """Worker A owns shards 0 and 1, worker B shard 2. In some release a part's forced member
-    is spent for a value that another part's set holds through a row that can be placed: the
-    vote starts another round with the value ``blocked``, and the parts planned in it hold no
-    such row. In the union each release is confirmed with, no value some forced member is
-    spent for is held unless a forced member holds it (the exemption over the union), and the
-    series passes the audit (which checks every linked pair that is not exempt)."""
+    """Worker A owns shards 0 and 1, worker B shard 2; every occupation protected, k' = 3, so
+    from release 4 on parts withhold rows for their history (whatever they hold) and their sets
+    take decoys. Every release: both workers confirm it with the same union, which meets what
+    every part needed in the last round; the merged private record lists the withheld rows of
+    every part, and the series passes the audit (which recomputes who the rule withholds and
+    checks every pair linked that is not a withheld member's)."""
     config = write_config(tmp_path, shared_data)
     settings = shard_settings(config, KEY, redis_prefix, SHARDS)
     client = connect(redis_url)
@@ -285,29 +268,25 @@ def test_a_value_a_forced_member_is_spent_for_is_kept_out_of_the_other_parts_set
     a = RecordingCut(settings, client, [0, 1], archive, private)
     b = RecordingCut(settings, client, [2], archive, private)
     snaps = adult_series(shared_data, tmp_path, 20, rounds=6)
-    kept_out: set[tuple[str, str]] = set()
+    withheld_in = 0
     for snap in snaps:
         stage(a, settings, snap, snap.stem)
         [manifest] = run_until_idle([a, b])
         assert manifest["release"] == snap.stem
-        rounds = [r for r in a.rounds + b.rounds if r.label == snap.stem]
-        for r in rounds:
-            # a part planned with values blocked holds none of them but through forced rows
-            assert not set(r.blocked) & set(r.placeable), (snap.stem, r.shard, r.round)
-            if r.round == 0:
-                continue
-            before = {v for p in rounds if p.round == r.round - 1 for v in p.placeable}
-            kept_out |= {(snap.stem, v) for v in r.blocked if v in before}
         union = a.unions[snap.stem]
         assert b.unions[snap.stem] == union
-        final = a.final_round(snap.stem) + b.final_round(snap.stem)
-        assert sorted(r.shard for r in final) == PARTITIONS
-        for r in final:
-            for value in r.blocks:  # a value r's forced member is spent for
-                assert value not in union.counts or value in union.forced, (snap.stem, value)
-    assert kept_out, "no round kept a forced member's spent value out: the test shows nothing"
+        final = sorted(a.final_round(snap.stem) + b.final_round(snap.stem), key=lambda r: r.shard)
+        assert [r.shard for r in final] == PARTITIONS
+        assert unmet_needs(final) == [], snap.stem
+        withheld_in = max(withheld_in, sum(r.withheld > 0 for r in final))
+    assert withheld_in >= 2, "no release had rows withheld in two parts: the test shows nothing"
 
     a.file_finished()
+    for k in range(1, len(snaps) + 1):
+        record = json.loads((private / f"private-{k:04d}.json").read_text())["suppressed"]
+        assert len(record["withheld"]) == sum(
+            r.withheld for r in a.final_round(snaps[k - 1].stem) + b.final_round(snaps[k - 1].stem)
+        )
     report = audit_directory(archive, private=private, config=config, snapshots=snaps)
     assert report.ok and len(report.releases) == len(snaps), report.table()
 

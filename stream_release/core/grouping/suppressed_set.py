@@ -1,108 +1,108 @@
-r"""The suppressed rows of a release, made safe as one more group.
+r"""The rows a release withholds, made safe as one more group.
 
 Suppression hides a row's QIDs and value, not the fact that the row was in the snapshot. An
 adversary who knows who is in a snapshot and how many rows hold each value (the published
 counts plus the snapshot's totals) sees the suppressed rows as one more group, every QID
 ``*``: each suppressed individual is linked to each value ``s`` of that set with probability
-``n(S,s) / |S|`` (Lemma 4 of [WFLWX10], one group). Left alone, the set is made of exactly
-the rows no group could take, which hold protected values far more often than the rest: on
-a real panel a suppressed row held a protected value with probability 0.68.
+``n(S,s) / |S|`` (Lemma 4 of [WFLWX10], one group).
 
-So the set ``S`` keeps the bound like a group (Theorem 1 of [WFLWX10]):
+Which rows are withheld
+-----------------------
+The same adversary may also know how the planner chooses what to withhold, and learn from it
+what the set hides (the minimality attack of [WFWP07]). A rule that withholds a row because
+*its own value* needs a larger group than any the release may form tells whoever recomputes
+the histories from the public files that the row holds one of the values its history cannot
+take: when there is one such value, the value itself. So no choice here reads a withheld
+row's value:
 
-.. math:: |S| \ge n(S,s) \cdot R(S,s) \quad\text{for every protected } s,
-          \qquad R(S,s) = \max(l, \max_{o \in S} \tilde n(o,s)) (1 + \epsilon),
+* **withheld for their history** (``W``, :func:`withheld_for_history`): before grouping, the
+  rows whose plan for *some* protected value of their history exceeds the cap (or is at the
+  bound: Theorem 1's ratio infinite), whatever value they hold now. Its inputs are the
+  histories, which the public files and membership determine, the strategy and the cap;
+* **decoys** (``D``, :func:`decoy_order`): whole published groups, taken in an order that
+  reads no value (the groups whose members plan the lowest ratios first, ties in a random
+  order the caller keys with a secret), each taken whatever it holds, until the set is valid;
+* **unplaced** (``U``): rows no group could take after every try (the grouping's own
+  leftovers). Which rows these are depends on the values, as any grouping does; they join
+  the set like decoys, and no published count tells them apart from the decoys.
 
-with ``\tilde n(o,s)`` Theorem 1's ratio of each member's history for ``s`` and the safe margin
-``\epsilon`` of :data:`~stream_release.core.privacy.breach.RATIO_RTOL`: every protected value holds
-less than ``1/l`` of the set, and no member's breach passes ``1/l``. The set is not a planned
-group: it keeps the bound, not the strategy's plan (a planned group's ratio, e.g.
-constant-ratio's ``n_c``, would make it several times larger). Where the rows that
-could not be grouped do not meet it, *decoys* join them: whole published groups, then single
-rows whose groups stay valid without them, then single rows with the rest of the release
-grouped again without them; each round is kept only if it lowers the shortfall. The
-suppressed set is then linked like a group: its linkages go into every member's history
-(:func:`stream_release.pipeline.plan.plan_release`).
+Permuting the values among the rows of ``W`` changes neither ``W``, nor the grouping of the
+other rows, nor the decoys, nor the set's multiset: every published byte is the same.
 
-What cannot be protected
-------------------------
-A pair ``(o, s)`` is *at the bound* once ``P(o,s) <= 1 - 1/l`` (Theorem 1's ratio infinite).
-A row is *forced* into the set when its own value needs a larger group than the release may
-form (``eligible`` false), or when no group can take it (*unplaced*, below); a forced row at
-the bound for its own value is *exhausted*. A pair is *spent* when it is at the bound, or a
-forced member's and its Theorem 1 ratio exceeds the cap
-(:func:`~stream_release.core.grouping.partition.group_size_cap`) by more than the safe margin:
-meeting it would take a set of that ratio times its holders. Exactly the spent pairs of
-forced members for values a forced member holds are *exempt*: the set links them without
-holding them to the bound. Every other pair of every member is held, its requirement raising
-the set's ratio for its value, however large.
+The set's rule
+--------------
+The set keeps Theorem 1 of [WFLWX10] like a group. For every protected value ``s`` it holds,
 
-* A spent pair for a value of the set that is not exempt is *stranded*: the rows that bring
-  the two together and are not forced are placed into published groups (``place_rows``:
-  every group, swaps, regrouping with the nearest groups), else grouped among the set's
-  other rows; a row no group takes is *unplaced* and counts as forced from then on. A round
-  of decoys that leaves a new row unplaced is undone.
-* No decoy brings a value a member is spent for that the set does not hold, and none has a
-  spent pair for a value of the set.
+.. math:: |S| \ge n(S,s) \cdot R(S,s), \qquad
+          R(S,s) = \max\bigl(l (1 + \epsilon),\ \max_{o \in S \setminus W} \mathrm{plan}(o,s)\bigr)
 
-For the members with an exempt pair (``exempt_members``) the system still promises the
-per-release share: every protected value is held by less than ``1/l`` of the set.
+with ``plan(o,s)`` the strategy's ratio for the pair (its base without history) and the safe
+margin ``\epsilon`` of :data:`~stream_release.core.privacy.breach.RATIO_RTOL`. Every member not
+withheld is held to its plan, as in a published group, so that its later releases stay on the
+strategy's schedule (a set that kept only Theorem 1's bound would spend a new member's whole
+budget for a value in one release, and withhold it from then on). A withheld member, whose
+plan for some value the release cannot meet, is held to the **per-release** bound: every
+protected value holds less than ``1/l`` of the set, so this release alone links it to no
+value with probability ``1/l`` or more. Its pairs for the set's protected values are
+*exempt* from the check before release; those that pass ``1/l`` are counted (``breach.spent``).
+Under a setting planned for the series' length (``[privacy] horizon``) nobody is withheld
+inside the horizon: every linkage, in a group or in the set, meets its plan, and no plan
+exceeds the cap before the horizon's end.
 
 References
 ----------
 .. [WFLWX10] R. C.-W. Wong, A. W.-C. Fu, J. Liu, K. Wang, Y. Xu. Preserving Individual Privacy
    in Serial Data Publishing. ICDE 2010 (arXiv:0903.0682).
+.. [WFWP07] R. C.-W. Wong, A. W.-C. Fu, K. Wang, J. Pei. Minimality Attack in Privacy
+   Preserving Data Publishing. VLDB 2007.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numba import njit
 from numpy.typing import NDArray
 
-from stream_release.core.grouping.decoys import (
-    GroupValid,
-    PlaceRows,
-    add_group_decoys,
-    add_rehomed_decoys,
-    add_row_decoys,
-    choose_decoys,
-)
 from stream_release.core.grouping.merge import renumber
-from stream_release.core.grouping.requirements import Requirements
-from stream_release.core.grouping.set_state import SetState
+from stream_release.core.grouping.requirements import Requirements, csr_rows
+from stream_release.core.privacy.breach import RATIO_RTOL
 from stream_release.errors import GuaranteeUnsatisfiable
 
-__all__ = ["SuppressedSet", "protect_suppressed_set"]
+__all__ = [
+    "SuppressedSet",
+    "decoy_order",
+    "protect_suppressed_set",
+    "withheld_for_history",
+]
 
 
 @dataclass(frozen=True, eq=False)
 class SuppressedSet:
     """The suppressed rows of a release, as one more group.
 
-    ``rows`` (m,) int64 ascending: every suppressed row, decoys included; ``decoys`` (d,)
-    int64: the rows taken from published groups; ``counts`` (V,) int64: rows per local value;
-    ``ratio`` (V,) float64: ``R(S,s)`` per protected value present (0 elsewhere).
-    ``exempt_row``, ``exempt_value`` (x,) int64: the pairs the set links without holding them
-    to the bound (forced members' spent pairs for values a forced row holds; local value
-    codes). ``exempt_members`` (e,) int64 ascending: the members with an exempt pair.
-    ``forced`` (f,) int64: the members suppressed by their own value's history, and the
-    ``unplaced`` ones no group could take; ``exhausted`` (among them): those at the bound for
-    their own value.
+    ``rows`` (m,) int64 ascending: every suppressed row; ``counts`` (V,) int64: rows per local
+    value; ``ratio`` (V,) float64: ``R(S,s)`` per protected value held (0 elsewhere).
+    ``withheld`` (w,) int64: the members withheld for their history
+    (:func:`withheld_for_history`); ``unplaced`` (u,): those no group could take; ``decoys``
+    (d,): the members taken from published groups. ``exempt_row``, ``exempt_value`` (x,)
+    int64: the pairs held to the per-release bound only (the withheld members' pairs for the
+    protected values the set holds; local value codes); ``exempt_members`` (e,) ascending:
+    the members with one. Only ``rows``, ``counts`` and ``ratio`` are functions of public
+    knowledge and the set's multiset; the rest is kept private.
     """
 
     rows: NDArray[np.int64]
-    decoys: NDArray[np.int64]
     counts: NDArray[np.int64]
     ratio: NDArray[np.float64]
+    withheld: NDArray[np.int64]
+    unplaced: NDArray[np.int64]
+    decoys: NDArray[np.int64]
     exempt_row: NDArray[np.int64]
     exempt_value: NDArray[np.int64]
     exempt_members: NDArray[np.int64]
-    forced: NDArray[np.int64]
-    unplaced: NDArray[np.int64]
-    exhausted: NDArray[np.int64]
 
     @property
     def size(self) -> int:
@@ -115,229 +115,230 @@ class SuppressedSet:
         return float(np.where(protected, self.counts, 0).max(initial=0)) / self.size
 
 
-GroupRows = Callable[[NDArray[np.bool_]], NDArray[np.int64]]
-"""Groups the rows of an eligibility mask: (n,) group per row, ``-1`` = not grouped."""
+def withheld_for_history(
+    n_rows: int,
+    owner: NDArray[np.int64],
+    plan: NDArray[np.float64],
+    *,
+    cap: float,
+) -> NDArray[np.bool_]:
+    """(n,) bool: the rows withheld for their history, whatever value they hold now.
 
-DECOY_ROUNDS = 8
-"""Rounds of "choose decoys, group the rest again" before whole groups are taken."""
+    A row is withheld when the strategy's plan for one of its protected pairs with history
+    exceeds ``cap`` (the largest group a release may form) or is infinite (at the bound:
+    Theorem 1 of [WFLWX10]): a group holding that value could not take it, and whether it
+    holds the value now is what the release must not tell. The rule reads only the pairs'
+    plans, which follow from the histories, and an adversary who reads the public files and
+    knows who is in each snapshot computes those too; it never reads a sensitive value
+    (module docstring).
 
-DECOY_SLACK = 0.25
-"""Decoys chosen beyond the shortfall, as a share of it: grouping the rest again leaves new
-rows over, whose requirements can raise the set's target."""
+    Parameters
+    ----------
+    n_rows : the rows of the release (n)
+    owner : (m,) int64 the row of each protected pair with history, in ``0..n-1``
+    plan : (m,) float64 the strategy's ratio for each (``inf`` at the bound)
+    cap : the group-size cap (:func:`~stream_release.core.grouping.partition.group_size_cap`)
+    """
+    out = np.zeros(n_rows, dtype=np.bool_)
+    out[owner[plan > cap]] = True
+    return out
+
+
+def decoy_order(
+    group: NDArray[np.int64],
+    requirements: Requirements,
+    absent: NDArray[np.bool_],
+    rng: np.random.Generator,
+) -> NDArray[np.int64]:
+    """The published groups that may join the suppressed set, in the order they join it.
+
+    Never a group with an ``absent`` member (a virtual candidate: not in the snapshot, so never
+    suppressed); the others by the largest ratio a member plans for any protected value (the
+    ``base`` without a higher requirement), lowest first, so that a decoy raises the set's
+    ratios as little as it can; ties in the order of a permutation drawn from ``rng``, which
+    the caller keys with a secret and the release's sequence (the same people are not the
+    first candidates in every release). Reads no sensitive value: a decoy is taken for its
+    place in this order, whatever it holds.
+
+    Returns
+    -------
+    (g,) int64 group ids.
+    """
+    n_groups = int(group.max(initial=-1)) + 1
+    if n_groups == 0:
+        return np.zeros(0, dtype=np.int64)
+    grouped = group >= 0
+    demand = np.full(n_groups, requirements.base, dtype=np.float64)
+    rows = np.flatnonzero(grouped).astype(np.int64)
+    ptr, entries = csr_rows(requirements.ptr, rows)
+    np.maximum.at(demand, np.repeat(group[rows], np.diff(ptr)), requirements.ratio[entries])
+    virtual = np.bincount(group[grouped & absent], minlength=n_groups) > 0
+    shuffled = rng.permutation(n_groups).astype(np.int64)
+    order = shuffled[np.argsort(demand[shuffled], kind="stable")]
+    return order[~virtual[order]]
 
 
 def protect_suppressed_set(
     sensitive: NDArray[np.int32],
     protected: NDArray[np.bool_],
     requirements: Requirements,
-    eligible: NDArray[np.bool_],
-    group_rows: GroupRows,
-    place_rows: PlaceRows,
-    group_valid: GroupValid,
+    group: NDArray[np.int64],
+    withheld: NDArray[np.bool_],
+    order: NDArray[np.int64],
     *,
-    cap: int,
     floor: float,
     absent: NDArray[np.bool_] | None = None,
     value_floor: NDArray[np.float64] | None = None,
-    also_held: NDArray[np.bool_] | None = None,
-    also_blocked: NDArray[np.bool_] | None = None,
-    also_stranded: NDArray[np.bool_] | None = None,
 ) -> tuple[NDArray[np.int64], SuppressedSet]:
-    """Group the ``eligible`` rows so that the suppressed ones form a valid group too.
-
-    The rows are grouped (``group_rows``) and the stranded ones placed (``place_rows``, see the
-    module docstring); while the suppressed set falls short, whole published groups join it
-    (:func:`~stream_release.core.grouping.decoys.add_group_decoys`), then single rows whose
-    groups stay valid without them
-    (:func:`~stream_release.core.grouping.decoys.add_row_decoys`); if the set still falls short
-    at the end, all of it is tried again with those rows first. If that is not enough, single
-    rows are chosen among the grouped ones and the rest is grouped again without them
-    (:data:`DECOY_ROUNDS` times at most): rows without a requirement above the base first (they
-    raise no ratio of the set), in row order (the caller's rows are in keyed pseudonym order),
-    each value no more often than the set's target size allows. Last, single rows whose groups
-    do not stay valid without them join when ``place_rows`` puts the rest of their group into
-    other groups (:func:`~stream_release.core.grouping.decoys.add_rehomed_decoys`).
+    """Make the rows ``group`` leaves ungrouped a valid set (module docstring), taking whole
+    groups of ``order`` into it while it falls short.
 
     Parameters
     ----------
     sensitive : (n,) int32 local value codes of the release's rows
     protected : (V,) bool over the local codes
-    requirements : the base ratio and each row's higher requirements (``inf`` = at the bound)
-    eligible : (n,) bool, the rows that may be published (the others are *forced* into the set)
-    group_rows : groups the rows of a mask (:func:`~stream_release.core.grouping.partition.
-        form_groups` with the release's settings)
-    place_rows : puts rows into existing groups (:func:`~stream_release.core.grouping.partition.
-        place_in_groups` with the release's settings)
-    group_valid : whether rows form a valid group (what a group left by a decoy must stay)
-    cap : the largest group the release may form (:func:`~stream_release.core.grouping.partition.
-        group_size_cap`): a forced row's pair whose Theorem 1 ratio exceeds it is spent
-    floor : ``l``: no protected value holds more than ``1/l`` of the set
-    absent : (n,) bool, rows that are not in the snapshot (virtual candidates,
-        :mod:`~stream_release.core.grouping.virtual`): grouped when a group takes them, else left
-        out; never members of the set nor decoys (an adversary who knows who is in the
-        snapshot knows they are not suppressed). A group may be left with absent rows only:
-        the caller drops those (:func:`~stream_release.core.grouping.virtual.trim_virtual`)
+    requirements : the plans of the release's pairs (base, and the rows' higher ratios)
+    group : (n,) the grouping of every row not withheld, ``-1`` = not grouped
+    withheld : (n,) bool, the rows withheld for their history (:func:`withheld_for_history`)
+    order : (g,) the groups that may become decoys, in their order (:func:`decoy_order`)
+    floor : ``l``: no protected value holds ``1/l`` of the set or more
+    absent : (n,) bool, rows not in the snapshot (virtual candidates): never members
     value_floor : (V,) float64, the least ratio ``R(S,s)`` the set must hold for each value
-        (safe margin included), whatever its members need: a part of a release cut on shards
-        holds what every part's members need, so that the union of the parts' sets, which an
-        adversary sees as one set, holds it too
-
-    also_held : (V,) bool, the values the other parts' sets hold: a member spent for one of
-        them is stranded as if this set held it (the union does)
-    also_blocked : (V,) bool, values another part's forced member is spent for, which no
-        forced member holds: the set keeps them out (their holders are placed into groups)
-    also_stranded : (n,) bool, rows at the bound for a value the other parts' sets hold that
-        no row of this part holds: placed into groups like a member stranded for a value of
-        ``also_held``, never decoys
+        (safe margin included): a part of a release cut on shards holds what every part's
+        members need, so that the union of the parts' sets, which an adversary sees as one
+        set, holds it too
 
     Returns
     -------
     ``(group, suppressed)``: (n,) group per row (ids ``0..G-1``, ``-1`` = suppressed) and
     the suppressed set.
 
-    Notes
-    -----
-    Whole groups come first: taking single rows and grouping the rest again leaves new rows
-    over, and the rows whose histories need the largest groups are the likeliest to be left
-    (on Adult's 12-release series the rounds of single rows alone grew one suppressed set to
-    399 of 3,141 rows and refused another release; whole groups first: at most 4 %).
-
     Raises
     ------
     GuaranteeUnsatisfiable
-        No choice of decoys makes the set valid (names the value).
+        Every group taken, the set still falls short (names the value).
     """
-    forced = ~eligible
-    absent = absent if absent is not None else np.zeros(sensitive.shape[0], dtype=np.bool_)
-    if np.any(forced & absent):
-        raise ValueError("a row both forced into the suppressed set and absent from the snapshot")
-
-    def settle(
-        group: NDArray[np.int64], decoys: NDArray[np.bool_]
-    ) -> tuple[NDArray[np.int64], SetState]:
-        """The set of ``group``'s ungrouped rows after placing the rows it may not keep:
-        into the groups (``place_rows``), else into new groups formed with the set's other
-        rows that are neither forced nor ``decoys``. A row no group takes is *unplaced*: from
-        then on it counts as forced."""
-        unplaced = np.zeros(sensitive.shape[0], dtype=np.bool_)
-        state = SetState(
-            sensitive, protected, requirements, group < 0, forced, cap, floor, absent,
-            value_floor, also_held, also_blocked, also_stranded,
-        )  # fmt: skip
-        regrouped = False
-        while True:  # each turn groups a row, or marks rows unplaced, or ends
-            must = np.union1d(state.to_place(), np.flatnonzero(unplaced))
-            rows = np.union1d(must, state.demanding())
-            if rows.size == 0:
-                break
-            placed = place_rows(group, rows)
-            if np.array_equal(placed, group) and not regrouped and must.size:
-                regrouped = True
-                placed = _group_among(group, state.member & ~forced & ~decoys, group_rows)
-            if np.array_equal(placed, group):
-                new = must[~unplaced[must]]
-                if new.size == 0:
-                    break  # the last try: no group takes any unplaced row as it stands
-                unplaced[new] = True
-            else:
-                unplaced &= placed < 0
-                group = placed
-            state = SetState(
-                sensitive,
-                protected,
-                requirements,
-                group < 0,
-                forced | unplaced,
-                cap,
-                floor,
-                absent,
-                value_floor,
-                also_held,
-                also_blocked,
-                also_stranded,
-            )
-        state.unplaced = unplaced & state.member
-        return group, state
-
-    def add_decoys(state: SetState, group: NDArray[np.int64], rows_first: bool) -> None:
-        """Decoys that leave nothing to group again: whole groups and rows their groups can
-        spare, in either order."""
-        if rows_first:
-            add_row_decoys(state, group, group_valid)
-        add_group_decoys(state, group)
-        if not rows_first:
-            add_row_decoys(state, group, group_valid)
-
-    def attempt(
-        first: NDArray[np.int64], rows_first: bool
-    ) -> tuple[NDArray[np.int64], SetState, NDArray[np.bool_]]:
-        chosen = np.zeros(sensitive.shape[0], dtype=np.bool_)
-        group, state = settle(first, chosen)
-        if state.shortfall() > 0:
-            add_decoys(state, group, rows_first)
-            chosen |= state.member & (group >= 0)
-        for _ in range(DECOY_ROUNDS):  # else single rows, the rest grouped again without them
-            if state.shortfall() <= 0:
-                break
-            decoys = choose_decoys(state, (group >= 0) & ~state.member, slack=DECOY_SLACK)
-            if decoys.size == 0:
-                break
-            tried = chosen.copy()
-            tried[decoys] = True
-            regrouped, again = settle(group_rows(eligible & ~tried), tried)
-            if np.any(again.unplaced & ~state.unplaced):
-                break  # grouping again left a row over that no group can take
-            add_decoys(again, regrouped, rows_first)
-            if again.shortfall() >= state.shortfall():
-                break  # grouping again left more rows over than the decoys made up for
-            chosen = tried | (again.member & (regrouped >= 0))
-            group, state = regrouped, again
-        return group, state, chosen
-
-    first = group_rows(eligible)
-    group, state, chosen = attempt(first, rows_first=False)
-    if state.shortfall() > 0:  # the other order leaves other rows over: it may do
-        group, state, chosen = min(
-            (attempt(first, rows_first=True), (group, state, chosen)),
-            key=lambda tried: tried[1].shortfall(),
-        )
-    if state.shortfall() > 0:
-        group = add_rehomed_decoys(state, group, place_rows)
-        chosen |= state.member & (group >= 0)
-    if state.shortfall() > 0:
-        worst = int(np.argmax(state.terms))
+    n, v = sensitive.shape[0], protected.shape[0]
+    absent = absent if absent is not None else np.zeros(n, dtype=np.bool_)
+    if np.any(withheld & (group >= 0)):
+        raise ValueError("a row withheld for its history is in a group")
+    member = (group < 0) & ~absent
+    counts = np.bincount(sensitive[member], minlength=v).astype(np.int64)
+    ratio = np.full(v, float(floor) * (1.0 + RATIO_RTOL), dtype=np.float64)
+    if value_floor is not None:
+        ratio = np.maximum(ratio, value_floor)
+    free = member & ~withheld
+    if free.any():
+        ratio = np.maximum(ratio, requirements.base)
+    _, entries = csr_rows(requirements.ptr, np.flatnonzero(free).astype(np.int64))
+    np.maximum.at(ratio, requirements.value[entries], requirements.ratio[entries])
+    by_group = np.argsort(group, kind="stable")
+    by_group = by_group[group[by_group] >= 0]
+    g_ptr = np.zeros(int(group.max(initial=-1)) + 2, dtype=np.int64)
+    np.cumsum(np.bincount(group[by_group], minlength=g_ptr.shape[0] - 1), out=g_ptr[1:])
+    taken = _take_until_valid(
+        np.ascontiguousarray(order, dtype=np.int64),
+        g_ptr,
+        by_group.astype(np.int64),
+        np.ascontiguousarray(sensitive),
+        np.ascontiguousarray(protected, dtype=np.bool_),
+        requirements.ptr,
+        requirements.value,
+        requirements.ratio,
+        float(requirements.base),
+        counts,
+        ratio,
+        int(np.count_nonzero(member)),
+        bool(free.any()),
+    )
+    if taken < 0:
+        size = int(np.count_nonzero(member)) + int(g_ptr[-1])
+        terms = np.where(protected & (counts > 0), counts * ratio, 0.0)
+        worst = int(np.argmax(terms))
         raise GuaranteeUnsatisfiable(
-            f"the suppressed rows cannot be made safe: {int(state.counts[worst])} of the "
-            f"{state.size} suppressed rows hold one protected value, and their histories "
-            f"need a ratio of {state.ratio[worst]:.4g} for it: {state.shortfall()} more rows "
-            "than any choice of decoys gives; lower k_prime or alpha, raise l, or protect "
-            "fewer values",
+            f"the suppressed rows cannot be made safe: with every published group taken as "
+            f"decoys, {int(counts[worst])} of the {size} rows would hold one protected value, "
+            f"which needs a ratio of {ratio[worst]:.4g}; lower k_prime or alpha, raise l, or "
+            "protect fewer values",
             public=True,
         )
+    decoy_groups = order[:taken]
+    decoy = np.zeros(n, dtype=np.bool_)
+    if taken:
+        decoy[by_group[csr_rows(g_ptr, decoy_groups)[1]]] = True
+    members = member | decoy
     out = group.copy()
-    out[state.member] = -1
+    out[members] = -1
     out = renumber(out)
+    rows = np.flatnonzero(members).astype(np.int64)
+    held = np.flatnonzero(protected & (counts > 0)).astype(np.int64)
+    mine = np.flatnonzero(withheld & members).astype(np.int64)
+    exempt_row = np.repeat(mine, held.shape[0])
+    exempt_value = np.tile(held, mine.shape[0])
     suppressed = SuppressedSet(
-        rows=np.flatnonzero(state.member).astype(np.int64),
-        decoys=np.flatnonzero(chosen & state.member).astype(np.int64),
-        counts=state.counts.copy(),
-        ratio=np.where(state.counts > 0, state.ratio, 0.0),
-        exempt_row=state.exempt_row,
-        exempt_value=state.exempt_value,
-        exempt_members=np.unique(state.exempt_row),
-        forced=np.flatnonzero(state.member & state.forced).astype(np.int64),
-        unplaced=np.flatnonzero(state.unplaced).astype(np.int64),
-        exhausted=np.flatnonzero(state.exhausted).astype(np.int64),
+        rows=rows,
+        counts=counts,
+        ratio=np.where(protected & (counts > 0), ratio, 0.0),
+        withheld=mine,
+        unplaced=np.flatnonzero(member & ~withheld).astype(np.int64),
+        decoys=np.flatnonzero(decoy).astype(np.int64),
+        exempt_row=exempt_row,
+        exempt_value=exempt_value,
+        exempt_members=mine if held.size else np.zeros(0, dtype=np.int64),
     )
     return out, suppressed
 
 
-def _group_among(
-    group: NDArray[np.int64], pool: NDArray[np.bool_], group_rows: GroupRows
-) -> NDArray[np.int64]:
-    """``group`` with the rows of ``pool`` (ungrouped) grouped among themselves, as new ids."""
-    among = group_rows(pool)
-    out = group.copy()
-    new = among >= 0
-    out[new] = among[new] + int(group.max(initial=-1)) + 1
-    return out
+@njit(cache=True, nogil=True)
+def _take_until_valid(  # pragma: no cover - jit
+    order: NDArray[np.int64],
+    g_ptr: NDArray[np.int64],
+    g_rows: NDArray[np.int64],
+    sensitive: NDArray[Any],
+    protected: NDArray[np.bool_],
+    req_ptr: NDArray[np.int64],
+    req_value: NDArray[Any],
+    req_ratio: NDArray[np.float64],
+    base: float,
+    counts: NDArray[np.int64],
+    ratio: NDArray[np.float64],
+    size: int,
+    free: bool,
+) -> int:
+    """How many groups of ``order`` must join the set (``counts``, ``ratio``, ``size``; the
+    first two updated in place) before ``size >= counts[s] * ratio[s]`` for every protected
+    value held; ``-1`` if all of them are not enough. Each group joins whole, whatever it
+    holds (the module docstring: a decoy is chosen for its place in the order)."""
+    n_values = counts.shape[0]
+    if _holds(counts, ratio, protected, size):
+        return 0
+    for t in range(order.shape[0]):
+        g = order[t]
+        for k in range(g_ptr[g], g_ptr[g + 1]):
+            r = g_rows[k]
+            counts[sensitive[r]] += 1
+            size += 1
+            for e in range(req_ptr[r], req_ptr[r + 1]):
+                if req_ratio[e] > ratio[req_value[e]]:
+                    ratio[req_value[e]] = req_ratio[e]
+        if not free:  # a decoy is held to its plan: the base, at least
+            for s in range(n_values):
+                if ratio[s] < base:
+                    ratio[s] = base
+            free = True
+        if _holds(counts, ratio, protected, size):
+            return t + 1
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _holds(  # pragma: no cover - jit
+    counts: NDArray[np.int64],
+    ratio: NDArray[np.float64],
+    protected: NDArray[np.bool_],
+    size: int,
+) -> bool:
+    for s in range(counts.shape[0]):
+        if protected[s] and counts[s] > 0 and counts[s] * ratio[s] > size:
+            return False
+    return True

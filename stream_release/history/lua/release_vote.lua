@@ -6,11 +6,13 @@
 -- ARGV[5]  the round the part was planned in (``current``'s ``round``, 0 when absent),
 -- ARGV[6]  the most rounds, ARGV[7] the refusal to record when the last round fails (JSON)
 --
--- A vote is {"groups": g, "suppressed": {"size": n, "counts": {value: count}, "forced":
--- [value, ...]}, "ratio": {value: R}, "strands": [value, ...], "blocks": [value, ...]} (the part is planned: g groups, n rows suppressed, R the ratio its
--- suppressed set holds for each protected value, Theorem 1) or {"refused": ...} (the part
--- cannot be made: the release is refused). The first vote of a shard in a round stands (a
--- shard planned again after a crash votes the same: planning is deterministic).
+-- A vote is {"groups": g, "suppressed": {"size": n, "counts": {value: count}}, "ratio":
+-- {value: R}, "base": b, "protected": [value, ...]} (the part is planned: g groups, n rows
+-- suppressed, R the ratio its suppressed set holds or a member not withheld for its history
+-- plans for each protected value, b what such a member plans for any other protected value,
+-- 0 without one; "protected" absent when every value is protected) or {"refused": ...}
+-- (the part cannot be made: the release is refused). The first vote of a shard in a round
+-- stands (a shard planned again after a crash votes the same: planning is deterministic).
 --
 -- When every shard has voted, either ``current`` gets ``outcome`` "refused" and ``refusal``
 -- (the first refusing shard's vote), or the union of the parts' suppressed rows is checked
@@ -19,13 +21,9 @@
 -- * it holds: ``current`` gets ``offsets`` (the first group number of each shard's part,
 --   shard 0 first) and ``union`` (JSON); the parts then link their suppressed rows to the
 --   union and confirm (release_confirm.lua);
--- * it does not (a value's count times its ratio above the union's size, or a value some member
---   is spent for that no forced member holds): another round, every part planned again with
---   ``floor`` (each value's largest ratio so far) as the least its suppressed set must hold
---   and ``held`` (the values the union held so far) as held by its set, so that it places a
---   member spent for one, and ``blocked`` (values a forced member is spent for that no forced
---   member holds) kept out of its set; after ARGV[6] rounds the release is refused with
---   ARGV[7].
+-- * it does not (a value's count times its ratio above the union's size): another round,
+--   every part planned again with ``floor`` (each value's largest ratio so far) as the least
+--   its suppressed set must hold; after ARGV[6] rounds the release is refused with ARGV[7].
 --
 -- Returns -1 if ARGV[1] is not in flight, -2 for a vote of another round, 0 while votes are
 -- missing, 1 once decided, 2 when another round starts.
@@ -45,9 +43,8 @@ local counts = {}
 local names = {}
 local floor = cjson.decode(redis.call('HGET', KEYS[1], 'floor') or '{}')
 local needed = {}
-local forced = {}
-local strands = {}
-local blocks = {}
+local base = 0
+local protected = nil
 for value, ratio in pairs(floor) do needed[value] = tonumber(ratio) end
 for shard = 0, shards - 1 do
   local raw = redis.call('HGET', KEYS[2], tostring(shard))
@@ -67,43 +64,29 @@ for shard = 0, shards - 1 do
     end
     counts[value] = counts[value] + tonumber(count)
   end
-  for _, value in ipairs(vote['suppressed']['forced']) do forced[value] = true end
-  for _, value in ipairs(vote['strands']) do strands[value] = true end
-  for _, value in ipairs(vote['blocks']) do blocks[value] = true end
   for value, ratio in pairs(vote['ratio']) do
     if needed[value] == nil or tonumber(ratio) > needed[value] then needed[value] = tonumber(ratio) end
+  end
+  if tonumber(vote['base'] or 0) > base then base = tonumber(vote['base']) end
+  if vote['protected'] ~= nil then
+    protected = {}
+    for _, value in ipairs(vote['protected']) do protected[value] = true end
   end
 end
 local holds = true
 for value, count in pairs(counts) do
+  -- a member not withheld plans at least the base for a protected value its part's set lacks
+  if protected == nil or protected[value] then
+    if needed[value] == nil or needed[value] < base then needed[value] = base end
+  end
   if needed[value] ~= nil and count * needed[value] > size then holds = false end
-  -- a member spent for a value its own set lacked: a member that can be placed is placed
-  -- (next round, the value held); for a forced one every part keeps the value out (blocked)
-  -- unless a forced member holds it (exempt over the union)
-  if strands[value] then holds = false end
-  if blocks[value] and not forced[value] then holds = false end
 end
 if not holds then
   if round + 1 >= tonumber(ARGV[6]) then
     redis.call('HSET', KEYS[1], 'outcome', 'refused', 'refusal', ARGV[7])
     return 1
   end
-  local held = {}
-  local previous = cjson.decode(redis.call('HGET', KEYS[1], 'held') or '[]')
-  local seen = {}
-  for _, value in ipairs(previous) do seen[value] = true end
-  for value, _ in pairs(counts) do seen[value] = true end
-  for value, _ in pairs(seen) do held[#held + 1] = value end
-  table.sort(held)
-  local blocked = {}
-  local before = cjson.decode(redis.call('HGET', KEYS[1], 'blocked') or '[]')
-  local out = {}
-  for _, value in ipairs(before) do out[value] = true end
-  for value, _ in pairs(blocks) do if not forced[value] then out[value] = true end end
-  for value, _ in pairs(out) do blocked[#blocked + 1] = value end
-  table.sort(blocked)
-  redis.call('HSET', KEYS[1], 'round', round + 1, 'floor', cjson.encode(needed),
-             'held', cjson.encode(held), 'blocked', cjson.encode(blocked))
+  redis.call('HSET', KEYS[1], 'round', round + 1, 'floor', cjson.encode(needed))
   redis.call('DEL', KEYS[2])
   return 2
 end
@@ -111,9 +94,6 @@ end
 table.sort(names)
 local held = {}
 for _, value in ipairs(names) do held[#held + 1] = {value, counts[value]} end
-local by_forced = {}
-for value, _ in pairs(forced) do by_forced[#by_forced + 1] = value end
-table.sort(by_forced)
-local union = cjson.encode({size = size, counts = held, forced = by_forced})
+local union = cjson.encode({size = size, counts = held})
 redis.call('HSET', KEYS[1], 'offsets', cjson.encode(offsets), 'union', union)
 return 1

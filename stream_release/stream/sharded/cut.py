@@ -13,9 +13,9 @@ time, in four steps that any worker may take and that each take again after a cr
    and votes its group count, its suppressed rows and what their members need, or the reason
    it cannot be made (``release_vote.lua``); the last vote checks the union of the parts'
    suppressed rows, which an adversary sees as one set, against what every part needs, and
-   either starts another round (every part planned again with a floor on its set's ratios,
-   the union's values held, a forced member's spent values kept out) or numbers each part's
-   groups after the shards before it; a refused part refuses the release;
+   either starts another round (every part planned again with a floor on its set's ratios)
+   or numbers each part's groups after the shards before it; a refused part refuses the
+   release;
 3. **confirm and commit**: each owner links its suppressed members to the union and checks
    every bound again (``release_confirm.lua``), then, once every part confirmed, renders its
    part with its group numbers and commits it in its shard (histories, part record, label;
@@ -46,7 +46,6 @@ import numpy as np
 import orjson
 
 from stream_release.config import Settings
-from stream_release.core.grouping.partition import group_size_cap
 from stream_release.devtools.faults import kill_point
 from stream_release.errors import (
     ConfigError,
@@ -155,19 +154,12 @@ class ShardedCut:
         self.planned: dict[int, PlannedRelease] = {}
         self.planned_round: dict[int, int] = {}
         """The round each kept plan was made in (a plan of another round is made again)."""
-        privacy = settings.privacy
         if settings.virtual.registry is not None:
             raise ConfigError(
                 "virtual.registry cannot run on shards yet (kafka.partitions > 1 or "
                 "redis.cluster): a shard would join people of the register who belong to other "
                 "shards; use kafka.partitions = 1 with a register"
             )
-        self.cap = group_size_cap(
-            privacy.make_strategy().base_ratio,
-            privacy.min_group_size,
-            settings.grouping.max_group_factor,
-        )
-        """The largest group a part may form (what makes a forced member's pair spent)."""
         lua = resources.files("stream_release.history").joinpath("lua")
         self._begin = client.register_script(lua.joinpath("release_begin.lua").read_text())
         self._vote = client.register_script(lua.joinpath("release_vote.lua").read_text())
@@ -380,20 +372,23 @@ class ShardedCut:
                 return
 
     def _vote_of(self, planned: PlannedRelease) -> dict[str, Any]:
-        """A planned part's vote: its group count, its suppressed rows (multiset, the values
-        its forced members hold), what their members need, and a digest of its groups, so
-        that a part planned again after a crash can be checked to be the same part."""
+        """A planned part's vote: its group count, its suppressed rows (multiset), what their
+        members need (:meth:`~stream_release.pipeline.publisher.PlannedRelease.set_needs`),
+        and a digest of its groups, so that a part planned again after a crash can be checked
+        to be the same part."""
         own = planned.suppressed()
-        ratios, strands, blocks = planned.set_needs(self.settings.privacy.protected, self.cap)
+        ratios, base = planned.set_needs(self.settings.privacy.protected)
         digest = hashlib.sha256(np.ascontiguousarray(planned.plan.group).tobytes()).hexdigest()
-        return {
+        vote: dict[str, Any] = {
             "groups": planned.groups,
-            "suppressed": {"size": own.size, "counts": own.counts, "forced": sorted(own.forced)},
+            "suppressed": {"size": own.size, "counts": own.counts},
             "ratio": ratios,
-            "strands": strands,
-            "blocks": blocks,
+            "base": base,
             "plan": digest,
         }
+        if self.settings.privacy.protected:
+            vote["protected"] = sorted(self.settings.privacy.protected)
+        return vote
 
     def _confirm_owned(self, current: dict[str, str]) -> None:
         """Link each owned part's suppressed rows to the union of every part's, check every
@@ -453,8 +448,6 @@ class ShardedCut:
         the least ratio every part's suppressed set must hold)."""
         shard, label, sequence = self.shards[number], current["label"], int(current["sequence"])
         floor = {str(v): float(r) for v, r in orjson.loads(current.get("floor", "{}")).items()}
-        held = [str(v) for v in orjson.loads(current.get("held", "[]"))]
-        blocked = [str(v) for v in orjson.loads(current.get("blocked", "[]"))]
         pseudonyms, raw = shard.staging.load(label)
         kill_point("cut_loaded")
         table = encode(raw, self.settings.schema, self.hierarchies)
@@ -465,8 +458,6 @@ class ShardedCut:
             pseudonyms=pseudonyms,
             cut_label=True,
             set_floor=floor or None,
-            set_held=held,
-            set_blocked=blocked,
         )
         if planned.sequence != sequence:
             raise HistoryStoreError(
@@ -592,12 +583,7 @@ def _union(raw: str) -> SuppressedUnion:
     document = orjson.loads(raw)
     counts = document["counts"]
     pairs = counts if isinstance(counts, list) else []  # Lua encodes an empty table as {}
-    forced = document.get("forced")
-    return SuppressedUnion(
-        {str(v): int(c) for v, c in pairs},
-        int(document["size"]),
-        frozenset(str(v) for v in forced) if isinstance(forced, list) else frozenset(),
-    )
+    return SuppressedUnion({str(v): int(c) for v, c in pairs}, int(document["size"]))
 
 
 def _refusal(current: dict[str, str]) -> ReleaseNotice:

@@ -36,7 +36,6 @@ def part(group: np.ndarray, *, ncp: float, errors: tuple[float, float, float], q
         "breach": {"bound": 0.5, "max": breach[0], "p50": breach[1], "p99": breach[2], "spent": 1},
         "suppressed_set": {
             "rows": int(stats["suppressed"]),
-            "decoys": 1,
             "share_max": share,
             "share_bound": 0.5,
             "breach_max": 0.25,
@@ -71,7 +70,7 @@ def test_counts_and_sizes_are_those_of_the_union() -> None:
     # quantiles and shares: the largest part's, never below the union's
     assert merged["breach"] == {"bound": 0.5, "max": 0.4, "p50": 0.2, "p99": 0.3, "spent": 2}
     assert merged["suppressed_set"]["share_max"] == 0.5
-    assert merged["suppressed_set"]["rows"] == 3 and merged["suppressed_set"]["decoys"] == 2
+    assert merged["suppressed_set"]["rows"] == 3 and "decoys" not in merged["suppressed_set"]
 
 
 def test_parts_of_another_release_or_configuration_are_refused() -> None:
