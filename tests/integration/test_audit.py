@@ -20,7 +20,6 @@ from stream_release.audit import audit_directory
 from stream_release.cli.main import main
 from stream_release.devtools.datasets import ADULT_SENSITIVE
 
-
 RARE = ["Armed-Forces", "Priv-house-serv", "Protective-serv", "Tech-support", "Farming-fishing"]
 """Adult's five rarest occupations."""
 
