@@ -360,9 +360,7 @@ def relink_suppressed(
     is_protected = plan.protected
     linking = _Linking(table, history, absent, is_protected, protected, plan.strategy, plan.virtual)
     wanted = set(protected)
-    set_values = np.array(
-        [g for g, _ in held if not wanted or values[g] in wanted], dtype=np.int64
-    )
+    set_values = np.array([g for g, _ in held if not wanted or values[g] in wanted], dtype=np.int64)
     mine = plan.suppressed_set.withheld
     exempt_rows = np.repeat(mine, set_values.shape[0])
     exempt_values = np.tile(set_values, mine.shape[0])
