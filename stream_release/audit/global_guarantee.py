@@ -68,6 +68,10 @@ class GlobalFigures:
     share_max: float = 0.0
     exempt_members: int = 0
     """Suppressed individuals with an exempt pair."""
+    withheld: int = 0
+    """Rows the rule withholds for their history."""
+    spent_people: int = 0
+    """The release's individuals with a pair past the bound."""
 
 
 @dataclass(frozen=True)
@@ -168,6 +172,7 @@ def audit_linkages(
                 f"{int(published_withheld.sum())} rows the rule withholds for their history "
                 "(a plan above the cap) are published"
             )
+        figures.withheld = int(np.count_nonzero(withheld))
         by_rule = {ids[i] for i in np.flatnonzero(withheld & (assigned < 0)).tolist()}
         if record is not None and record.withheld is not None and record.withheld != by_rule:
             problems.append(
@@ -227,11 +232,20 @@ def audit_linkages(
     if worst.size:
         _claim(problems, "breach.p50", claimed.get("p50"), float(np.quantile(worst, 0.5)))
         _claim(problems, "breach.p99", claimed.get("p99"), float(np.quantile(worst, 0.99)))
-    if history and "spent" in claimed:
+    if history:
         in_release = np.isin(owner, rows) & prot[ledger.keys % VALUE_SPACE]
-        past = int(ledger.above(ledger.keys[in_release], bound).sum())
-        if claimed["spent"] != past:
+        passed_now = ledger.above(ledger.keys[in_release], bound)
+        past = int(passed_now.sum())
+        people = int(np.unique(owner[in_release][passed_now]).shape[0])
+        figures.spent_people = people
+        if "spent" in claimed and claimed["spent"] != past:
             problems.append(f"manifest breach.spent = {claimed['spent']} but the files give {past}")
+        if "spent_people" in claimed and claimed["spent_people"] != people:
+            problems.append(
+                f"manifest breach.spent_people = {claimed['spent_people']} but the files give "
+                f"{people}"
+            )
+        _check_horizon(manifest, people, figures.withheld, problems)
     if record is not None:
         others = mine & ~np.isin(ledger.keys, exempt_keys)
         set_worst = _individual_max(owner[others], probs[others], rows[star])
@@ -294,6 +308,29 @@ def _set_share(
             f"{size} suppressed rows: share {float(worst):.4f} > 1/l"
         )
     return float(worst)
+
+
+def _check_horizon(
+    manifest: dict[str, Any], people: int, withheld: int, problems: list[str]
+) -> None:
+    """Inside the series' horizon (``strategy.horizon``) nobody is withheld for their history
+    and nobody's breach passes ``1/l``; the manifest's ``past_horizon`` says which side the
+    release is on."""
+    horizon = (manifest.get("strategy") or {}).get("horizon")
+    if not isinstance(horizon, int):
+        return
+    sequence = int(manifest["sequence"])
+    past = sequence > horizon
+    if manifest.get("past_horizon") is not None and manifest["past_horizon"] != past:
+        problems.append(
+            f"manifest past_horizon = {manifest['past_horizon']} but release {sequence} of a "
+            f"horizon of {horizon} is {'past' if past else 'inside'} it"
+        )
+    if not past and (people or withheld):
+        problems.append(
+            f"inside its horizon of {horizon} releases, {withheld} rows withheld for their "
+            f"history and {people} individuals past 1/l"
+        )
 
 
 def _withheld(

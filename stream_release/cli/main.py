@@ -278,7 +278,8 @@ def _anonymize(args: argparse.Namespace) -> int:
             f"{manifest['published']} published, "
             f"{manifest['suppressed']} suppressed, {manifest['groups']} groups "
             f"(avg {u['avg_group_size']:.2f}, max {u['max_group_size']}), "
-            f"{describe_breach(b['max'], b['bound'])}, query error {u['query_error']:.4f}"
+            f"{describe_breach(b['max'], b['bound'])}, {describe_spent(manifest)}, "
+            f"query error {_error(u)}"
         )
 
     anonymize_files(
@@ -346,6 +347,30 @@ def _keygen(args: argparse.Namespace) -> int:
 
     print(generate_key())
     return 0
+
+
+def describe_spent(manifest: dict[str, Any]) -> str:
+    """``0 people past 1/l``, or ``3 people past 1/l (7 pairs), past the horizon of 4``: the
+    release's individuals whose cumulative breach passed the bound (held to the per-release
+    bound past the series' horizon), next to ``breach.max``."""
+    breach = manifest["breach"]
+    people, pairs = int(breach.get("spent_people", 0)), int(breach.get("spent", 0))
+    text = f"{people} people past 1/l" + (f" ({pairs} pairs)" if pairs else "")
+    horizon = (manifest.get("strategy") or {}).get("horizon")
+    if manifest.get("past_horizon"):
+        text += f", past the horizon of {horizon}"
+    return text
+
+
+def _error(utility: dict[str, Any]) -> str:
+    """The query error as ``median 0.38 trimmed 0.70 mean 1.02`` (the mean swings with tiny
+    true counts), or ``none`` without a query."""
+    if utility.get("query_error") is None:
+        return "none (no query)"
+    return (
+        f"median {utility['query_error_median']:.3f} trimmed "
+        f"{utility['query_error_trimmed']:.3f} mean {utility['query_error']:.3f}"
+    )
 
 
 def describe_breach(worst: float, bound: float) -> str:

@@ -18,6 +18,7 @@ configuration that does not validate (:mod:`._describe`) and :func:`load_setting
 
 from __future__ import annotations
 
+from stream_release.config._horizon import Horizon, horizon_of
 from stream_release.config._load import load_settings
 from stream_release.config._mechanism import MechanismSettings
 from stream_release.config._sections import (
@@ -38,6 +39,7 @@ from stream_release.mechanisms.registry import MechanismKind
 __all__ = [
     "GroupingSettings",
     "HistorySettings",
+    "Horizon",
     "KafkaSettings",
     "MechanismKind",
     "MechanismSettings",
@@ -49,5 +51,6 @@ __all__ = [
     "Settings",
     "TopicSettings",
     "VirtualSettings",
+    "horizon_of",
     "load_settings",
 ]

@@ -56,6 +56,12 @@ class PrivacySettings(Section):
     """k-anonymity floor on every published group. 2 by default: with only some values
     protected, holders of unprotected values would otherwise be published as exact-QID
     singletons. 1 only when set explicitly (every manifest states the floor)."""
+    horizon: int | None = Field(default=None, ge=1)
+    """The number of releases the series is planned for. A setting that cannot keep every
+    individual inside its plan that long is refused before release 1, with the fix
+    (constant-ratio needs ``k_prime >= horizon``: Wong et al. 2010, §6.1). Unset: the
+    releases the setting lasts (:mod:`stream_release.config._horizon`). Past it, the series
+    goes on, and its manifests say so (``past_horizon``)."""
 
     def make_strategy(self) -> Strategy:
         """The validated :class:`Strategy` these settings describe."""

@@ -9,6 +9,7 @@ from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from stream_release.config._environment import EnvSource
+from stream_release.config._horizon import check_horizon
 from stream_release.config._mechanism import MechanismSettings
 from stream_release.config._sections import (
     GroupingSettings,
@@ -63,6 +64,8 @@ class Settings(BaseSettings):
         check = getattr(section, "check_settings", None)
         if check is not None:
             check(self)
+        if self.mechanism.kind == "global-guarantee":
+            check_horizon(self.privacy, self.grouping)
         if self.virtual.registry is not None and self.mechanism.kind != "global-guarantee":
             raise ValueError(
                 f"virtual.registry is set but mechanism.kind = {self.mechanism.kind!r}: virtual "

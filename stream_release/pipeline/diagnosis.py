@@ -12,7 +12,8 @@ from the snapshots alone:
 
 * per protected value: its share of the rows and how often a holder who appears in the next
   snapshot still holds it (``kept``);
-* the linkages the configured strategy allows (:func:`linkages_allowed`);
+* the linkages the configured strategy allows (:meth:`~stream_release.core.privacy.strategy.
+  Strategy.lasts`);
 * per release, the share of rows whose own value they held in at least that many earlier
   snapshots (:attr:`Diagnosis.stuck`): a floor under the suppression no grouping avoids.
 
@@ -39,13 +40,10 @@ import numpy as np
 from stream_release.config import Settings
 from stream_release.core.grouping.partition import group_size_cap
 from stream_release.core.privacy.breach import constant_ratio_target
-from stream_release.core.privacy.strategy import Strategy
+from stream_release.core.privacy.strategy import MOST_LINKAGES
 from stream_release.core.table import EncodedTable
 
-__all__ = ["Diagnosis", "ValueProfile", "diagnose", "linkages_allowed", "proposals"]
-
-MAX_LINKAGES = 10_000
-"""Where :func:`linkages_allowed` stops counting (a strategy without a bound)."""
+__all__ = ["Diagnosis", "ValueProfile", "diagnose", "proposals"]
 
 KEPT_NOTICE = 0.2
 """A value kept by more of its holders than this is named as a cause."""
@@ -108,21 +106,6 @@ class Diagnosis:
         return out
 
 
-def linkages_allowed(strategy: Strategy, cap: int) -> int:
-    """How many times in a row an individual can be linked to one value at the strategy's
-    ratio before its requirement passes ``cap`` (or it reaches the bound)."""
-    if not strategy.uses_history:
-        return MAX_LINKAGES
-    log_p, links = 0.0, 0
-    while links < MAX_LINKAGES:
-        ratio = float(strategy.required_ratio(np.array([log_p]), np.array([links]))[0])
-        if not math.isfinite(ratio) or ratio > cap:
-            return links
-        log_p += math.log1p(-1.0 / ratio)
-        links += 1
-    return links
-
-
 def diagnose(settings: Settings, tables: Sequence[EncodedTable]) -> Diagnosis:
     """The :class:`Diagnosis` of the configured setting over ``tables`` (in release order)."""
     privacy = settings.privacy
@@ -130,7 +113,8 @@ def diagnose(settings: Settings, tables: Sequence[EncodedTable]) -> Diagnosis:
     cap = group_size_cap(
         strategy.base_ratio, privacy.min_group_size, settings.grouping.max_group_factor
     )
-    allowed = linkages_allowed(strategy, cap)
+    lasts = strategy.lasts(cap)
+    allowed = MOST_LINKAGES if lasts is None else lasts  # the localized baseline: no bound
     wanted = set(privacy.protected)
     held: dict[tuple[str, str], int] = {}  # (id, value) -> snapshots so far
     before: dict[str, str] = {}

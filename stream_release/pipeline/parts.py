@@ -106,6 +106,10 @@ def merge_part_manifests(
     )
     manifest["utility"] = _utility([part["utility"] for part in parts])
     manifest["elapsed_s"] = max(float(part["elapsed_s"]) for part in parts)
+    if "past_horizon" in parts[0]:
+        if any(part.get("past_horizon") != parts[0]["past_horizon"] for part in parts):
+            raise ValueError("the parts differ in 'past_horizon': one configuration per release")
+        manifest["past_horizon"] = parts[0]["past_horizon"]
     if "virtual" in parts[0]:
         assumption = parts[0]["virtual"]["assumption"]
         if any(part["virtual"]["assumption"] != assumption for part in parts):
@@ -122,6 +126,7 @@ def _breach(parts: list[dict[str, Any]], breach: NDArray[np.float64] | None) -> 
         "p50": max(float(p["p50"]) for p in parts),
         "p99": max(float(p["p99"]) for p in parts),
         "spent": sum(int(p["spent"]) for p in parts),
+        "spent_people": sum(int(p.get("spent_people", 0)) for p in parts),
     }
     if breach is not None:  # exact, as ReleasePlan.breach_summary computes them
         out["p50"] = float(np.quantile(breach, 0.5)) if breach.size else 0.0

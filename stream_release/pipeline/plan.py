@@ -159,6 +159,8 @@ class ReleasePlan:
     spent_pairs: int = 0
     """(individual, protected value) pairs of this release's individuals past ``1/l``: linked
     by a suppressed set while at the bound (now or in an earlier release)."""
+    spent_people: int = 0
+    """This release's individuals with such a pair."""
     virtual: NDArray[np.bool_] | None = None
     """(n,) the rows that are virtual candidates (:mod:`~stream_release.core.grouping.virtual`);
     ``None``: none. A candidate in no group is not in the release at all."""
@@ -197,7 +199,8 @@ class ReleasePlan:
 
     def breach_summary(self) -> dict[str, float | int]:
         """``bound``, ``max``, ``p50``, ``p99`` of the published individuals' breach (their
-        spent pairs aside), and ``spent``: the release's individuals' pairs past the bound."""
+        spent pairs aside), ``spent``: the release's individuals' pairs past the bound, and
+        ``spent_people``: the individuals with one."""
         b = self.breach
         return {
             "bound": 1.0 / self.strategy.ell,
@@ -205,6 +208,7 @@ class ReleasePlan:
             "p50": float(np.quantile(b, 0.5)) if b.size else 0.0,
             "p99": float(np.quantile(b, 0.99)) if b.size else 0.0,
             "spent": self.spent_pairs,
+            "spent_people": self.spent_people,
         }
 
 
@@ -502,6 +506,7 @@ def _link_and_check(
         suppressed_set=suppressed,
         suppressed_breach=float(breach_all[star].max(initial=0.0)),
         spent_pairs=int(np.count_nonzero(spent)),
+        spent_people=int(np.unique(merged.owner()[spent]).shape[0]),
         virtual=linking.virtual if absent.any() else None,
     )
 

@@ -45,7 +45,13 @@ from numpy.typing import NDArray
 from stream_release.config import Settings
 from stream_release.core.table import EncodedTable
 from stream_release.devtools.faults import kill_point
-from stream_release.errors import ConfigError, HistoryStoreError, KeyMismatch, StoreRegressed
+from stream_release.errors import (
+    ConfigError,
+    GuaranteeUnsatisfiable,
+    HistoryStoreError,
+    KeyMismatch,
+    StoreRegressed,
+)
 from stream_release.history import REDIS_SCHEMES, make_history_store
 from stream_release.history._validate import key_mismatch_message
 from stream_release.history.overlay_store import OverlayHistoryStore
@@ -498,18 +504,23 @@ class Publisher:
             table, pseudonyms, virtual = self.candidates.join_absent(table, pseudonyms, ids_given)
         history = store.load(pseudonyms)
         privacy = self.settings.privacy
-        plan = plan_release(
-            table,
-            history,
-            store.values(),
-            privacy.make_strategy(),
-            protected=privacy.protected,
-            min_group_size=privacy.min_group_size,
-            grouping=self.settings.grouping,
-            virtual=virtual,
-            set_floor=set_floor,
-            rng=self.decoy_rng(sequence),
-        )
+        try:
+            plan = plan_release(
+                table,
+                history,
+                store.values(),
+                privacy.make_strategy(),
+                protected=privacy.protected,
+                min_group_size=privacy.min_group_size,
+                grouping=self.settings.grouping,
+                virtual=virtual,
+                set_floor=set_floor,
+                rng=self.decoy_rng(sequence),
+            )
+        except GuaranteeUnsatisfiable as exc:  # name the release the refusal is about
+            raise GuaranteeUnsatisfiable(
+                f"release {sequence} ({label!r}): {exc}", public=exc.public
+            ) from exc
         kill_point("planned")
         return PlannedRelease(
             sequence, label, table, pseudonyms, plan, source, cut_label, started, history

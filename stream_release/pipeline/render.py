@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from stream_release.config import Settings
+from stream_release.config import Settings, horizon_of
 from stream_release.core.grouping.generalize import (
     anatomy_members,
     generalized_columns,
@@ -78,6 +78,8 @@ def render_release(
         settings.privacy.min_group_size,
         settings.grouping.max_group_factor,
     )
+    horizon = horizon_of(settings.privacy, settings.grouping)
+    strategy["horizon"] = horizon.releases
     star = plan.suppressed_set
     manifest: dict[str, Any] = {
         "release": label,
@@ -99,6 +101,7 @@ def render_release(
         },
         "utility": utility,
         "elapsed_s": round(elapsed_s, 6),
+        "past_horizon": horizon.past(sequence),
     }
     if first_group:
         manifest["first_group"] = first_group  # a shard's part, never published as it is

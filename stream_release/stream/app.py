@@ -62,7 +62,7 @@ from typing import Any, NoReturn, TypeVar
 import faust
 from faust.types import EventT
 
-from stream_release.config import KafkaSettings, Settings
+from stream_release.config import KafkaSettings, Settings, horizon_of
 from stream_release.devtools.faults import kill_point
 from stream_release.stream.intake import Incoming, PreparedBatch
 from stream_release.stream.kafka import (
@@ -128,6 +128,12 @@ class ServiceRunner:
         self.on_bug: Callable[[str, BaseException], NoReturn] = exit_on_bug
         """What a failure of this program while staging a batch does (the action, the
         exception): end the process before anything of the batch is committed."""
+        self.horizon = (
+            horizon_of(settings.privacy, settings.grouping).releases
+            if settings.mechanism.kind == "global-guarantee"
+            else None
+        )
+        """The releases the series is planned for (``/health`` says when it is past them)."""
 
     async def assigned(self, partitions: set[int]) -> None:
         """The records consumer was given ``partitions`` of ``topics.records`` (after a
@@ -356,6 +362,7 @@ class ServiceRunner:
             kafka_error=kafka_problem,
             refused=None if refusal is None else refusal.model_dump(),
             blocked=[blocked_notice(status).model_dump() for status in blocked],
+            horizon=self.horizon,
         )
 
     async def kafka_problem(self) -> str | None:

@@ -182,6 +182,9 @@ class BreachSummary(_Message):
         description="(individual, protected value) pairs of the release's individuals past the "
         "bound: linked by a suppressed set while spent (not in max)",
     )
+    spent_people: int = Field(
+        default=0, ge=0, description="the release's individuals with a pair past the bound"
+    )
 
 
 class SuppressedSetSummary(_Message):
@@ -229,6 +232,11 @@ class GuaranteeManifest(BaseModel):
     schema_: SnapshotSchema | None = Field(default=None, alias="schema")
     suppressed_set: SuppressedSetSummary | None = None
     virtual: VirtualSummary | None = None
+    past_horizon: bool = Field(
+        default=False,
+        description="the release lies past the horizon (strategy.horizon): individuals "
+        "withheld for their history are held to the per-release bound only",
+    )
 
 
 class MechanismBlock(BaseModel):

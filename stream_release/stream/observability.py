@@ -123,6 +123,23 @@ class Metrics:
         self.suppressed_rows = Gauge(
             "sr_release_suppressed_rows", "Rows suppressed in the last release.", registry=r
         )
+        self.spent_people = Gauge(
+            "sr_release_spent_people",
+            "Individuals of the last release with a pair past the breach bound (linked by a "
+            "suppressed set past the horizon).",
+            registry=r,
+        )
+        self.horizon = Gauge(
+            "sr_series_horizon",
+            "Releases the series is planned for ([privacy] horizon, or what its setting lasts).",
+            registry=r,
+        )
+        self.past_horizon = Gauge(
+            "sr_release_past_horizon",
+            "1 when the last release lies past the series' horizon (individuals withheld for "
+            "their history held to the per-release bound only), else 0.",
+            registry=r,
+        )
         self.avg_group_size = Gauge(
             "sr_release_avg_group_size", "Published rows per group, last release.", registry=r
         )
@@ -197,6 +214,11 @@ class Metrics:
         if "max" in breach and "bound" in breach:
             self.breach_max.set(float(breach["max"]))
             self.breach_bound.set(float(breach["bound"]))
+            self.spent_people.set(float(breach.get("spent_people", 0)))
+            self.past_horizon.set(1 if manifest.get("past_horizon") else 0)
+            horizon = (manifest.get("strategy") or {}).get("horizon")
+            if isinstance(horizon, int):
+                self.horizon.set(horizon)
         if "suppressed" in manifest:
             self.suppressed_rows.set(float(manifest["suppressed"]))
         self.avg_group_size.set(float(utility.get("avg_group_size", 0.0)))
@@ -260,6 +282,7 @@ def health_payload(
     refused: Mapping[str, Any] | None = None,
     blocked: Sequence[Mapping[str, Any]] = (),
     publication_error: str | None = None,
+    horizon: int | None = None,
 ) -> tuple[int, dict[str, Any]]:
     """The HTTP status and JSON body of ``/health``.
 
@@ -272,7 +295,10 @@ def health_payload(
     ``error``; :class:`~stream_release.stream.notices.ConfigProblem`, ``StoreProblem``).
     ``kafka``: whether the broker answered; ``refused``: the last refused release's status
     message; ``blocked``: those of the blocked releases
-    (:class:`~stream_release.stream.messages.ReleaseNotice`).
+    (:class:`~stream_release.stream.messages.ReleaseNotice`). ``horizon``: the releases the
+    series is planned for (``None``: a kind without one); past it the body says so
+    (``past_horizon``, a line in ``notes``) without turning ``degraded``: the worker is well,
+    its series has outlived its plan.
     """
     reasons = []
     if not redis_ok:
@@ -289,9 +315,21 @@ def health_payload(
         reasons.append(f"release {refused['release']!r} refused: {refused['reason']}")
     reasons.extend(f"release {b['release']!r} blocked: {b['reason']}" for b in blocked)
     ok = not reasons
+    past = horizon is not None and published is not None and published > horizon
+    notes = []
+    if past:
+        notes.append(
+            f"release {published} is past the series' horizon of {horizon} releases: "
+            "individuals withheld for their history are held to the per-release bound only; "
+            "plan a new series (a new history restarts every individual's count while the old "
+            "releases stay public)"
+        )
     body = {
         "status": "ok" if ok else "degraded",
         "reasons": reasons,
+        "notes": notes,
+        "horizon": horizon,
+        "past_horizon": past,
         "redis": redis_ok,
         "kafka": kafka_error is None,
         "publication_ok": publication_ok,

@@ -10,23 +10,7 @@ from support.tables import encode_columns
 
 from stream_release.config import load_settings
 from stream_release.core.privacy.strategy import make_strategy
-from stream_release.pipeline.diagnosis import diagnose, linkages_allowed, proposals
-
-
-def test_constant_ratio_allows_k_prime_linkages() -> None:
-    # §6.1: k' linkages at n_c reach P = 1 - 1/l exactly; the next one breaches
-    for k in (2, 3, 5, 20):
-        strategy = make_strategy("constant-ratio", ell=2, k_prime=k)
-        assert linkages_allowed(strategy, cap=10_000) == k
-
-
-def test_geometric_allows_linkages_until_its_ratio_passes_the_cap() -> None:
-    # §6.2 with l = 2, alpha = 2: ratios 4, 6, 10, 18, 34 (the README's schedule)
-    strategy = make_strategy("geometric", ell=2, alpha=2)
-    assert linkages_allowed(strategy, cap=8) == 2
-    assert linkages_allowed(strategy, cap=18) == 4
-    assert linkages_allowed(strategy, cap=33) == 4
-    assert linkages_allowed(strategy, cap=34) == 5
+from stream_release.pipeline.diagnosis import diagnose, proposals
 
 
 def test_diagnosis_counts_rows_past_the_linkages_allowed(tmp_path: Path) -> None:

@@ -37,6 +37,9 @@ from stream_release.errors import InvalidParameter
 
 STRATEGY_NAMES: tuple[str, ...] = ("constant-ratio", "geometric", "minimal", "localized")
 
+MOST_LINKAGES = 10_000
+"""Where :meth:`Strategy.lasts` stops counting."""
+
 MINIMAL_MARGIN = 1e-6
 """Relative margin of the ``minimal`` strategy above Theorem 1's ratio ``\tilde n``."""
 
@@ -113,6 +116,36 @@ class Strategy:
             ratios[j] = ratio
             log_p = log_p + np.log1p(-1.0 / ratio) if np.isfinite(ratio) else -np.inf
         return ratios
+
+    def lasts(self, cap: float, *, most: int = MOST_LINKAGES) -> int | None:
+        """How many linkages of one (individual, value) pair the plan keeps within ``cap``:
+        the largest ``L`` such that the 1st..``L``-th linkages, each at exactly its planned
+        ratio, plan at most ``cap`` (:meth:`schedule`); ``most`` when it is longer still.
+        ``None`` for the localized baseline, which keeps no history.
+
+        A linkage above its plan spends less of the pair's budget (Theorem 3 of [WFLWX10]: the
+        breach falls as the ratio grows, and so does the next plan), so the schedule is the
+        worst case: an individual linked at most ``L`` times, each time in a group or a
+        suppressed set that meets its plan, is never withheld for its history (its plan never
+        exceeds ``cap``), and one linked in every release is linked at most ``L`` times in ``L``
+        releases: the **horizon** a series of this setting lasts.
+
+        * constant-ratio: ``k'`` (§6.1: ``k'`` is the number of linkages, the releases still to
+          come, the plan allows at ``n_c``; the ``k'+1``-th finds the pair at the bound), when
+          ``cap >= n_c``;
+        * geometric: the linkages before ``alpha ñ(j)`` passes the cap (§6.2: the ratio grows
+          with every linkage, so a larger cap or a smaller ``alpha`` lasts longer);
+        * minimal: 1 (Theorem 2: a linkage at the minimum leaves the pair at the bound).
+        """
+        if not self.uses_history:
+            return None
+        log_p = 0.0
+        for j in range(most):
+            ratio = float(self.required_ratio(log_p, j))
+            if not ratio <= cap:  # inf: at the bound
+                return j
+            log_p += float(np.log1p(-1.0 / ratio))
+        return most
 
     def describe(self) -> dict[str, object]:
         """The manifest's ``strategy`` object (without ``protected``)."""

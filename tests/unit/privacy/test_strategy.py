@@ -253,3 +253,41 @@ def test_localized_is_finite_at_the_dead_end(ell: float) -> None:
     dead = np.array([math.log(1 - 1 / ell), -np.inf])
     out = make_strategy("localized", ell=ell).required_ratio(dead, np.ones(2, dtype=np.int64))
     np.testing.assert_array_equal(out, [ell, ell])
+
+
+@pytest.mark.parametrize("k_prime", [1, 2, 3, 5, 12, 20])
+def test_constant_ratio_lasts_k_prime_linkages(k_prime: int) -> None:
+    # §6.1: k' is the number of linkages still to come: k' at n_c reach P = 1 - 1/l exactly,
+    # the next one finds the pair at the bound; any cap at or above n_c (the smallest cap)
+    strategy = make_strategy("constant-ratio", ell=2, k_prime=k_prime)
+    for cap in (math.ceil(strategy.base_ratio), 10_000):
+        assert strategy.lasts(cap) == k_prime
+
+
+def test_geometric_lasts_until_its_ratio_passes_the_cap() -> None:
+    # §6.2 with l = 2, alpha = 2: ratios 4, 6, 10, 18, 34 (the README's schedule)
+    strategy = make_strategy("geometric", ell=2, alpha=2)
+    assert [strategy.lasts(cap) for cap in (4, 8, 18, 33, 34)] == [1, 2, 4, 4, 5]
+    # a larger alpha starts higher but grows slower (Figure 5): at a cap of 40, alpha = 5
+    # lasts longer than alpha = 2
+    assert make_strategy("geometric", ell=2, alpha=5).lasts(40) > strategy.lasts(40)
+
+
+def test_minimal_lasts_one_linkage_and_localized_has_no_horizon() -> None:
+    assert make_strategy("minimal", ell=2).lasts(10_000) == 1  # Theorem 2's dead end
+    assert make_strategy("localized", ell=2).lasts(10_000) is None
+
+
+def test_what_a_setting_lasts_keeps_the_bound_in_its_worst_case() -> None:
+    """Linked ``lasts`` times, each at exactly its plan (the worst case), a pair's breach is
+    at most 1/l (Lemma 4), and one more linkage at the plan would need more than the cap."""
+    for strategy, cap in (
+        (make_strategy("constant-ratio", ell=2, k_prime=8), 25),
+        (make_strategy("geometric", ell=3, alpha=3), 60),
+    ):
+        n = strategy.lasts(cap)
+        assert n is not None and n >= 1
+        ratios = strategy.schedule(n + 1)
+        assert np.all(ratios[:n] <= cap) and not ratios[n] <= cap
+        keep = np.prod(1.0 - 1.0 / ratios[:n])
+        assert 1.0 - keep <= 1.0 / strategy.ell + 1e-12
