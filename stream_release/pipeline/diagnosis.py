@@ -91,7 +91,7 @@ class Diagnosis:
                 f"{100 * p.kept:.0f} % of its holders"
             )
         worst = max(self.stuck, default=0.0)
-        if self.allowed < MAX_LINKAGES:
+        if self.allowed < MOST_LINKAGES:
             out.append(
                 f"  {setting} allows an individual {self.allowed} linkages to a value: a holder "
                 f"who keeps it is exhausted from its release {self.allowed + 1} on, whatever the "

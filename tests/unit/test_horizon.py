@@ -22,7 +22,7 @@ def settings_file(tmp_path: Path, privacy: str, grouping: str = "") -> Path:
     ("privacy", "fix"),
     [
         # constant-ratio lasts k' releases
-        ('horizon = 12\nk_prime = 3', "set k_prime = 12 (ratio 17.82"),
+        ("horizon = 12\nk_prime = 3", "set k_prime = 12 (ratio 17.82"),
         # geometric alpha = 2 under the default cap 8 lasts 2 (ratios 4, 6, 10, ...)
         (
             'horizon = 4\nstrategy = "geometric"\nalpha = 2',
@@ -35,7 +35,7 @@ def settings_file(tmp_path: Path, privacy: str, grouping: str = "") -> Path:
 def test_a_setting_that_does_not_last_the_horizon_is_refused_with_the_fix(
     tmp_path: Path, privacy: str, fix: str
 ) -> None:
-    with pytest.raises(ConfigError, match="privacy.horizon") as caught:
+    with pytest.raises(ConfigError, match=r"privacy\.horizon") as caught:
         load_settings(settings_file(tmp_path, privacy))
     assert fix in str(caught.value)
 

@@ -9,7 +9,6 @@ import numpy as np
 from support.tables import encode_columns
 
 from stream_release.config import load_settings
-from stream_release.core.privacy.strategy import make_strategy
 from stream_release.pipeline.diagnosis import diagnose, proposals
 
 
