@@ -91,6 +91,8 @@ class ReleaseAudit:
     """The largest share of a protected value among the suppressed rows."""
     exempt_members: int = 0
     """Suppressed individuals spent for a value of the suppressed set (global guarantee)."""
+    spent_people: int = 0
+    """Individuals of the release with a pair past ``1/l`` (global guarantee; the files')."""
 
     @property
     def ok(self) -> bool:
@@ -303,6 +305,7 @@ def _audit_release(
         virtual,
     )  # fmt: skip
     result.breach_max = figures.breach_max
+    result.spent_people = figures.spent_people
     result.manifest_breach_max = float((manifest.get("breach") or {}).get("max", 0.0))
     result.bound = 1.0 / bound_l
     result.suppressed_share = figures.share_max

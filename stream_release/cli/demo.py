@@ -1,9 +1,10 @@
 """``stream-release demo``: a serial release of the bundled Adult data, end to end.
 
 Builds ``releases`` snapshots with the paper's method (:func:`datasets.make_series`) and
-publishes them as a series (constant-ratio, l = 2, k' = 3; occupation sensitive, every value
-protected), prints each release's breach bound and utility as a table, then audits the files
-independently.
+publishes them as a series planned for its length (:func:`demo_privacy`: constant-ratio,
+l = 2, ``k' = horizon = releases``, occupation sensitive, the occupations rare enough for that
+ratio protected), prints each release's breach bound, the people past it and the utility as a
+table, then audits the files independently.
 
 The default, :func:`run_streaming`, needs nothing running. It starts, on free local ports and
 in a temporary directory:
@@ -36,8 +37,11 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from stream_release.audit import audit_directory
 from stream_release.config import KafkaSettings, Settings, load_settings
+from stream_release.core.privacy.breach import constant_ratio_target
 from stream_release.devtools.datasets import (
     ADULT_QID,
     ADULT_SENSITIVE,
@@ -74,14 +78,17 @@ qid = {qid}
 [privacy]
 l = 2
 strategy = "constant-ratio"
-k_prime = 3
+k_prime = {k_prime}
+horizon = {horizon}
+protected = {protected}
 [output]
 format = "generalized"
 """
 
 HEADER = (
     f"{'seq':>3} {'release':<8} {'rows':>6} {'groups':>6} {'avg':>5} {'max':>4} {'supp':>5} "
-    f"{'breach.max':>10} {'1/l':>5} {'NCP':>6} {'q.med':>6} {'q.trim':>6} {'sec':>6}"
+    f"{'breach.max':>10} {'1/l':>5} {'past':>5} {'NCP':>6} {'q.med':>6} {'q.trim':>6} "
+    f"{'sec':>6}"
 )
 
 LEGEND = "\n".join(
@@ -90,7 +97,9 @@ LEGEND = "\n".join(
         "  snapshot; groups = published groups; avg, max = group sizes; supp = rows suppressed",
         "  (published as one more group, every QID '*'); breach.max = the largest probability,",
         "  over every individual and value, that the individual was linked to the value in any",
-        "  release so far; 1/l = the bound it stays below; NCP = normalized certainty penalty",
+        "  release so far; 1/l = the bound it stays below; past = individuals of the release",
+        "  whose probability for some value passed 1/l (0 inside the series' horizon); NCP =",
+        "  normalized certainty penalty",
         "  (0: exact QIDs, 1: all '*'); q.med, q.trim = median and 10 % trimmed mean of the",
         "  relative errors of random count queries; sec = seconds to plan the release",
     )
@@ -105,17 +114,49 @@ RELEASE_TIMEOUT_S = 90.0
 DEMO_GROUP_ID = "stream-release-demo"
 
 
-def demo_settings(directory: Path) -> Settings:
+RARE_ENOUGH = 0.9
+"""The demo protects the occupations held by at most this share of ``1/n_c`` of the bundled
+data's rows: a snapshot's share moves around the data's (each holds a different part of it),
+and a value held by ``1/n_c`` of a snapshot already fills every group it is in."""
+
+
+def demo_privacy(releases: int) -> tuple[int, list[str]]:
+    """``(k', protected)`` of a demo of ``releases`` releases: constant-ratio planned for the
+    whole series (``k' = horizon = releases``: Wong et al. 2010, §6.1, ``k'`` is the number
+    of releases still to come), protecting the occupations rare enough for its ratio ``n_c``
+    (held by at most :data:`RARE_ENOUGH` ``/ n_c`` of the rows, the paper's §8 protects the
+    rare values too): nobody is withheld, and nobody's breach passes 1/l, in any release."""
+    target = constant_ratio_target(2.0, releases)
+    column = bundled_adult().columns[ADULT_SENSITIVE]
+    values, counts = np.unique(column, return_counts=True)
+    share = counts / column.shape[0]
+    return releases, sorted(
+        str(v) for v, s in zip(values, share, strict=True) if s <= RARE_ENOUGH / target
+    )
+
+
+def demo_settings(directory: Path, releases: int = 5) -> Settings:
     """Write the demo's configuration into ``directory`` and load it, with :data:`DEMO_KEY`."""
-    return load_settings(write_demo_config(directory), history={"key": DEMO_KEY})
+    return load_settings(write_demo_config(directory, releases), history={"key": DEMO_KEY})
 
 
-def write_demo_config(directory: Path) -> Path:
-    """Write ``demo.toml`` (schema, privacy, output; bundled hierarchies) into ``directory``."""
+def write_demo_config(directory: Path, releases: int = 5) -> Path:
+    """Write ``demo.toml`` (schema, privacy for a series of ``releases``, output; bundled
+    hierarchies) into ``directory``."""
     hierarchies = "\n".join(f'"{a}" = "{bundled_hierarchy(a)}"' for a in ADULT_QID)
     qid = "[" + ", ".join(f'"{a}"' for a in ADULT_QID) + "]"
+    k_prime, protected = demo_privacy(releases)
     path = directory / "demo.toml"
-    path.write_text(DEMO_CONFIG.format(sensitive=ADULT_SENSITIVE, qid=qid, hierarchies=hierarchies))
+    path.write_text(
+        DEMO_CONFIG.format(
+            sensitive=ADULT_SENSITIVE,
+            qid=qid,
+            hierarchies=hierarchies,
+            k_prime=k_prime,
+            horizon=releases,
+            protected=json.dumps(protected),
+        )
+    )
     return path
 
 
@@ -124,7 +165,7 @@ def format_row(m: dict[str, Any]) -> str:
     return (
         f"{m['sequence']:>3} {m['release']:<8} {m['records_in']:>6} {m['groups']:>6} "
         f"{u['avg_group_size']:>5.2f} {u['max_group_size']:>4} {m['suppressed']:>5} "
-        f"{b['max']:>10.4f} {b['bound']:>5.2f} {u['ncp']:>6.3f} "
+        f"{b['max']:>10.4f} {b['bound']:>5.2f} {b.get('spent_people', 0):>5} {u['ncp']:>6.3f} "
         f"{u['query_error_median']:>6.3f} {u['query_error_trimmed']:>6.3f} {m['elapsed_s']:>6.3f}"
     )
 
@@ -150,7 +191,7 @@ def run_offline(releases: int = 5, out: Path | None = None, echo: Echo = print) 
     with tempfile.TemporaryDirectory(prefix="stream-release-demo-") as tmp:
         work = Path(tmp)
         target = out if out is not None else work / "releases"
-        settings = demo_settings(work)
+        settings = demo_settings(work, releases)
         series = make_series(bundled_adult(), ADULT_SENSITIVE, releases, seed=0)
         paths = []
         for i, snapshot in enumerate(series, start=1):
@@ -158,10 +199,7 @@ def run_offline(releases: int = 5, out: Path | None = None, echo: Echo = print) 
             snapshot.write_csv(path)
             paths.append(path)
         _warm_up(echo)
-        echo(
-            f"Adult (UCI, CC BY 4.0): {releases} releases, occupation sensitive, "
-            "l = 2, constant-ratio k' = 3"
-        )
+        echo(_title(settings, f"{releases} releases"))
         echo(LEGEND)
         echo(HEADER)
         anonymize_files(settings, target, paths, on_release=lambda m: echo(format_row(m)))
@@ -183,7 +221,7 @@ def run_streaming(
     with _sigterm_interrupts(), tempfile.TemporaryDirectory(prefix="stream-release-demo-") as tmp:
         work = Path(tmp)
         archive = _empty_directory(out) if out is not None else work / "archive"
-        config = write_demo_config(work)
+        config = write_demo_config(work, releases)
         settings = load_settings(config)
         with ExitStack() as services:
             kafka_port, redis_port = free_port(), free_port()
@@ -229,10 +267,7 @@ def run_streaming(
                 )
             )
             progress(f"worker started (pid {worker.pid}), its log: {worker.log}")
-            echo(
-                f"Adult (UCI, CC BY 4.0): {releases} releases through Kafka and the worker, "
-                "occupation sensitive, l = 2, constant-ratio k' = 3"
-            )
+            echo(_title(settings, f"{releases} releases through Kafka and the worker"))
             echo(LEGEND)
             echo(HEADER)
             _run(_stream(kafka, settings, series, worker, echo, progress))
@@ -325,11 +360,26 @@ async def _ensure_topics(kafka: KafkaSettings, names: list[str]) -> None:
     await ensure_topics(kafka, names)
 
 
+def _title(settings: Settings, what: str) -> str:
+    privacy = settings.privacy
+    return (
+        f"Adult (UCI, CC BY 4.0): {what}, occupation sensitive, l = {privacy.l:g}, "
+        f"constant-ratio k' = {privacy.k_prime} = the horizon, protecting the "
+        f"{len(privacy.protected)} occupations rarer than 1 in "
+        f"{constant_ratio_target(privacy.l, privacy.k_prime):.3g} rows"
+    )
+
+
 def _audit(directory: Path, echo: Echo) -> bool:
     report = audit_directory(directory)
-    echo("audit: " + ("passed, every breach probability <= 1/l" if report.ok else "FAILED"))
+    past = sum(r.spent_people for r in report.releases)
     if not report.ok:
+        echo("audit: FAILED")
         echo(report.table())
+    elif past:
+        echo(f"audit: passed; {past} individuals' breach passed 1/l (past the horizon)")
+    else:
+        echo("audit: passed; nobody's breach probability passed 1/l in any release")
     return report.ok
 
 

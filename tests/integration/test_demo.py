@@ -65,7 +65,22 @@ def test_offline_demo_needs_no_services(capsys: pytest.CaptureFixture[str]) -> N
     assert main(["demo", "--offline", "--releases", "2"]) == 0
     captured = capsys.readouterr()
     assert ROW.findall(captured.out) == [("1", "t01"), ("2", "t02")]
-    assert "audit: passed" in captured.out
+    assert "audit: passed; nobody's breach probability passed 1/l" in captured.out
+
+
+def test_the_demos_series_is_planned_for_its_length(capsys: pytest.CaptureFixture[str]) -> None:
+    """The default demo (5 releases) protects the occupations its horizon allows and runs
+    inside it: every row's ``past`` column is 0, and the last line says nobody passed 1/l."""
+    k_prime, protected = demo.demo_privacy(5)
+    assert k_prime == 5 and 0 < len(protected) < 14  # the rare ones, not every occupation
+    assert main(["demo", "--offline"]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines() if ROW.match(line)]
+    assert len(rows) == 5
+    past = demo.HEADER.split().index("past")
+    assert [row[past] for row in rows] == ["0"] * 5
+    assert "k' = 5 = the horizon" in out
+    assert out.rstrip().endswith("nobody's breach probability passed 1/l in any release")
 
 
 def test_demo_refuses_a_non_empty_out_directory_before_starting_anything(

@@ -12,6 +12,10 @@ records what each part was planned with and voted, :class:`RecordingCut`, shows 
   the rows the rule picks from their histories, the union meets what every part needed, and
   the series passes the audit (which recomputes the rule and checks every pair linked that is
   not a withheld member's);
+* the 8-year wage panel on six shards of about 90 people each, planned for its length
+  (constant-ratio ``k' = horizon = 8``, the rare occupations protected): every year is
+  published, nobody withheld, nobody past ``1/l`` (where a setting that did not last the
+  series refused a shard's part at release 4);
 * an empty part (a shard that receives no row of a release, its count in the seal 0) is a part
   all the same: one sequence in every shard and at the release level, group numbers 0..G-1
   over the other parts, a manifest covering them, an empty part manifest; the next releases,
@@ -30,7 +34,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from support.data import adult_series, write_config
+from support.data import adult_series, wage_panel_config, wage_panel_series, write_config
 from support.sharded_staging import shard_of, shard_settings, stage
 
 from stream_release.audit import audit_directory
@@ -378,3 +382,28 @@ def test_an_empty_part_adds_no_query_to_the_releases_utility(
     for name in ("query_error", "query_error_median", "query_error_trimmed"):
         mean = sum(float(p[name]) * int(p["queries"]) for p in rows) / queries
         assert utility[name] == pytest.approx(mean), name
+
+
+def test_a_panel_on_six_shards_publishes_every_release_of_its_horizon(
+    tmp_path: Path, redis_url: str, redis_prefix: str
+) -> None:
+    """The wage panel (545 men, 8 years) on six shards: each part plans its ~90 people alone.
+    Planned for its length, it publishes all 8 releases; every manifest is inside the horizon
+    with nobody past ``1/l`` and nobody withheld, and the series passes the audit."""
+    config = wage_panel_config(tmp_path, protected=["3", "8"], k_prime=8, horizon=8)
+    settings = shard_settings(config, KEY, redis_prefix, 6)
+    archive, private = tmp_path / "archive", tmp_path / "private"
+    cut = ShardedCut(settings, connect(redis_url), range(6), archive, private)
+    snaps = wage_panel_series(tmp_path)
+    for k, snap in enumerate(snaps, start=1):
+        counts = stage(cut, settings, snap, snap.stem)
+        assert min(counts) >= 60  # small parts: the case arises
+        [manifest] = run_until_idle([cut])
+        assert manifest["sequence"] == k and manifest["past_horizon"] is False
+        assert (manifest["breach"]["spent"], manifest["breach"]["spent_people"]) == (0, 0)
+    cut.file_finished()
+    for k in range(1, len(snaps) + 1):
+        record = json.loads((private / f"private-{k:04d}.json").read_text())["suppressed"]
+        assert record["withheld"] == []
+    report = audit_directory(archive, private=private, config=config, snapshots=snaps)
+    assert report.ok and len(report.releases) == len(snaps), report.table()

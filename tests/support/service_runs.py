@@ -20,17 +20,26 @@ from stream_release.stream.intake import Incoming
 from stream_release.stream.service import ReleaseService
 
 
-def record_messages(path: Path, label: str, qid: tuple[str, ...], start: int) -> list[Incoming]:
-    """Every row of the Adult snapshot at ``path`` as a ``topics.records`` message of release
-    ``label`` (partition 0, offsets from ``start``), in file order."""
-    table = read_csv_table(path)
+def record_messages(
+    path: Path,
+    label: str,
+    qid: tuple[str, ...],
+    start: int,
+    *,
+    id_column: str = "id",
+    sensitive: str = "occupation",
+) -> list[Incoming]:
+    """Every row of the snapshot at ``path`` (Adult's columns by default) as a
+    ``topics.records`` message of release ``label`` (partition 0, offsets from ``start``), in
+    file order."""
+    table = read_csv_table(path, id_column=id_column)
     out = []
     for i in range(table.n_rows):
         value = {
             "release": label,
-            "id": table.columns["id"][i],
+            "id": table.columns[id_column][i],
             "qid": {q: table.columns[q][i] for q in qid},
-            "sensitive": table.columns["occupation"][i],
+            "sensitive": table.columns[sensitive][i],
         }
         out.append(Incoming("sr.records", 0, start + i, None, json.dumps(value).encode()))
     return out

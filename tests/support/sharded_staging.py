@@ -48,7 +48,11 @@ def stage(cut: ShardedCut, settings: Settings, snapshot: Path, label: str) -> li
     validator = RecordValidator(settings, load_hierarchies(settings.schema))
     pseudonymizer = Pseudonymizer(load_key(settings.history, default_dir=None))
     by_shard: dict[int, tuple[list[bytes], list[bytes]]] = {}
-    for message in record_messages(snapshot, label, settings.schema.qid, 0):
+    schema = settings.schema
+    messages = record_messages(
+        snapshot, label, schema.qid, 0, id_column=schema.id, sensitive=schema.sensitive
+    )
+    for message in messages:
         record = decode_record(message.value, settings.schema, max_bytes=1 << 20)
         assert isinstance(record, SnapshotRecord)
         row = validator.staged_row(record)
