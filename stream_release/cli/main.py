@@ -116,7 +116,12 @@ def _parser() -> argparse.ArgumentParser:
         help="a history store to continue (read only; default: an empty one)",
     )
     plan.add_argument(
-        "--horizon", type=int, default=20, help="releases the forecast looks ahead (20)"
+        "--horizon",
+        type=int,
+        default=None,
+        help="releases the series is planned for (default: [privacy] horizon, else as many "
+        "as the snapshots): settings that do not last them are listed, not run, the "
+        "proposals last them, and the forecast looks that far",
     )
     plan.add_argument("snapshots", type=Path, nargs="+", help="snapshot CSVs, in order")
     plan.set_defaults(run=_plan)
@@ -296,9 +301,15 @@ def _anonymize(args: argparse.Namespace) -> int:
 def _plan(args: argparse.Namespace) -> int:
     from stream_release.pipeline.what_if import plan_report
 
-    report = plan_report(args.config, args.snapshots, history=args.history, advise=True)
+    report = plan_report(
+        args.config, args.snapshots, history=args.history, advise=True, horizon=args.horizon
+    )
+    print(
+        f"planned for a horizon of {report.horizon} releases"
+        + (f", on {report.diagnosis.shards} shards" if report.diagnosis.shards > 1 else "")
+    )
     for planned in report.settings:
-        _print_planned(planned, args.horizon)
+        _print_planned(planned, report.horizon)
     feasible = [p for p in report.settings if p.feasible]
     if feasible:
         best = min(feasible, key=lambda p: sum(r.suppression for r in p.releases))
@@ -308,7 +319,7 @@ def _plan(args: argparse.Namespace) -> int:
     configured = next(p for p in report.settings if p.name.endswith("(configured)"))
     print("\n".join(report.diagnosis.lines(configured.name.removesuffix(" (configured)"))))
     for planned in report.proposals:
-        _print_planned(planned, args.horizon)
+        _print_planned(planned, report.horizon)
     troubled = not configured.feasible or max(report.diagnosis.stuck, default=0.0) > 0
     if troubled and not any("register" in p.name for p in report.proposals):
         print(
@@ -321,8 +332,13 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _print_planned(planned: PlannedSetting, horizon: int) -> None:
+    if planned.skipped:
+        print(f"{planned.name}: lasts {planned.lasts} of the {horizon} releases planned: not run")
+        return
     refused_at = len(planned.releases) + 1
-    print(f"{planned.name}: {'feasible' if planned.feasible else f'refused at {refused_at}'}")
+    lasts = "" if planned.lasts is None else f" (lasts {planned.lasts} releases)"
+    state = "feasible" if planned.feasible else f"refused at {refused_at}"
+    print(f"{planned.name}: {state}{lasts}")
     for r in planned.releases:
         print(
             f"  release {r.sequence:>4} {r.label}: suppressed {r.suppressed} "

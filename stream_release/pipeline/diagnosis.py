@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from aiokafka.partitioner import DefaultPartitioner
+from numpy.typing import NDArray
 
 from stream_release.config import Settings
 from stream_release.core.grouping.partition import group_size_cap
@@ -76,7 +78,10 @@ class Diagnosis:
     """Per release: the share of its rows holding a protected value they held in at least
     ``allowed`` earlier snapshots (linked to it every time: exhausted whatever the grouping)."""
     smallest: int
-    """Rows of the smallest snapshot."""
+    """Rows of the smallest snapshot (of a snapshot's part, on shards)."""
+    shards: int = 1
+    """The shards each snapshot is cut in (``kafka.partitions``): each part is planned
+    alone, so ``largest`` and ``smallest`` are those of the parts."""
 
     def lines(self, setting: str) -> list[str]:
         """The diagnosis in words, for ``setting`` (the configured setting's name)."""
@@ -107,8 +112,14 @@ class Diagnosis:
 
 
 def diagnose(settings: Settings, tables: Sequence[EncodedTable]) -> Diagnosis:
-    """The :class:`Diagnosis` of the configured setting over ``tables`` (in release order)."""
+    """The :class:`Diagnosis` of the configured setting over ``tables`` (in release order).
+
+    On shards (``kafka.partitions`` ``P > 1``) each snapshot is cut as the worker cuts it: a
+    row in the part of its id's partition under Kafka's default partitioner (murmur2 of the
+    id, as ``stream-release publish`` keys records); a value's largest count and the smallest
+    snapshot are then the parts' (each part must meet the ratios on its own)."""
     privacy = settings.privacy
+    shards = settings.kafka.partitions
     strategy = privacy.make_strategy()
     cap = group_size_cap(
         strategy.base_ratio, privacy.min_group_size, settings.grouping.max_group_factor
@@ -123,13 +134,20 @@ def diagnose(settings: Settings, tables: Sequence[EncodedTable]) -> Diagnosis:
     kept_by = {v: [0, 0] for v in rows}  # value -> [still holding, reappearing]
     stuck = []
     total = 0
+    smallest = min((t.n_rows for t in tables), default=0)
     for table in tables:
         ids = [str(i) for i in table.ids.tolist()]
         values = [table.sensitive_values[c] for c in table.sensitive.tolist()]
         counts = np.bincount(table.sensitive, minlength=len(table.sensitive_values))
         for value, count in zip(table.sensitive_values, counts.tolist(), strict=True):
             rows[value] += count
-            largest[value] = max(largest[value], count)
+        part = shard_of(ids, shards) if shards > 1 else np.zeros(len(ids), dtype=np.int64)
+        for p in range(shards):
+            mine = table.sensitive[part == p]
+            smallest = min(smallest, int(mine.shape[0]))
+            per = np.bincount(mine, minlength=len(table.sensitive_values))
+            for value, count in zip(table.sensitive_values, per.tolist(), strict=True):
+                largest[value] = max(largest[value], count)
         total += len(ids)
         over = 0
         for i, value in zip(ids, values, strict=True):
@@ -154,37 +172,72 @@ def diagnose(settings: Settings, tables: Sequence[EncodedTable]) -> Diagnosis:
     )
     again = sum(k[1] for k in kept_by.values())
     kept = sum(k[0] for k in kept_by.values()) / again if again else math.nan
-    smallest = min((t.n_rows for t in tables), default=0)
-    return Diagnosis(profiles, kept, allowed, tuple(stuck), smallest)
+    return Diagnosis(profiles, kept, allowed, tuple(stuck), smallest, shards)
+
+
+def shard_of(ids: Sequence[str], shards: int) -> NDArray[np.int64]:
+    """(n,) the shard of each id: its partition of ``shards`` under Kafka's default
+    partitioner (murmur2 of the UTF-8 id, the key ``stream-release publish`` sends)."""
+    place = DefaultPartitioner()
+    partitions = list(range(shards))
+    return np.array([place(i.encode(), partitions, partitions) for i in ids], dtype=np.int64)
 
 
 def proposals(
     settings: Settings, diagnosis: Diagnosis, horizon: int
 ) -> list[tuple[str, dict[str, Any]]]:
-    """``(name, overrides)`` of the settings that let a holder be published ``horizon`` times:
-    constant-ratio ``k' = horizon`` at the configured ``l`` protecting the values held by at
-    most ``rows / n_c`` rows of every snapshot (the ratio the frequencies allow, rarest first;
-    none if no value fits); and, with a register, every configured value at that ``k'``.
-    ``overrides`` are ``[privacy]`` keys (and ``virtual`` ``None`` to drop the register)."""
+    """``(name, overrides)`` of the settings that last ``horizon`` releases (a holder may be
+    published that many times; :meth:`~stream_release.core.privacy.strategy.Strategy.lasts`):
+
+    * constant-ratio ``k' = horizon`` at the configured ``l`` protecting the values held by at
+      most ``rows / n_c`` rows of every snapshot (of every part, on shards): the ratio the
+      frequencies allow, rarest first; none if no value fits;
+    * the largest ``l`` at that ``k'`` whose ratio every protected value allows, when it is
+      below the configured one and above 1 / 0.9 (a weaker bound for every value instead of
+      the configured bound for some);
+    * with a register, every configured value at that ``k'``.
+
+    ``overrides`` are ``[privacy]`` keys, ``horizon`` among them (and ``virtual`` ``None`` to
+    drop the register)."""
     ell = settings.privacy.l
     target = constant_ratio_target(ell, horizon)
     out: list[tuple[str, dict[str, Any]]] = []
     room = diagnosis.smallest / (target * (1.0 + 1e-9))
     fits = sorted(p.value for p in diagnosis.profiles if p.largest <= room)
+    planned = {"strategy": "constant-ratio", "k_prime": horizon, "horizon": horizon}
     if fits:
         shown = ", ".join(map(repr, fits[:8])) + (" ..." if len(fits) > 8 else "")
-        privacy = {"strategy": "constant-ratio", "l": ell, "k_prime": horizon}
         out.append(
             (
                 f"proposal: constant-ratio l={ell:g} k'={horizon}, protecting only {shown}",
-                {**privacy, "protected": fits, "virtual": {"registry": None}},
+                {**planned, "l": ell, "protected": fits, "virtual": {"registry": None}},
             )
         )
+    largest = max((p.largest for p in diagnosis.profiles), default=0)
+    if largest and len(fits) < len(diagnosis.profiles):
+        ratio = diagnosis.smallest / largest  # the ratio every protected value allows
+        weaker = _floor3(1.0 / -math.expm1(horizon * math.log1p(-1.0 / ratio))) if ratio > 1 else 0
+        if WEAKEST_PROPOSED < weaker < ell:
+            out.append(
+                (
+                    f"proposal: constant-ratio l={weaker:g} k'={horizon}, protecting every value",
+                    {**planned, "l": weaker, "virtual": {"registry": None}},
+                )
+            )
     if settings.virtual.registry is not None:
         out.append(
             (
                 f"proposal: constant-ratio l={ell:g} k'={horizon} + register",
-                {"strategy": "constant-ratio", "l": ell, "k_prime": horizon},
+                {**planned, "l": ell},
             )
         )
     return out
+
+
+WEAKEST_PROPOSED = 1.0 / 0.9
+"""No proposal has a bound ``1/l`` above 0.9."""
+
+
+def _floor3(value: float) -> float:
+    """``value`` rounded down to three decimals (so that the ratio it gives is still met)."""
+    return math.floor(value * 1000) / 1000

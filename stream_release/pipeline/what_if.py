@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stream_release.config import Settings, VirtualSettings, load_settings
+from stream_release.config import Settings, VirtualSettings, horizon_of, load_settings
 from stream_release.core.table import EncodedTable
 from stream_release.errors import GuaranteeUnsatisfiable
 from stream_release.io.encoding import encode
@@ -45,6 +45,9 @@ __all__ = [
     "plan_report",
     "plan_series",
 ]
+
+CONFIGURED = " (configured)"
+"""The end of the configured candidate's name."""
 
 K_PRIMES = (2, 3, 4, 5, 10, 20)
 """Constant-ratio ``k'`` tried by :func:`candidates`."""
@@ -84,10 +87,14 @@ class PlannedSetting:
     releases: list[PlannedRelease] = field(default_factory=list)
     refused: str | None = None
     """The refusal of the first infeasible release (``None``: every release is feasible)."""
+    lasts: int | None = None
+    """The releases the setting keeps everyone inside its plan (``None``: no horizon)."""
+    skipped: bool = False
+    """Not run: the setting does not last the horizon the plan is made for."""
 
     @property
     def feasible(self) -> bool:
-        return self.refused is None
+        return self.refused is None and not self.skipped
 
     def withheld_so_far(self) -> int:
         """Distinct individuals withheld for their history in any release of the series."""
@@ -130,7 +137,7 @@ def _grid(settings: Settings) -> list[tuple[str, dict[str, Any]]]:
         configured["k_prime"] = privacy.k_prime
     elif privacy.strategy == "geometric":
         configured["alpha"] = privacy.alpha
-    out = [(_name(configured) + " (configured)", configured)]
+    out = [(_name(configured) + CONFIGURED, configured)]
     grid: list[dict[str, Any]] = [
         {"strategy": "constant-ratio", "l": privacy.l, "k_prime": k} for k in K_PRIMES
     ]
@@ -156,7 +163,9 @@ class PlanReport:
     diagnosis: Diagnosis
     proposals: list[PlannedSetting]
     horizon: int
-    """The series length the proposals are made for (the number of snapshots)."""
+    """The releases the series is planned for (``--horizon``, else ``[privacy] horizon``,
+    else the number of snapshots): the candidates that do not last it are not run, and the
+    proposals last it."""
 
 
 WHAT_IF_KEY = "stream-release what-if series key, not a secret"
@@ -186,10 +195,14 @@ def plan_report(
     history: str | Path | None = None,
     settings_overrides: dict[str, Any] | None = None,
     advise: bool = False,
+    horizon: int | None = None,
 ) -> PlanReport:
     """:func:`plan_series`, and with ``advise`` the diagnosis of the configured setting
     (:mod:`~stream_release.pipeline.diagnosis`) and the what-if series of its proposals for a
-    series as long as ``snapshots``."""
+    series of ``horizon`` releases (default ``[privacy] horizon``, else as many as
+    ``snapshots``). A candidate that does not last the horizon
+    (:meth:`~stream_release.core.privacy.strategy.Strategy.lasts`) is listed, not run, but the
+    configured one, which is run whatever it lasts."""
     overrides = settings_overrides or {}
     settings = load_settings(config, **overrides)
     if history is None and settings.history.key is None and settings.history.key_file is None:
@@ -202,19 +215,27 @@ def plan_report(
         for path in snapshots
     ]
 
+    planned_for = horizon or settings.privacy.horizon or len(tables)
+
     def run(name: str, chosen: dict[str, Any]) -> PlannedSetting:
         privacy = {k: v for k, v in chosen.items() if k != "virtual"}
+        # a candidate is judged against the plan's horizon here, not refused by the file's
+        privacy.setdefault("horizon", None)
         update = {**overrides, "privacy": {**overrides.get("privacy", {}), **privacy}}
         candidate = load_settings(config, **update)
         if "virtual" in chosen:
             candidate = candidate.model_copy(update={"virtual": VirtualSettings()})
-        return _what_if(candidate, name, privacy, tables, history)
+        lasts = horizon_of(candidate.privacy, candidate.grouping).lasts
+        if lasts is not None and lasts < planned_for and not name.endswith(CONFIGURED):
+            return PlannedSetting(name, privacy, lasts=lasts, skipped=True)
+        out = _what_if(candidate, name, privacy, tables, history)
+        out.lasts = lasts
+        return out
 
     planned = [run(name, chosen) for name, chosen in candidates(settings)]
     diagnosis = diagnose(settings, [table for table, _ in tables])
-    horizon = len(tables)
-    offered = proposals(settings, diagnosis, horizon) if advise else []
-    return PlanReport(planned, diagnosis, [run(n, c) for n, c in offered], horizon)
+    offered = proposals(settings, diagnosis, planned_for) if advise else []
+    return PlanReport(planned, diagnosis, [run(n, c) for n, c in offered], planned_for)
 
 
 def _what_if(
