@@ -21,11 +21,14 @@ def test_plan_reports_every_candidate_and_writes_nothing(
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no history, no releases
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert lines[0] == "constant-ratio l=2 k'=3 (configured): feasible"
+    assert lines[0] == "planned for a horizon of 3 releases"  # as many as the snapshots
+    assert lines[1] == "constant-ratio l=2 k'=3 (configured): feasible (lasts 3 releases)"
     assert out.count("release    3 t03: suppressed") >= 1
+    # a setting that does not last the horizon is listed, not run
+    assert "constant-ratio l=2 k'=2: lasts 2 of the 3 releases planned: not run" in out
     # k'=5 asks more than Adult's most frequent occupation allows: the refusal names the
     # largest feasible setting
-    assert "constant-ratio l=2 k'=5: refused at 1" in out
+    assert "constant-ratio l=2 k'=5: refused at 1 (lasts 5 releases)" in out
     assert "largest feasible setting: k_prime = 4 at l = 2" in out
     assert any(line.startswith("least suppression among the feasible settings: ") for line in lines)
     assert any(line.startswith("diagnosis: ") for line in lines)
@@ -74,7 +77,9 @@ def test_plan_names_values_kept_year_after_year_and_proposes_what_works(
     config = wage_panel_config(tmp_path)
     assert main(["plan", "--config", str(config), *map(str, snapshots)]) == 0
     out = capsys.readouterr().out
-    assert "constant-ratio l=2 k'=2 (configured): refused at 3" in out
+    assert "planned for a horizon of 8 releases" in out
+    assert "constant-ratio l=2 k'=2 (configured): refused at 3 (lasts 2 releases)" in out
+    assert "constant-ratio l=2 k'=5: lasts 5 of the 8 releases planned: not run" in out
     assert "no candidate setting publishes every snapshot" in out
     assert "diagnosis: 58 % of the rows whose individual is in the next snapshot still hold" in out
     assert "value '5': 21.4 % of the rows, kept by 67 % of its holders" in out
