@@ -153,10 +153,18 @@ class ServiceRunner:
 
     async def _own_shards(self) -> None:
         """Make the service cut :attr:`shards` (lock held); a failure (Redis away, a shard's
-        store behind its archive) is logged and tried again at the next publication."""
+        store behind its archive) is logged and tried again at the next publication. Without
+        shard 0, stop the release producer's transactional one: the next sender's fences it
+        (:mod:`~stream_release.stream.release_producer`, "Fencing")."""
         service = self.service
-        if not isinstance(service, ShardedReleaseService) or service.cut.owned == self.shards:
+        if not isinstance(service, ShardedReleaseService):
             return
+        if service.cut.owned != self.shards:
+            await self._take_shards(service)
+        if not self.sends_releases() and self.releases is not None:
+            await self.releases.end_transactions()
+
+    async def _take_shards(self, service: ShardedReleaseService) -> None:
         try:
             await asyncio.to_thread(service.own, self.shards)
         except Exception as exc:
