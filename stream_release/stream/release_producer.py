@@ -189,7 +189,7 @@ def transaction_state(producer: AIOKafkaProducer) -> TransactionState | None:
 
     aiokafka keeps it in its transaction manager and has no public accessor; its own
     ``TransactionContext`` reads the manager the same way (``is_fatal_error()``) before
-    aborting. Pinned by ``tests/integration/test_kafka_publish.py`` on the real broker.
+    aborting. Pinned by ``tests/integration/test_release_producer.py`` on the real broker.
     """
     manager = producer._txn_manager
     return None if manager is None else manager.state
