@@ -70,13 +70,14 @@ from stream_release.stream.kafka import (
     connection_problem,
     kafka_error,
 )
+from stream_release.stream.logs import describe_failure, unexpected
 from stream_release.stream.messages import Rejected
 from stream_release.stream.notices import blocked_notice
 from stream_release.stream.observability import HttpEndpoint, Metrics, health_payload
 from stream_release.stream.records_consumer import RecordConsumer
 from stream_release.stream.redaction import SentRejected
 from stream_release.stream.release_producer import ReleaseProducer, Releases
-from stream_release.stream.retry import is_dependency_error, until_done
+from stream_release.stream.retry import until_done
 from stream_release.stream.seal_watch import SealWatch
 from stream_release.stream.service import BaseReleaseService, Outgoing
 from stream_release.stream.sharded.service import ShardedReleaseService
@@ -158,18 +159,27 @@ class ServiceRunner:
 
     async def _own_shards(self) -> None:
         """Make the service cut :attr:`shards` (lock held); a failure (Redis away, a shard's
-        store behind its archive) is logged and tried again at the next publication."""
+        store behind its archive) is logged and tried again at the next publication. Without
+        shard 0, stop the release producer's transactional one: the next sender's fences it
+        (:mod:`~stream_release.stream.release_producer`, "Fencing")."""
         service = self.service
-        if not isinstance(service, ShardedReleaseService) or service.cut.owned == self.shards:
+        if not isinstance(service, ShardedReleaseService):
             return
+        if service.cut.owned != self.shards:
+            await self._take_shards(service)
+        if not self.sends_releases() and self.releases is not None:
+            await self.releases.end_transactions()
+
+    async def _take_shards(self, service: ShardedReleaseService) -> None:
         try:
             await asyncio.to_thread(service.own, self.shards)
         except Exception as exc:
-            self.publication_ok, self.publication_error = False, _health_error(exc)
+            self.publication_ok, self.publication_error = False, describe_failure(exc)
             log.error(
                 "cannot take shards %s yet, will retry: %s",
                 sorted(self.shards),
                 self.publication_error,
+                exc_info=unexpected(exc),
                 extra={"event": "shards_not_taken", "error": type(exc).__name__},
             )
 
@@ -276,11 +286,13 @@ class ServiceRunner:
                 await self._send_statuses()
                 self.publication_ok, self.publication_error = True, None
             except Exception as exc:
-                self.publication_ok, self.publication_error = False, _health_error(exc)
+                self.publication_ok, self.publication_error = False, describe_failure(exc)
                 log.error(  # the type alone of anything but Redis or Kafka: a message of a
-                    # mechanism's check can quote a value of the data
+                    # mechanism's check can quote a value of the data; the traceback of a
+                    # failure of this program, its messages withheld (stream.logs)
                     "publication failed, will retry: %s",
                     self.publication_error,
+                    exc_info=unexpected(exc),
                     extra={"event": "publication_failed", "error": type(exc).__name__},
                 )
 
@@ -347,7 +359,8 @@ class ServiceRunner:
             redis_ok, published, blocked = await asyncio.wait_for(
                 asyncio.to_thread(probe), PROBE_TIMEOUT_S
             )
-        except Exception:
+        except Exception as exc:  # Redis away or too slow; a failure of ours is logged too
+            _log_probe_bug("Redis", exc)
             redis_ok, published, blocked = False, None, []
         kafka_problem = await self.kafka_problem()
         problem, store = self.service.config_problem, self.service.store_problem
@@ -374,6 +387,7 @@ class ServiceRunner:
         except TimeoutError:
             return f"no answer from {kafka.bootstrap} within {PROBE_TIMEOUT_S:g} s"
         except Exception as exc:  # a probe that fails otherwise still answers /health
+            _log_probe_bug("Kafka", exc)
             return f"cannot probe {kafka.bootstrap}: {type(exc).__name__}"
         return None if cause is None else str(kafka_error(kafka, "connect", cause))
 
@@ -442,7 +456,7 @@ class ServiceRunner:
             log.error(
                 "cannot %s, retrying: %s",
                 action,
-                _describe(exc),
+                describe_failure(exc),
                 extra={"event": "retrying", "action": action, "error": type(exc).__name__},
             )
 
@@ -504,7 +518,12 @@ def create_app(
         try:
             await runner.restore_metrics()
         except Exception as exc:  # Redis down: the gauges wait for the next release
-            log.warning("cannot restore the release gauges: %s", _describe(exc))
+            log.warning(
+                "cannot restore the release gauges: %s",
+                describe_failure(exc),
+                exc_info=unexpected(exc),
+                extra={"event": "gauges_not_restored", "error": type(exc).__name__},
+            )
         await runner.publish()
 
     @app.timer(interval=conf.retry_interval_s)  # type: ignore[untyped-decorator]
@@ -524,9 +543,22 @@ def create_app(
             held = service.config_problem is not None or service.store_problem is not None
             if held:
                 return
-            in_flight = bool(await asyncio.to_thread(service.cut.current))
-            unsent = runner.publication_ok and runner.sends_releases()
-            if in_flight or (unsent and bool(await asyncio.to_thread(service.pending))):
+            try:
+                in_flight = bool(await asyncio.to_thread(service.cut.current))
+                unsent = runner.publication_ok and runner.sends_releases()
+                waiting = unsent and bool(await asyncio.to_thread(service.pending))
+            except Exception as exc:  # Redis away: the periodic publication says so, once
+                # per retry interval, not here every SHARD_POLL_S (an exception raised out of
+                # a timer would crash the app)
+                if unexpected(exc) is not None:
+                    log.error(
+                        "cannot follow the release in flight: %s",
+                        describe_failure(exc),
+                        exc_info=exc,
+                        extra={"event": "follow_failed", "error": type(exc).__name__},
+                    )
+                return
+            if in_flight or waiting:
                 await runner.publish()
 
     seal_watch = SealWatch(conf.seal_alert_after_s)  # logs seals that stay incomplete
@@ -612,18 +644,17 @@ def _incoming(event: EventT[bytes]) -> Incoming:
     )
 
 
+def _log_probe_bug(probe: str, exc: BaseException) -> None:
+    """Log a ``/health`` probe's failure that is not its dependency's, with its traceback."""
+    if unexpected(exc) is not None:
+        log.error(
+            "the %s probe of /health failed: %s",
+            probe,
+            describe_failure(exc),
+            exc_info=exc,
+            extra={"event": "probe_failed", "error": type(exc).__name__},
+        )
+
+
 def _blocked_key(status: ReleaseStatus) -> tuple[str, int, int]:
     return status.label, status.staged, status.rejected
-
-
-def _health_error(exc: BaseException) -> str:
-    """What ``/health`` shows of a failed publication: the type and message of a Redis or Kafka
-    failure (addresses and codes), the type alone of anything else (a message of ours could
-    name a configuration value the endpoint's readers need not see)."""
-    return _describe(exc) if is_dependency_error(exc) else type(exc).__name__
-
-
-def _describe(exc: BaseException) -> str:
-    """The exception's type and message (our messages and Redis/Kafka errors carry no ids)."""
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -67,6 +67,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import choose_encoder
 
+from stream_release.stream.logs import unexpected
 from stream_release.stream.messages import Rejected, RejectReason
 from stream_release.stream.staging import ReleaseStatus
 
@@ -380,7 +381,7 @@ class HttpEndpoint:
         try:
             await self._refresh()
         except Exception as exc:  # a scrape still answers with what it has
-            log.warning("metrics refresh failed: %s", type(exc).__name__)
+            log.warning("metrics refresh failed: %s", type(exc).__name__, exc_info=unexpected(exc))
         body, content_type = self.metrics.exposition(request.headers.get("Accept", ""))
         return web.Response(body=body, headers={"Content-Type": content_type})
 

@@ -165,9 +165,11 @@ class RecordConsumer(mode.Service):
     async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
         """Commit ``offsets``; a failure is logged, not raised: the batch is staged, and if it
         is consumed again its records change nothing."""
-        assert self.consumer is not None
+        consumer = self.consumer
+        if consumer is None:  # stopped meanwhile: the batch is consumed again at the next start
+            return
         try:
-            await self.consumer.commit(offsets)
+            await consumer.commit(offsets)
         except CLIENT_ERRORS as exc:
             log.warning("offsets not committed (the batch may be consumed again): %s", exc)
             return

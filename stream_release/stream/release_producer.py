@@ -15,6 +15,24 @@ anything in it fails (the worker then sends the release again, in a new transact
 the producer (``init_transactions``) aborts a transaction its predecessor under the same id
 left open, and fences that predecessor. After a failure the producer is dropped and started
 again: a fenced or failed transactional producer cannot go on.
+
+Fencing
+-------
+On shards the worker that owns shard 0 sends the releases, and the id goes with the shard:
+the next owner's producer fences the previous owner's. A fenced producer does not know it
+until its next request, which the broker refuses (``ProducerFenced``); aiokafka then puts its
+transactions in a fatal state from which they can only be dropped, and asserts when asked to
+abort (``Invalid state transition FATAL_ERROR -> ABORTING_TRANSACTION``). A worker that got
+shard 0 back used to send with the producer another owner had fenced meanwhile, and its abort
+replaced the ``ProducerFenced`` with that ``AssertionError`` (issue 26, item 7). So:
+
+- a worker that loses shard 0 drops its transactional producer (:meth:`ReleaseProducer.
+  end_transactions`), and starts a new one, which fences whoever had it, if shard 0 comes
+  back;
+- a transaction is begun only on a producer that is ready for one, otherwise on a new one;
+- a failed transaction is aborted only if aiokafka can still abort it; one that failed
+  fatally (fenced) is dropped with its producer, and the broker aborts it when the next
+  producer under the id starts (or after ``kafka.transaction_timeout_ms``).
 """
 
 from __future__ import annotations
@@ -27,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import mode
 from aiokafka import AIOKafkaProducer
+from aiokafka.producer.transaction_manager import TransactionState
 
 from stream_release.config import KafkaSettings
 from stream_release.stream.kafka import producer_options, send_batched, transactional_options
@@ -42,6 +61,8 @@ class Releases(Protocol):
     def transaction(self) -> AbstractAsyncContextManager[None]: ...
 
     async def send(self, messages: Sequence[Outgoing]) -> None: ...
+
+    async def end_transactions(self) -> None: ...
 
 
 class ReleaseProducer(mode.Service):
@@ -69,6 +90,8 @@ class ReleaseProducer(mode.Service):
             yield
             return
         async with self._one_at_a_time:  # other tasks' sends wait: never in this transaction
+            if self.producer is not None and transaction_state(self.producer) != _READY:
+                await self._drop()  # failed outside a transaction: cannot begin one
             producer = await self._connected()
             self._owner = asyncio.current_task()
             try:
@@ -76,8 +99,9 @@ class ReleaseProducer(mode.Service):
                 try:
                     yield
                 except BaseException:
-                    await producer.abort_transaction()
-                    raise
+                    if transaction_state(producer) in _ABORTABLE:
+                        await producer.abort_transaction()
+                    raise  # fenced: dropped below; the next producer's start aborts it
                 await producer.commit_transaction()
             except BaseException:
                 await self._drop()
@@ -99,6 +123,13 @@ class ReleaseProducer(mode.Service):
                 await self._send_runs(messages, await self._connected())
             return
         await self._send_runs(messages, await self._connected())
+
+    async def end_transactions(self) -> None:
+        """Stop the transactional producer, if one is started: this worker no longer sends
+        the releases, and the next sender's producer, under the same transactional id, fences
+        this one (module docstring). The next :meth:`transaction` starts a new one."""
+        async with self._one_at_a_time:
+            await self._drop()
 
     async def _send_runs(self, messages: Sequence[Outgoing], producer: AIOKafkaProducer) -> None:
         for topic, run in groupby(messages, key=lambda m: m.topic):
@@ -144,3 +175,21 @@ class ReleaseProducer(mode.Service):
         if plain is not None:
             with suppress(Exception):
                 await plain.stop()
+
+
+_READY = TransactionState.READY
+_ABORTABLE = frozenset({TransactionState.IN_TRANSACTION, TransactionState.ABORTABLE_ERROR})
+"""The states from which aiokafka can abort a transaction (``TransactionState.
+is_transition_valid`` to ``ABORTING_TRANSACTION``); from any other, ``abort_transaction``
+asserts."""
+
+
+def transaction_state(producer: AIOKafkaProducer) -> TransactionState | None:
+    """Where ``producer``'s transactions stand (``None`` without a transactional id).
+
+    aiokafka keeps it in its transaction manager and has no public accessor; its own
+    ``TransactionContext`` reads the manager the same way (``is_fatal_error()``) before
+    aborting. Pinned by ``tests/integration/test_release_producer.py`` on the real broker.
+    """
+    manager = producer._txn_manager
+    return None if manager is None else manager.state

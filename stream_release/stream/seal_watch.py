@@ -28,6 +28,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
+from stream_release.stream.logs import unexpected
 from stream_release.stream.staging import ReleaseStatus
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,7 @@ class SealWatch:
             log.warning(
                 "cannot check the sealed releases: %s",
                 type(exc).__name__,
+                exc_info=unexpected(exc),
                 extra={"event": "seal_check_failed", "error": type(exc).__name__},
             )
             return

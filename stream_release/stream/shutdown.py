@@ -70,13 +70,15 @@ def exit_on_bug(action: str, exc: BaseException) -> NoReturn:
     At once, not through the clean stop: Faust acknowledges a batch of seals whose handler
     raised, and the clean stop would commit its offsets. Exiting now commits nothing of the
     batch, which the next start consumes again, as after any crash. The log line names the
-    exception's type only: its message could hold a value of the batch.
+    exception's type only: its message could hold a value of the batch; its traceback follows,
+    each message withheld (:mod:`~stream_release.stream.logs`).
     """
     log.critical(
         "cannot %s: %s, a failure of the worker itself; exiting now (the batch is consumed "
         "again at the next start)",
         action,
         type(exc).__name__,
+        exc_info=exc,
         extra={"event": "crashed", "action": action, "error": type(exc).__name__},
     )
     _exit(BUG_EXIT_CODE)

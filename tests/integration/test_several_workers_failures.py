@@ -16,6 +16,9 @@ The failures:
 * **a worker killed at a kill point** (SIGKILL by itself, mid-way through release 2): the
   worker runs alone until it dies, owning every shard; two others then start, take its
   shards and finish the series;
+* **the sender killed mid-send, and the worker that sent before it sends again** (SIGKILL at
+  ``groups_sent`` of release 2 by itself): the release producer of a worker that lost shard 0
+  has been fenced by the next sender's, and must not be used when shard 0 comes back;
 * **a worker killed by the test while three run** (SIGKILL after release 1's manifest): its
   shards move to the two others when its session times out;
 * **a worker added and one removed** between releases and while release 2 is cut;
@@ -33,7 +36,14 @@ from support.crash_runs import RELEASES, wait_for_sigkill
 from support.data import adult_series, write_config
 from support.redis_cluster import RedisClusterNodes
 from support.services import redis_namespace
-from support.sharded_runs import SHARDS, WORKERS, Run, ShardedOutcome
+from support.sharded_runs import (
+    SHARDS,
+    WORKERS,
+    Run,
+    ShardedOutcome,
+    assigned_shards,
+    log_entries,
+)
 
 from stream_release.history.keys import RedisKeys
 
@@ -127,6 +137,43 @@ def test_a_worker_killed_at_a_kill_point(
     for i in range(WORKERS - 1):
         run.worker(f"w{i}")
     finish_like(run, uninterrupted, redis_cluster.url, redis_cluster_prefix)
+
+
+def test_the_sender_killed_and_the_one_before_it_sends_again(
+    series: tuple[Path, list[Path]],
+    run: Run,
+    redis_cluster: RedisClusterNodes,
+    redis_cluster_prefix: str,
+    uninterrupted: ShardedOutcome,
+) -> None:
+    """Issue 26, item 7: ``publication failed, will retry: AssertionError``.
+
+    The first worker sends release 1 alone, with its transactional producer. A second one
+    joins, whose client id sorts first, so it takes shard 0 and sends release 2: starting its
+    transactional producer (same transactional id) fences the first's. It dies at
+    ``groups_sent``; shard 0 goes back to the first worker, which must send release 2 with a
+    producer of its own, not the fenced one (aiokafka asserted on aborting a fenced
+    transaction, and the worker logged only the assertion's type; a fenced producer is now
+    dropped instead of aborted, but the first worker gave its producer up with shard 0 and
+    never meets the fencing). The series ends as the uninterrupted run's, and no worker
+    logged a fencing, nor any failure of its own code (a traceback)."""
+    _, snaps = series
+    first = run.worker("first", client_id="sr-z")
+    run.send(snaps[:1])
+    run.wait(lambda m: len(m) >= 1, "release 1")
+    second = run.worker("second", client_id="sr-a", kill_at="groups_sent:1")
+    run.wait_for_shard(second, 0)
+    run.send(snaps[1:2])
+    wait_for_sigkill(second, "groups_sent")
+    run.wait(lambda m: len(m) >= 2, "release 2")
+    assert 0 in assigned_shards(first)
+    run.send(snaps[2:])
+    finish_like(run, uninterrupted, redis_cluster.url, redis_cluster_prefix)
+    for worker in run.workers:
+        entries = log_entries(worker)
+        fenced = [e for e in entries if e.get("error") in ("AssertionError", "ProducerFenced")]
+        assert not fenced, worker.tail()  # the first worker's old producer is never used
+        assert not [e for e in entries if "exc_info" in e], worker.tail()  # no traceback
 
 
 def reference_prefix(outcome: ShardedOutcome) -> str:

@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from stream_release.devtools.datasets import read_csv_table
 from stream_release.stream.app import ServiceRunner
 from stream_release.stream.intake import Incoming
+from stream_release.stream.logs import RedactingJsonFormatter, logging_config
 from stream_release.stream.service import ReleaseService
 
 
@@ -56,6 +58,14 @@ def stage_sealed(service: ReleaseService, snapshot: Path, label: str, offset: in
 def log_events(caplog: pytest.LogCaptureFixture, event: str) -> list[logging.LogRecord]:
     """The captured log records whose ``event`` field is ``event``."""
     return [r for r in caplog.records if getattr(r, "event", None) == event]
+
+
+def as_worker_logs(records: list[logging.LogRecord]) -> list[dict[str, Any]]:
+    """``records`` as the worker writes them (its JSON format, :func:`~stream_release.stream.
+    logs.logging_config`), parsed: pytest's own format shows a traceback unredacted."""
+    config = logging_config("json", "debug")["formatters"]["default"]
+    formatter = RedactingJsonFormatter(config["fmt"], rename_fields=config["rename_fields"])
+    return [json.loads(formatter.format(record)) for record in records]
 
 
 def metric_sample(runner: ServiceRunner, name: str) -> float:

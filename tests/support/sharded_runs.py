@@ -65,13 +65,32 @@ class Run:
         kafka = KafkaSettings(bootstrap=self.bootstrap, topics=self.topics, partitions=SHARDS)
         send_snapshots(kafka, self.config, snaps)
 
-    def worker(self, name: str, *, kill_at: str | None = None) -> Worker:
-        """A started worker of the run (killing itself at ``kill_at``)."""
+    def worker(
+        self, name: str, *, kill_at: str | None = None, client_id: str | None = None
+    ) -> Worker:
+        """A started worker of the run (killing itself at ``kill_at``), its Kafka clients named
+        ``client_id`` (default: the configuration's). The group's assignor deals the shards
+        round-robin over its members sorted by id, and the broker makes a member's id of its
+        client id and a random suffix: of two workers, the one whose client id sorts first
+        owns shard 0, and sends the releases."""
         env = self.env if kill_at is None else {**self.env, ENV: kill_at}
+        if client_id is not None:
+            env = {**env, "SR_KAFKA_CLIENT_ID": client_id}
         worker = Worker(self.config, env, self.directory / f"{name}.log")
         worker.start()
         self.workers.append(worker)
         return worker
+
+    def wait_for_shard(self, worker: Worker, shard: int) -> None:
+        """Wait until ``worker`` logged that it was assigned ``shard`` (it is alive)."""
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while shard not in assigned_shards(worker):
+            worker.check_alive()
+            if time.monotonic() > deadline:
+                pytest.fail(
+                    f"shard {shard} never assigned within {RUN_TIMEOUT_S:.0f} s:\n{worker.tail()}"
+                )
+            time.sleep(0.2)
 
     def manifests(self) -> dict[int, bytes]:
         """The manifests on the broker, by sequence (copies of one must be identical)."""
@@ -112,6 +131,27 @@ class Run:
     def kill_all(self) -> None:
         for worker in self.workers:
             worker.kill()
+
+
+def assigned_shards(worker: Worker) -> set[int]:
+    """The shards ``worker`` was last assigned, as its log says (none before it logs any)."""
+    shards: set[int] = set()
+    for entry in log_entries(worker):
+        if entry.get("event") == "shards_assigned":
+            shards = set(entry["shards"])
+    return shards
+
+
+def log_entries(worker: Worker) -> list[dict[str, Any]]:
+    """The JSON lines of ``worker``'s log (what else it printed is left out)."""
+    out = []
+    for line in worker.log.read_text(errors="replace").splitlines():
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:  # a line cut by SIGKILL
+                continue
+    return out
 
 
 def cluster_contents(url: str, prefix: str) -> dict[str, Any]:

@@ -46,7 +46,7 @@ class StubReleases:
 
     def __init__(self, producer: StubProducer) -> None:
         self.producer = producer
-        self.committed = self.aborted = 0
+        self.committed = self.aborted = self.ended = 0
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
@@ -63,6 +63,10 @@ class StubReleases:
         error."""
         for m in messages:
             await (await self.producer.send(m.topic, m.key, m.value))
+
+    async def end_transactions(self) -> None:
+        """Counts the calls (the real producer stops its transactional producer)."""
+        self.ended += 1
 
 
 class StubService:

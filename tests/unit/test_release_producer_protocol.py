@@ -43,7 +43,7 @@ def _shape(method: Any) -> tuple[bool, list[tuple[str, Any, Any]]]:
 
 
 def test_the_protocol_declares_what_the_runner_calls() -> None:
-    assert PROTOCOL_METHODS == ["send", "transaction"]
+    assert PROTOCOL_METHODS == ["end_transactions", "send", "transaction"]
 
 
 @pytest.mark.parametrize("name", PROTOCOL_METHODS)

@@ -9,6 +9,7 @@ of its messages was acknowledged, and a failed send is retried.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import platform
 import subprocess
@@ -19,13 +20,14 @@ from typing import Any, NoReturn
 import faust
 import pytest
 import redis
-from support.service_runs import log_events
+from support.service_runs import as_worker_logs, log_events
 from support.worker_stubs import StubProducer, StubService, stub_runner
 
 from stream_release.config import Settings
 from stream_release.errors import SchemaError
 from stream_release.stream.app import ServiceRunner, create_app, limit_malloc_arenas
 from stream_release.stream.intake import Accepted, Incoming, PreparedBatch
+from stream_release.stream.logs import WITHHELD
 from stream_release.stream.messages import Rejected
 from stream_release.stream.peers import configuration_tag, member_tag
 from stream_release.stream.records_consumer import consumer_options
@@ -152,19 +154,44 @@ def test_seals_are_rejected_with_their_coordinates(runner) -> None:  # type: ign
     assert Rejected.model_validate_json(value).offset == 4
 
 
-def test_a_failed_publication_logs_no_value_of_the_data(runner, caplog) -> None:  # type: ignore[no-untyped-def]
+VALUE = "HIV-" + "positive"
+"""A sensitive value a failure quotes (built: no source line of a traceback shows it)."""
+
+
+def test_a_failed_publication_logs_its_traceback_and_no_value_of_the_data(runner, caplog) -> None:  # type: ignore[no-untyped-def]
     runner, service, _ = runner
 
     def cut_ready() -> list[dict[str, Any]]:  # a mechanism's check quoting a value of a record
-        raise SchemaError("sensitive: value 'HIV-positive' is not in sensitive_domain")
+        raise SchemaError(f"sensitive: value {VALUE!r} is not in sensitive_domain")
 
     service.cut_ready = cut_ready
     with caplog.at_level(logging.DEBUG):  # no value at any level
         asyncio.run(runner.publish())
     [record] = log_events(caplog, "publication_failed")
     assert record.getMessage() == "publication failed, will retry: SchemaError"
-    assert "HIV" not in caplog.text and runner.publication_error == "SchemaError"
-    assert runner.publication_ok is False
+    assert runner.publication_error == "SchemaError" and runner.publication_ok is False
+    lines = as_worker_logs(caplog.records)
+    [entry] = [e for e in lines if e.get("event") == "publication_failed"]
+    assert "in cut_ready" in entry["exc_info"]  # where it failed: a failure of the program
+    assert entry["exc_info"].endswith(f"stream_release.errors.SchemaError: {WITHHELD}")
+    assert VALUE not in json.dumps(lines)
+
+
+def test_a_publication_failed_by_redis_is_one_line(runner, caplog) -> None:  # type: ignore[no-untyped-def]
+    runner, service, _ = runner
+
+    def cut_ready() -> list[dict[str, Any]]:
+        raise redis.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    service.cut_ready = cut_ready
+    with caplog.at_level(logging.DEBUG):
+        asyncio.run(runner.publish())
+    [entry] = [e for e in as_worker_logs(caplog.records) if e.get("event") == "publication_failed"]
+    assert entry["message"] == (
+        "publication failed, will retry: ConnectionError: Error 111 connecting to "
+        "127.0.0.1:6379. Connection refused."
+    )
+    assert "exc_info" not in entry
 
 
 def test_a_release_is_marked_published_only_once_acknowledged(runner) -> None:  # type: ignore[no-untyped-def]
@@ -238,13 +265,17 @@ def test_the_worker_caps_malloc_arenas_on_glibc() -> None:
 
 def test_a_bug_ends_the_process_at_once_naming_only_the_exception_type() -> None:
     code = (
-        "import logging, sys; logging.basicConfig(stream=sys.stdout, format='%(message)s'); "
-        "from stream_release.stream.shutdown import exit_on_bug; "
-        "exit_on_bug('stage records', KeyError('p-1'))"
+        "import logging.config, sys; from stream_release.stream.logs import logging_config; "
+        "logging.config.dictConfig(logging_config('text', 'info')); "
+        "from stream_release.stream.shutdown import exit_on_bug\n"
+        "try: {}['p-' + '1']\n"
+        "except KeyError as exc: exit_on_bug('stage records', exc)"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == BUG_EXIT_CODE, done.stderr
     assert "cannot stage records: KeyError" in done.stdout
+    assert "Traceback (most recent call last)" in done.stdout  # with where it failed
+    assert f"KeyError: {WITHHELD}" in done.stdout
     assert "p-1" not in done.stdout + done.stderr
