@@ -258,8 +258,9 @@ def protect_suppressed_set(
         raise GuaranteeUnsatisfiable(
             f"the suppressed rows cannot be made safe: with every published group taken as "
             f"decoys, {int(counts[worst])} of the {size} rows would hold one protected value, "
-            f"which needs a ratio of {ratio[worst]:.4g}; lower k_prime or alpha, raise l, or "
-            "protect fewer values",
+            f"which needs a ratio of {ratio[worst]:.4g}; plan the series for its length "
+            "(privacy.horizon with k_prime = horizon), protect only the values rare enough for "
+            "its ratio (`stream-release plan` lists them), or add a population register",
             public=True,
         )
     decoy_groups = order[:taken]
