@@ -33,21 +33,28 @@ from pathlib import Path
 
 import numpy as np
 
-from stream_release.audit.ledger import VALUE_SPACE, Ledger, forced_threshold
+from stream_release.audit.ledger import VALUE_SPACE, Ledger, exact_inverse, forced_threshold
 
 
 @dataclass
 class AttackReport:
     """What the attack found over a series."""
 
-    claims: list[tuple[int, str, str]] = field(default_factory=list)
-    """(release, person, value): the attack's claims, one value of ``V(o)`` each."""
-    right: int = 0
-    """Claims that name the person's true value."""
-    pins: list[tuple[int, str, str]] = field(default_factory=list)
-    """The claims no permutation of the withheld rows' values refutes: certain."""
+    claims: list[tuple[int, str, str, bool]] = field(default_factory=list)
+    """(release, person, value, right): the attack's claims, one value of ``V(o)`` each, and
+    whether it is the person's true value."""
+    pins: list[tuple[int, str, str, bool]] = field(default_factory=list)
+    """The claims no world the adversary cannot tell apart refutes: certain."""
     withheld: int = 0
     """Rows the adversary computes as withheld for their history, over the series."""
+    past_people: list[int] = field(default_factory=list)
+    """Per release, its individuals with a protected pair whose breach is above ``1/l``
+    (exactly, from the files)."""
+
+    @property
+    def right(self) -> int:
+        """Claims that name the person's true value."""
+        return sum(1 for claim in self.claims if claim[3])
 
 
 def attack_series(
@@ -85,12 +92,9 @@ def attack_series(
         names = [v for v, c in counts.items() if c and (not protected or v in protected)]
 
         # every person the rule withholds: a protected plan above the cap, whatever it holds
-        known = ledger.value_names()
+        prot = np.array([not protected or v in protected for v in ledger.value_names()], dtype=bool)
         owner = ledger.keys // VALUE_SPACE
-        mine = np.isin(owner, rows) & np.array(
-            [not protected or known[int(v)] in protected for v in (ledger.keys % VALUE_SPACE)],
-            dtype=bool,
-        )
+        mine = np.isin(owner, rows) & prot[ledger.keys % VALUE_SPACE]
         below = ledger.keep_below(ledger.keys[mine], threshold)
         withheld_rows = set((ledger.keys[mine][below] // VALUE_SPACE).tolist())
         row_of = dict(zip(ids, rows.tolist(), strict=True))
@@ -108,12 +112,12 @@ def attack_series(
             over = ledger.keep_below(r * VALUE_SPACE + codes, threshold)
             candidates += int(over.any())
             if int(over.sum()) == 1:
-                claims.append((k, person, names[int(np.flatnonzero(over)[0])]))
+                value = names[int(np.flatnonzero(over)[0])]
+                claims.append((k, person, value, truth[person] == value))
         decoys = manifest.get("suppressed_set", {}).get("decoys")
         for claim in claims:
-            _, person, value = claim
+            _, person, value, _ = claim
             report.claims.append(claim)
-            report.right += int(truth[person] == value)
             if isinstance(decoys, int):  # the count argument of the rule that read values
                 certain = candidates == len(star) - decoys
             else:  # refuted when another withheld row holds another value (a permuted world)
@@ -144,4 +148,9 @@ def attack_series(
             np.array(n_l, dtype=np.int64),
             np.array(c_l, dtype=np.int64),
         )
+        prot = np.array([not protected or v in protected for v in ledger.value_names()], dtype=bool)
+        owner = ledger.keys // VALUE_SPACE
+        mine = np.isin(owner, rows) & prot[ledger.keys % VALUE_SPACE]
+        above = ledger.above(ledger.keys[mine], exact_inverse(float(manifest["l"])))
+        report.past_people.append(int(np.unique(owner[mine][above]).shape[0]))
     return report
