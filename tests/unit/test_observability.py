@@ -108,6 +108,9 @@ def test_the_registry_holds_the_documented_metrics() -> None:
         "sr_release_breach_max",
         "sr_release_breach_bound",
         "sr_release_suppressed_rows",
+        "sr_release_spent_people",
+        "sr_series_horizon",
+        "sr_release_past_horizon",
         "sr_release_avg_group_size",
         "sr_release_max_group_size",
         "sr_stage_seconds",
@@ -260,6 +263,31 @@ def test_a_mechanism_release_leaves_the_breach_and_suppression_gauges_alone() ->
     assert samples["sr_config_error{}"] == 1
 
 
+def test_the_horizon_gauges_follow_the_last_release() -> None:
+    metrics = Metrics()
+    inside = {**MANIFEST, "strategy": {"horizon": 4}, "past_horizon": False}
+    past = {**inside, "past_horizon": True, "breach": {**MANIFEST["breach"], "spent_people": 3}}
+    metrics.observe_cut([inside], 1.0)
+    _, samples = _exposed(metrics)
+    assert samples["sr_series_horizon{}"] == 4 and samples["sr_release_past_horizon{}"] == 0
+    metrics.observe_cut([past], 1.0)
+    _, samples = _exposed(metrics)
+    assert samples["sr_release_past_horizon{}"] == 1
+    assert samples["sr_release_spent_people{}"] == 3
+
+
+def test_health_says_when_the_series_is_past_its_horizon() -> None:
+    """Past the horizon the worker is well (200, ``ok``): the body says the series has
+    outlived its plan, with what a new series costs."""
+    status, body = health_payload(redis_ok=True, published=4, publication_ok=True, horizon=4)
+    assert (status, body["past_horizon"], body["notes"]) == (200, False, [])
+    status, body = health_payload(redis_ok=True, published=5, publication_ok=True, horizon=4)
+    assert status == 200 and body["status"] == "ok" and body["past_horizon"] is True
+    [note] = body["notes"]
+    assert "past the series' horizon of 4 releases" in note
+    assert "restarts every individual's count while the old releases stay public" in note
+
+
 def test_lag_and_waiting_seals_replace_their_series() -> None:
     metrics = Metrics()
     tp0, tp1 = (
@@ -285,6 +313,9 @@ def test_health_payload() -> None:
         {
             "status": "ok",
             "reasons": [],
+            "notes": [],
+            "horizon": None,
+            "past_horizon": False,
             "redis": True,
             "kafka": True,
             "publication_ok": True,
@@ -384,6 +415,9 @@ def test_the_endpoint_serves_metrics_and_health() -> None:
                 {
                     "status": "ok",
                     "reasons": [],
+                    "notes": [],
+                    "horizon": 20,
+                    "past_horizon": False,
                     "redis": True,
                     "kafka": True,
                     "publication_ok": True,
