@@ -114,7 +114,7 @@ def measure(out: Path, snaps: list[Path]) -> list[dict[str, Any]]:
 
     private = Path(f"{out}.private")
     report = attack_series(out, private, snaps, id_column="id", sensitive=ADULT_SENSITIVE)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for k in range(1, len(snaps) + 1):
         manifest = json.loads((out / f"manifest-{k:04d}.json").read_text())
         record = json.loads((private / f"private-{k:04d}.json").read_text())["suppressed"]
@@ -136,6 +136,7 @@ def measure(out: Path, snaps: list[Path]) -> list[dict[str, Any]]:
                 "trimmed": u["query_error_trimmed"],
             }
         )
+    rows[-1]["past_ever"] = len(report.past_ever)
     return rows
 
 
@@ -155,8 +156,9 @@ def table(name: str, seconds: float, rows: list[dict[str, Any]]) -> list[str]:
         )
     total = {k: sum(r[k] for r in rows) for k in ("suppressed", "past", "claims", "right", "pins")}
     out.append(
-        f"all | {sum(r['rows'] for r in rows)} | {total['suppressed']} | | {total['past']} | "
-        f"{total['claims']} ({total['right']}) | {total['pins']} | | | | "
+        f"all | {sum(r['rows'] for r in rows)} | {total['suppressed']} | | {total['past']} "
+        f"({rows[-1]['past_ever']} distinct) | {total['claims']} ({total['right']}) | "
+        f"{total['pins']} | | | | "
     )
     return [*out, ""]
 

@@ -50,6 +50,8 @@ class AttackReport:
     past_people: list[int] = field(default_factory=list)
     """Per release, its individuals with a protected pair whose breach is above ``1/l``
     (exactly, from the files)."""
+    past_ever: set[str] = field(default_factory=set)
+    """The individuals past ``1/l`` in some release."""
 
     @property
     def right(self) -> int:
@@ -152,5 +154,8 @@ def attack_series(
         owner = ledger.keys // VALUE_SPACE
         mine = np.isin(owner, rows) & prot[ledger.keys % VALUE_SPACE]
         above = ledger.above(ledger.keys[mine], exact_inverse(float(manifest["l"])))
-        report.past_people.append(int(np.unique(owner[mine][above]).shape[0]))
+        past = np.unique(owner[mine][above])
+        report.past_people.append(int(past.shape[0]))
+        names = {int(r): i for i, r in zip(ids, rows.tolist(), strict=True)}
+        report.past_ever.update(names[int(r)] for r in past.tolist())
     return report
