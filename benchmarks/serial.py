@@ -123,6 +123,8 @@ class Config:
             out["k_prime"] = self.k_prime
         if self.alpha is not None:
             out["alpha"] = self.alpha
+        if self.strategy == "localized":
+            out["acknowledge_localized"] = True  # the baseline, run to show its breaches
         return out
 
 

@@ -44,8 +44,9 @@ def _setup(tmp_path: Path, privacy: str) -> list[str]:
 
 
 def test_localized_guarantee_breaches_as_in_example_2(tmp_path: Path) -> None:
+    baseline = 'strategy = "localized"\nacknowledge_localized = true'
     with pytest.warns(PrivacyLeakWarning):
-        assert main(["anonymize", *_setup(tmp_path, 'strategy = "localized"')]) == 0
+        assert main(["anonymize", *_setup(tmp_path, baseline)]) == 0
     first = [json.loads(x) for x in (tmp_path / "out/release-0001.jsonl").read_text().splitlines()]
     # Figure 2: two groups of two, split by sex, each 2-diverse
     assert sorted(g["size"] for g in first) == [2, 2]

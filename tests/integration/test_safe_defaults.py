@@ -47,7 +47,7 @@ def test_a_floor_of_1_must_be_asked_for_and_is_recorded(shared_data: Path, tmp_p
 def test_the_localized_baseline_prints_its_breach_as_one(
     shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = write_config(tmp_path, shared_data, strategy="localized")
+    config = write_config(tmp_path, shared_data, strategy="localized", acknowledge_localized=True)
     snaps = adult_series(shared_data, tmp_path, 20, rounds=4)
     out = tmp_path / "out"
     argv = ["anonymize", "--config", str(config), "--out", str(out), *map(str, snaps)]
