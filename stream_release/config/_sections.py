@@ -29,6 +29,8 @@ class SchemaSettings(Section):
     sensitive: str = "sensitive"
     qid: tuple[str, ...] = ()
     hierarchies: dict[str, Path] = Field(default_factory=dict)
+    """ARX hierarchies of QIDs (generalization) and of ``sensitive`` (its domain: the values
+    ``privacy.protected`` may name, also those no row holds yet)."""
     numeric: tuple[str, ...] | None = None
     """QIDs to treat as numeric; ``None`` = detect (every value parses as a number)."""
 
@@ -41,9 +43,12 @@ class SchemaSettings(Section):
             raise ValueError(
                 f"schema: a column is named twice among id, sensitive and qid: {names}"
             )
-        unknown = sorted(set(self.hierarchies) - set(self.qid))
+        unknown = sorted(set(self.hierarchies) - {*self.qid, self.sensitive})
         if unknown:
-            raise ValueError(f"schema.hierarchies names {unknown}, which are not in schema.qid")
+            raise ValueError(
+                f"schema.hierarchies names {unknown}, which are not in schema.qid nor "
+                "schema.sensitive"
+            )
         return self
 
 

@@ -9,7 +9,8 @@ from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from stream_release.config._environment import EnvSource
-from stream_release.config._mechanism import MechanismSettings
+from stream_release.config._mechanism import CONFIG_DIR, MechanismSettings
+from stream_release.config._protected import check_protected_leaves
 from stream_release.config._sections import (
     GroupingSettings,
     HistorySettings,
@@ -68,6 +69,17 @@ class Settings(BaseSettings):
                 f"virtual.registry is set but mechanism.kind = {self.mechanism.kind!r}: virtual "
                 "individuals dilute the global guarantee's groups only; remove [virtual] or use "
                 "the global guarantee"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _check_protected(self) -> Settings:
+        """With a hierarchy of the sensitive attribute, every protected value is one of its
+        leaves (:func:`~stream_release.config._protected.check_protected_leaves`)."""
+        hierarchy = self.schema_.hierarchies.get(self.schema_.sensitive)
+        if hierarchy is not None and self.privacy.protected:
+            check_protected_leaves(
+                self.privacy.protected, self.schema_.sensitive, hierarchy, CONFIG_DIR.get()
             )
         return self
 
