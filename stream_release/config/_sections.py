@@ -69,6 +69,18 @@ class PrivacySettings(Section):
     protected, holders of unprotected values would otherwise be published as exact-QID
     singletons. 1 only when set explicitly (every manifest states the floor)."""
 
+    def make_strategy(self) -> Strategy:
+        """The validated :class:`Strategy` these settings describe."""
+        return make_strategy(self.strategy, ell=self.l, k_prime=self.k_prime, alpha=self.alpha)
+
+    @model_validator(mode="after")
+    def _check_parameters(self) -> PrivacySettings:
+        try:
+            self.make_strategy()
+        except InvalidParameter as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
     acknowledge_localized: bool = False
     """Required with ``strategy = "localized"``: the baseline bounds each release alone and
     does not meet the global guarantee. Every manifest states it (``strategy.acknowledged``)."""
@@ -86,18 +98,6 @@ class PrivacySettings(Section):
         if Fraction(self.l) < 1 / WEAK_BOUND:
             needed.append("acknowledge_weak_l")
         return tuple(needed)
-
-    def make_strategy(self) -> Strategy:
-        """The validated :class:`Strategy` these settings describe."""
-        return make_strategy(self.strategy, ell=self.l, k_prime=self.k_prime, alpha=self.alpha)
-
-    @model_validator(mode="after")
-    def _check_parameters(self) -> PrivacySettings:
-        try:
-            self.make_strategy()
-        except InvalidParameter as exc:
-            raise ValueError(str(exc)) from None
-        return self
 
     @model_validator(mode="after")
     def _check_acknowledged(self) -> PrivacySettings:
