@@ -51,7 +51,12 @@ from stream_release.audit.global_guarantee import (
 )
 from stream_release.audit.mechanisms import guarantee_summary, verify_mechanism
 from stream_release.audit.rows import Findings, check_labels, check_rows
-from stream_release.audit.settings import ConfiguredPrivacy, check_settings, read_privacy
+from stream_release.audit.settings import (
+    ConfiguredPrivacy,
+    check_protected_named,
+    check_settings,
+    read_privacy,
+)
 
 __all__ = [
     "GLOBAL_GUARANTEE",
@@ -279,6 +284,7 @@ def _audit_release(
         return result, lines
     found = Findings(problems=problems)
     check_settings(manifest, configured, problems)
+    check_protected_named(manifest, lines, record, problems)
     if hierarchies is not None:
         check_labels(lines, hierarchies, found)
     own_values: dict[str, str] | None = None

@@ -232,6 +232,9 @@ def check_manifest(path: Path, manifest: dict[str, Any]) -> None:
     protected = strategy.get("protected", [])
     if not isinstance(protected, list) or not all(isinstance(v, str) for v in protected):
         raise AuditInputError(f"{path}: strategy.protected must be a list of values")
+    acknowledged = strategy.get("acknowledged", [])
+    if not isinstance(acknowledged, list) or not all(isinstance(v, str) for v in acknowledged):
+        raise AuditInputError(f"{path}: strategy.acknowledged must be a list of keys")
     for key in ("min_group_size", "group_size_cap", "k_prime"):
         if key in strategy and not (_is_int(strategy[key]) and strategy[key] >= 1):
             raise AuditInputError(

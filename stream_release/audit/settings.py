@@ -11,6 +11,14 @@ nothing: a manifest could name no real value protected, or a cap of 2. So they a
 * with ``--config``, against the configuration: ``l``, strategy, ``k_prime`` or ``alpha``,
   the protected values, ``min_group_size`` and ``cap = ceil(max(base, k) max_group_factor)``.
 
+A weakened setting (the ``localized`` baseline, a bound ``1/l`` above :data:`WEAK_BOUND`) must
+be stated: the manifest's ``strategy.acknowledged`` lists the configuration's acknowledgement
+keys (``acknowledge_localized``, ``acknowledge_weak_l``), so that a reader of the public files
+sees it. And a protected value must name a value: one that no row of the release holds while
+an unprotected value of it is the same up to case and surrounding blanks protected no one
+(issue 26: ``"adm-clerical"`` for ``Adm-clerical``); the release's values are its published
+counts and, with the private record, its suppressed ones.
+
 Standard library only; the defaults are :mod:`stream_release.config`'s (a test keeps them
 equal) so that the audit imports nothing from the planning code.
 
@@ -24,6 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +41,11 @@ from stream_release.audit.files import AuditInputError, read_toml
 RATIO_SLACK = 1e-12
 """Relative rounding a stated base ratio may lie below the closed form (the safe side: the
 planner rounds its margins up, never down by more than a float's error)."""
+
+
+WEAK_BOUND = Fraction(9, 10)
+"""A bound ``1/l`` above this is weakened (``acknowledge_weak_l``); the configuration's
+:data:`stream_release.config._sections.WEAK_BOUND` (a test keeps them equal)."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +102,16 @@ def check_settings(
         problems.append(
             f"manifest strategy.group_size_cap = {cap} is below max(base ratio, min_group_size)"
         )
+    stated_ack = set(strategy.get("acknowledged") or [])
+    for key, weakened in (
+        ("acknowledge_localized", f"strategy.name = {name!r}" if name == "localized" else ""),
+        ("acknowledge_weak_l", f"l = {ell:g}" if Fraction(ell) < 1 / WEAK_BOUND else ""),
+    ):
+        if weakened and key not in stated_ack:
+            problems.append(
+                f"manifest {weakened} is a weakened setting, but strategy.acknowledged does not "
+                f"state {key}: every manifest of a weakened series says so"
+            )
     if configured is None:
         return
     stated = {
@@ -118,6 +142,45 @@ def check_settings(
             problems.append(
                 f"manifest {key} = {value!r} but the configuration gives {wanted[key]!r}"
             )
+
+
+def check_protected_named(
+    manifest: dict[str, Any],
+    lines: list[dict[str, Any]],
+    record: dict[str, Any] | None,
+    problems: list[str],
+) -> None:
+    """Each protected value of the manifest that no row of the release holds, while an
+    unprotected value of the release is the same up to case and surrounding blanks, is a
+    problem: its holders were not protected. The release's values: the group lines' counts
+    and, with the private record, the suppressed rows' (:func:`same_value`)."""
+    protected = (manifest.get("strategy") or {}).get("protected") or []
+    if not protected:
+        return
+    held: set[str] = set()
+    for line in lines:
+        held.update(str(v) for v, c in (line.get("sensitive") or {}).items() if c)
+    suppressed = (record or {}).get("suppressed")
+    if isinstance(suppressed, dict) and isinstance(suppressed.get("sensitive"), dict):
+        held.update(str(v) for v, c in suppressed["sensitive"].items() if c)
+    wanted = set(protected)
+    unprotected = sorted(held - wanted)
+    for value in protected:
+        if value in held:
+            continue
+        same = [w for w in unprotected if same_value(w, value)]
+        if same:
+            problems.append(
+                f"manifest strategy.protected names {value!r}, which no row of the release "
+                f"holds, while {same[0]!r} (the same up to case and blanks) is not protected: "
+                "its holders were not protected"
+            )
+
+
+def same_value(a: str, b: str) -> bool:
+    """``a`` and ``b`` equal once surrounding blanks are trimmed and case is folded (the
+    configuration's rule, :func:`stream_release.config.same_value`; a test keeps them equal)."""
+    return a.strip(" \t\r\n").casefold() == b.strip(" \t\r\n").casefold()
 
 
 def _paper_ratio(name: str, ell: float, strategy: dict[str, Any]) -> float:

@@ -12,8 +12,8 @@ relative to the file.
 The package's modules are private; every name is imported from here: the section models
 (:mod:`._sections`, ``[mechanism]`` in :mod:`._mechanism`), the environment source
 (:mod:`._environment`), :class:`Settings` (:mod:`._settings`), the one-line error of a
-configuration that does not validate (:mod:`._describe`) and :func:`load_settings`
-(:mod:`._load`).
+configuration that does not validate (:mod:`._describe`), :func:`load_settings`
+(:mod:`._load`) and the spelling rules of ``privacy.protected`` (:mod:`._protected`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,12 @@ from __future__ import annotations
 from stream_release.config._horizon import Horizon, horizon_of
 from stream_release.config._load import load_settings
 from stream_release.config._mechanism import MechanismSettings
+from stream_release.config._protected import (
+    closest_match,
+    corrected,
+    describe_misses,
+    same_value,
+)
 from stream_release.config._sections import (
     GroupingSettings,
     HistorySettings,
@@ -51,6 +57,10 @@ __all__ = [
     "Settings",
     "TopicSettings",
     "VirtualSettings",
+    "closest_match",
+    "corrected",
+    "describe_misses",
     "horizon_of",
     "load_settings",
+    "same_value",
 ]

@@ -18,7 +18,7 @@ def describe_error(exc: ValidationError) -> str:
     where = ".".join(str(part) for part in first["loc"]).replace("schema_", "schema")
     given = first.get("input")
     message = first["msg"].removeprefix("Value error, ")
-    if message.startswith("mechanism."):  # a message that names its own key and value
+    if message.startswith(("mechanism.", "privacy.")):  # names its own key and value
         return f"config {message}"
     shown = f" = {given!r}" if where and not isinstance(given, dict) else ""
     return f"config {where}{shown}: {message}" if where else f"config: {message}"

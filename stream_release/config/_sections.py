@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
 from pathlib import Path
 from typing import Literal
 
@@ -28,6 +29,8 @@ class SchemaSettings(Section):
     sensitive: str = "sensitive"
     qid: tuple[str, ...] = ()
     hierarchies: dict[str, Path] = Field(default_factory=dict)
+    """ARX hierarchies of QIDs (generalization) and of ``sensitive`` (its domain: the values
+    ``privacy.protected`` may name, also those no row holds yet)."""
     numeric: tuple[str, ...] | None = None
     """QIDs to treat as numeric; ``None`` = detect (every value parses as a number)."""
 
@@ -40,10 +43,19 @@ class SchemaSettings(Section):
             raise ValueError(
                 f"schema: a column is named twice among id, sensitive and qid: {names}"
             )
-        unknown = sorted(set(self.hierarchies) - set(self.qid))
+        unknown = sorted(set(self.hierarchies) - {*self.qid, self.sensitive})
         if unknown:
-            raise ValueError(f"schema.hierarchies names {unknown}, which are not in schema.qid")
+            raise ValueError(
+                f"schema.hierarchies names {unknown}, which are not in schema.qid nor "
+                "schema.sensitive"
+            )
         return self
+
+
+WEAK_BOUND = Fraction(9, 10)
+"""A bound ``1/l`` above this needs ``[privacy] acknowledge_weak_l = true``: at ``l`` below
+10/9 the guarantee lets an adversary be nearly sure of a protected value (``l = 1.001``:
+0.999). The audit keeps its own copy (:data:`stream_release.audit.settings.WEAK_BOUND`)."""
 
 
 class PrivacySettings(Section):
@@ -73,6 +85,44 @@ class PrivacySettings(Section):
             self.make_strategy()
         except InvalidParameter as exc:
             raise ValueError(str(exc)) from None
+        return self
+
+    acknowledge_localized: bool = False
+    """Required with ``strategy = "localized"``: the baseline bounds each release alone and
+    does not meet the global guarantee. Every manifest states it (``strategy.acknowledged``)."""
+    acknowledge_weak_l: bool = False
+    """Required when the bound ``1/l`` is above :data:`WEAK_BOUND` (``l < 10/9``). Every
+    manifest states it (``strategy.acknowledged``)."""
+
+    @property
+    def acknowledged(self) -> tuple[str, ...]:
+        """The acknowledgement keys these settings need (and therefore set): what the
+        manifest's ``strategy.acknowledged`` lists."""
+        needed = []
+        if self.strategy == "localized":
+            needed.append("acknowledge_localized")
+        if Fraction(self.l) < 1 / WEAK_BOUND:
+            needed.append("acknowledge_weak_l")
+        return tuple(needed)
+
+    @model_validator(mode="after")
+    def _check_acknowledged(self) -> PrivacySettings:
+        """A weakened setting needs its acknowledgement key: nothing weakens silently."""
+        if self.strategy == "localized" and not self.acknowledge_localized:
+            raise ValueError(
+                "privacy.strategy = 'localized' bounds each release alone (ratio l, no "
+                "history): an individual's probability of being linked to a value across "
+                "releases passes 1/l (the audit shows it); to run this baseline anyway add "
+                "acknowledge_localized = true to [privacy] (SR_PRIVACY_ACKNOWLEDGE_LOCALIZED="
+                "true), else choose constant-ratio or geometric"
+            )
+        if Fraction(self.l) < 1 / WEAK_BOUND and not self.acknowledge_weak_l:
+            raise ValueError(
+                f"privacy.l = {self.l!r} gives the bound 1/l = {1 / self.l:.6g}, above "
+                f"{float(WEAK_BOUND):g}: a person may be linked to a protected value with "
+                "near certainty; to publish under it anyway add acknowledge_weak_l = true to "
+                "[privacy] (SR_PRIVACY_ACKNOWLEDGE_WEAK_L=true), else set l >= 1.112"
+            )
         return self
 
 

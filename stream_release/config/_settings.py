@@ -10,7 +10,8 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from stream_release.config._environment import EnvSource
 from stream_release.config._horizon import check_horizon
-from stream_release.config._mechanism import MechanismSettings
+from stream_release.config._mechanism import CONFIG_DIR, MechanismSettings
+from stream_release.config._protected import check_protected_leaves
 from stream_release.config._sections import (
     GroupingSettings,
     HistorySettings,
@@ -71,6 +72,17 @@ class Settings(BaseSettings):
                 f"virtual.registry is set but mechanism.kind = {self.mechanism.kind!r}: virtual "
                 "individuals dilute the global guarantee's groups only; remove [virtual] or use "
                 "the global guarantee"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _check_protected(self) -> Settings:
+        """With a hierarchy of the sensitive attribute, every protected value is one of its
+        leaves (:func:`~stream_release.config._protected.check_protected_leaves`)."""
+        hierarchy = self.schema_.hierarchies.get(self.schema_.sensitive)
+        if hierarchy is not None and self.privacy.protected:
+            check_protected_leaves(
+                self.privacy.protected, self.schema_.sensitive, hierarchy, CONFIG_DIR.get()
             )
         return self
 

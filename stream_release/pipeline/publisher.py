@@ -62,6 +62,7 @@ from stream_release.history.pseudonym import (
     write_key_file,
 )
 from stream_release.history.types import HistoryRows, HistoryStore
+from stream_release.io.hierarchy import load_hierarchy
 from stream_release.io.release_files import (
     ReleaseFiles,
     ReleasePaths,
@@ -84,6 +85,7 @@ from stream_release.pipeline.plan import (
     plan_release,
     relink_suppressed,
 )
+from stream_release.pipeline.protected import check_protected_present
 from stream_release.pipeline.render import (
     render_mechanism_release,
     render_release,
@@ -236,6 +238,9 @@ class Publisher:
         self.highest_committed = 0
         """The highest sequence this publisher knows was committed or published: a store whose
         last sequence falls below it lost commits (:meth:`check_continuity`)."""
+        self.sensitive_leaves: frozenset[str] | None = None
+        """The leaves of the sensitive attribute's hierarchy, read at the first release that
+        checks its protected values (:meth:`check_protected`); ``None`` without one."""
 
     @property
     def kind(self) -> str:
@@ -494,7 +499,9 @@ class Publisher:
         started: float,
         set_floor: Mapping[str, float] | None = None,
     ) -> PlannedRelease:
-        """Load the histories and plan (rows in pseudonym order)."""
+        """Check the protected values against the release, load the histories and plan
+        (rows in pseudonym order)."""
+        self.check_protected(table, label, source, store)
         virtual = None
         register = self.settings.virtual.registry
         if register is not None:
@@ -524,6 +531,39 @@ class Publisher:
         kill_point("planned")
         return PlannedRelease(
             sequence, label, table, pseudonyms, plan, source, cut_label, started, history
+        )
+
+    def check_protected(
+        self,
+        table: EncodedTable,
+        label: str,
+        source: dict[str, Any] | None,
+        store: HistoryStore,
+    ) -> None:
+        """Refuse a release whose protected values do not name its values
+        (:mod:`stream_release.pipeline.protected`): before anything is planned or written.
+
+        Raises
+        ------
+        GuaranteeUnsatisfiable
+            ``public``; names the release (and its file), each value and its closest match.
+        """
+        privacy, schema = self.settings.privacy, self.settings.schema
+        if not privacy.protected:
+            return
+        if self.sensitive_leaves is None and schema.sensitive in schema.hierarchies:
+            hierarchy = load_hierarchy(schema.hierarchies[schema.sensitive], schema.sensitive)
+            self.sensitive_leaves = frozenset(hierarchy.leaves)
+        where = f"release {label!r}"
+        if source is not None and "file" in source:
+            where += f" (snapshot {str(source['file'])!r})"
+        check_protected_present(
+            table.sensitive_values,
+            privacy.protected,
+            seen=store.values(),
+            declared=self.sensitive_leaves,
+            sensitive=schema.sensitive,
+            where=where,
         )
 
     def relink(self, planned: PlannedRelease, union: SuppressedUnion) -> PlannedRelease:

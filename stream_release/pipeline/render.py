@@ -72,6 +72,8 @@ def render_release(
         utility = utility_future.result()
     strategy = plan.strategy.describe()
     strategy["protected"] = list(settings.privacy.protected)
+    if settings.privacy.acknowledged:  # a weakened setting, acknowledged: stated publicly
+        strategy["acknowledged"] = list(settings.privacy.acknowledged)
     strategy["min_group_size"] = settings.privacy.min_group_size
     strategy["group_size_cap"] = group_size_cap(
         plan.strategy.base_ratio,

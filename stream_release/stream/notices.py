@@ -87,8 +87,10 @@ def refusal_notice(label: str, exc: GuaranteeUnsatisfiable | SchemaError) -> Rel
 SHARD_REASON = (
     "the guarantee cannot be met on the part of this release held by one shard (too few rows "
     "for the required group sizes, or a protected value too frequent among them, or among "
-    "the rows suppressed across the shards); the part's counts are not repeated here: a "
-    "shard's individuals are known to anyone who knows their ids"
+    "the rows suppressed across the shards, or a protected value no row of the part holds "
+    "while an unprotected value close to it does: a misspelled privacy.protected); the "
+    "part's counts and values are not repeated here: a shard's individuals are known to "
+    "anyone who knows their ids"
 )
 SHARD_FIX = (
     "its label is closed: publish the snapshot again under a new label once the data or the "

@@ -86,7 +86,7 @@ def test_audit_detects_a_group_whose_values_differ_from_its_rows(
 
 
 def test_localized_baseline_breaches_on_a_real_series(shared_data: Path, tmp_path: Path) -> None:
-    config = write_config(tmp_path, shared_data, strategy="localized")
+    config = write_config(tmp_path, shared_data, strategy="localized", acknowledge_localized=True)
     snaps = adult_series(shared_data, tmp_path, 20, rounds=5)
     out = tmp_path / "out"
     with pytest.warns(PrivacyLeakWarning, match="does not meet the global guarantee"):

@@ -44,8 +44,9 @@ def _setup(tmp_path: Path, privacy: str) -> list[str]:
 
 
 def test_localized_guarantee_breaches_as_in_example_2(tmp_path: Path) -> None:
+    baseline = 'strategy = "localized"\nacknowledge_localized = true'
     with pytest.warns(PrivacyLeakWarning):
-        assert main(["anonymize", *_setup(tmp_path, 'strategy = "localized"')]) == 0
+        assert main(["anonymize", *_setup(tmp_path, baseline)]) == 0
     first = [json.loads(x) for x in (tmp_path / "out/release-0001.jsonl").read_text().splitlines()]
     # Figure 2: two groups of two, split by sex, each 2-diverse
     assert sorted(g["size"] for g in first) == [2, 2]
@@ -54,6 +55,17 @@ def test_localized_guarantee_breaches_as_in_example_2(tmp_path: Path) -> None:
     assert not report.ok
     assert abs(report.releases[1].breach_max - 0.75) < 1e-12
     assert main(["audit", str(tmp_path / "out")]) == 1
+    # every manifest states the acknowledged baseline, and the audit holds it to it
+    path = tmp_path / "out/manifest-0001.json"
+    manifest = json.loads(path.read_text())
+    assert manifest["strategy"]["acknowledged"] == ["acknowledge_localized"]
+    assert not any("acknowledge" in p for p in report.releases[0].problems)
+    del manifest["strategy"]["acknowledged"]
+    path.write_text(json.dumps(manifest))
+    assert any(
+        "does not state acknowledge_localized" in p
+        for p in audit_directory(tmp_path / "out").releases[0].problems
+    )
 
 
 def test_global_guarantee_on_chlamydia_as_in_figure_4(tmp_path: Path) -> None:
@@ -68,6 +80,50 @@ def test_global_guarantee_on_chlamydia_as_in_figure_4(tmp_path: Path) -> None:
     report = audit_directory(tmp_path / "out")
     assert report.ok, report.table()
     assert abs(report.releases[1].breach_max - 7 / 16) < 1e-12
+    assert (
+        "acknowledged"
+        not in json.loads((tmp_path / "out/manifest-0001.json").read_text())["strategy"]
+    )
+
+
+def test_audit_config_fails_when_the_protected_values_differ(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``audit --config``: each manifest's protected values, ``l`` and strategy against the
+    configuration's (issue 26, item 4)."""
+    privacy = 'strategy = "constant-ratio"\nk_prime = 2\nprotected = ["chlamydia"]'
+    argv = _setup(tmp_path, privacy)
+    assert main(["anonymize", *argv]) == 0
+    config, out = tmp_path / "c.toml", str(tmp_path / "out")
+    assert main(["audit", out, "--config", str(config)]) == 0
+    text = config.read_text()
+    for change, finding in [
+        ('protected = ["flu"]', "strategy.protected = ['chlamydia'] but the configuration gives "
+         "['flu']"),
+        ('protected = ["chlamydia", "flu"]', "strategy.protected = ['chlamydia'] but the "
+         "configuration gives ['chlamydia', 'flu']"),
+        ("protected = []", "strategy.protected = ['chlamydia'] but the configuration gives []"),
+    ]:  # fmt: skip
+        config.write_text(text.replace('protected = ["chlamydia"]', change))
+        capsys.readouterr()
+        assert main(["audit", out, "--config", str(config)]) == 1
+        assert f"manifest {finding}" in capsys.readouterr().out
+    config.write_text(text.replace("l = 2", "l = 3"))
+    assert main(["audit", out, "--config", str(config)]) == 1
+    assert "manifest l = 2.0 but the configuration gives 3.0" in capsys.readouterr().out
+    # a series published before the check with a misspelled value (the issue's case): the
+    # manifests and the configuration agree, and the audit fails all the same
+    config.write_text(text.replace('"chlamydia"', '"Chlamydia "'))
+    for k in (1, 2):
+        path = tmp_path / f"out/manifest-{k:04d}.json"
+        manifest = json.loads(path.read_text())
+        manifest["strategy"]["protected"] = ["Chlamydia "]
+        path.write_text(json.dumps(manifest))
+    assert main(["audit", out, "--config", str(config)]) == 1
+    assert (
+        "manifest strategy.protected names 'Chlamydia ', which no row of the release holds, "
+        "while 'chlamydia' (the same up to case and blanks) is not protected"
+    ) in capsys.readouterr().out
 
 
 def test_protecting_every_value_of_figure_1_is_infeasible(

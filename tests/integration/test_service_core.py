@@ -12,13 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import redis
-from support.data import adult_series, write_config
+from support.data import adult_series, adult_snapshot, write_config
 from support.service_runs import record_messages
 
 from stream_release.audit import audit_directory
 from stream_release.config import load_settings
 from stream_release.pipeline.anonymize import anonymize_files
 from stream_release.stream.intake import Incoming
+from stream_release.stream.messages import ReleaseNotice
 from stream_release.stream.service import ReleaseService
 
 pytestmark = pytest.mark.integration
@@ -157,3 +158,31 @@ def test_full_rejected_raw_sends_the_message_and_key_as_received(
     [rejected] = service.accept_records([Incoming("sr.records", 0, 5, b"p-1", value)]).rejected
     assert "qid is missing" in rejected.error
     assert (rejected.raw, rejected.key) == (value.decode(), b"p-1")
+
+
+def test_protected_values_that_name_nothing_refuse_the_release_with_a_status(
+    shared_data: Path, tmp_path: Path, redis_url: str, redis_prefix: str
+) -> None:
+    """Issue 26, item 4: the worker checks the protected values as offline ``anonymize`` does
+    and refuses the release with a status message (``sr.status``) naming the closest match;
+    nothing is committed."""
+    config = write_config(tmp_path, shared_data, protected=["adm-clerical", "Sales "])
+    settings = load_settings(config, history={"key": KEY, "prefix": redis_prefix})
+    service = ReleaseService(settings, redis.Redis.from_url(redis_url), tmp_path / "archive")
+    snap = adult_snapshot(shared_data, tmp_path / "t01.csv", 300)
+    messages = record_messages(snap, "t01", settings.schema.qid, 0)
+    assert service.accept_records(messages).rejected == []
+    seal = json.dumps({"release": "t01", "records": len(messages)}).encode()
+    assert service.accept_seal(Incoming("sr.control", 0, 0, None, seal)) is None
+    assert service.cut_ready() == []
+    assert service.store.last_sequence() == 0 and service.refused == ["t01"]
+    [raw] = service.staging.status_outbox()
+    notice = ReleaseNotice.model_validate_json(raw)
+    assert (notice.release, notice.status, notice.error) == (
+        "t01",
+        "refused",
+        "GuaranteeUnsatisfiable",
+    )
+    assert notice.reason.startswith("release 't01': privacy.protected names values no row")
+    assert "'adm-clerical' (closest: 'Adm-clerical'), 'Sales ' (closest: 'Sales')" in notice.reason
+    assert not (tmp_path / "archive").exists() or not any((tmp_path / "archive").iterdir())

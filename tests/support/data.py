@@ -99,6 +99,8 @@ def adult_snapshot(data: Path, path: Path, rows: int) -> Path:
 
 
 def _toml(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, str):
         return f'"{value}"'
     if isinstance(value, list | tuple):

@@ -29,7 +29,7 @@ def settings_file(tmp_path: Path, privacy: str, grouping: str = "") -> Path:
             "set grouping.max_group_factor >= 4.5 (the 4-th linkage plans 18)",
         ),
         ('horizon = 2\nstrategy = "minimal"', 'use strategy = "constant-ratio" with k_prime = 2'),
-        ('horizon = 2\nstrategy = "localized"', "keeps no history"),
+        ('horizon = 2\nstrategy = "localized"\nacknowledge_localized = true', "keeps no history"),
     ],
 )
 def test_a_setting_that_does_not_last_the_horizon_is_refused_with_the_fix(
@@ -56,5 +56,7 @@ def test_without_a_horizon_the_series_is_planned_for_what_its_setting_lasts(
     settings = load_settings(settings_file(tmp_path, "k_prime = 5"))
     horizon = horizon_of(settings.privacy, settings.grouping)
     assert (horizon.releases, horizon.lasts, horizon.configured) == (5, 5, False)
-    localized = load_settings(settings_file(tmp_path, 'strategy = "localized"'))
+    localized = load_settings(
+        settings_file(tmp_path, 'strategy = "localized"\nacknowledge_localized = true')
+    )
     assert horizon_of(localized.privacy, localized.grouping).releases is None
