@@ -47,7 +47,13 @@ from stream_release.core.grouping.partition import group_size_cap
 from stream_release.core.privacy.breach import RATIO_RTOL, minimum_ratio_from_log_product
 from stream_release.core.table import EncodedTable
 from stream_release.devtools.faults import kill_point
-from stream_release.errors import ConfigError, HistoryStoreError, KeyMismatch, StoreRegressed
+from stream_release.errors import (
+    NEW_SERIES_CAVEAT,
+    ConfigError,
+    HistoryStoreError,
+    KeyMismatch,
+    StoreRegressed,
+)
 from stream_release.history import REDIS_SCHEMES, make_history_store
 from stream_release.history._validate import key_mismatch_message
 from stream_release.history.overlay_store import OverlayHistoryStore
@@ -383,7 +389,8 @@ class Publisher:
                 f"mechanism.kind = {self.kind!r}, but the series in {store!r} was "
                 f"published with mechanism.kind = {kind!r} (release {last}); a series keeps "
                 "its mechanism: use the configuration it was started with, or start a new "
-                "series (another --out and --history, or another history.prefix)"
+                f"series (another --out and --history, or another history.prefix): "
+                f"{NEW_SERIES_CAVEAT}"
             )
         if store is self.store:
             self.kind_checked_sequence = last
@@ -742,8 +749,8 @@ def _regressed_message(store: HistoryStore, committed: int, known: int) -> str:
     return (
         f"the history store {store!r} is at release {committed}, but release {known} was "
         "already committed or published: the store lost commits (e.g. Redis restarted "
-        "without persistence). Nothing is cut until it is restored from its backup (or the "
-        "series is continued in a new archive and history)"
+        "without persistence). Nothing is cut until it is restored from its backup (continuing "
+        f"in a new archive and history instead is a new series: {NEW_SERIES_CAVEAT})"
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from stream_release.errors import GuaranteeUnsatisfiable, SchemaError
+from stream_release.errors import NEW_SERIES_CAVEAT, GuaranteeUnsatisfiable, SchemaError
 from stream_release.stream.messages import ReleaseNotice
 from stream_release.stream.staging import ReleaseStatus
 
@@ -36,8 +36,9 @@ class StoreProblem(NamedTuple):
 
 
 STORE_FIX = (
-    "restore the history store (Redis) from its backup, or continue the series in a new "
-    "archive and history; nothing is cut until then"
+    "restore the history store (Redis) from a backup of the last release published or later; "
+    "nothing is cut until then. Continuing in a new archive and history instead is a new "
+    f"series: {NEW_SERIES_CAVEAT}"
 )
 """What the operator does about a :class:`StoreProblem` (logged with it)."""
 
@@ -92,7 +93,8 @@ SHARD_REASON = (
 )
 SHARD_FIX = (
     "its label is closed: publish the snapshot again under a new label once the data or the "
-    "settings allow it; fewer partitions (a new series) give each shard more rows"
+    "settings allow it; fewer partitions give each shard more rows, but they make a new "
+    f"series: {NEW_SERIES_CAVEAT}"
 )
 
 
