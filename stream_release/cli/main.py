@@ -85,6 +85,14 @@ def _parser() -> argparse.ArgumentParser:
         help="history store: a directory or a redis:// URL (default: PRIVATE/history)",
     )
     anonymize.add_argument(
+        "--ledger",
+        type=Path,
+        default=None,
+        help="the series ledger: every release published with the sha256 of its files, kept "
+        "outside both archives; a history store or archive restored from an older backup is "
+        "refused against it (default: [output] ledger, else OUT.ledger)",
+    )
+    anonymize.add_argument(
         "snapshots", type=Path, nargs="+", help="snapshot CSVs, published in this order"
     )
     anonymize.set_defaults(run=_anonymize)
@@ -288,6 +296,7 @@ def _anonymize(args: argparse.Namespace) -> int:
         args.history,
         private_dir=args.private,
         on_release=report,
+        ledger=args.ledger,
     )
     return 0
 

@@ -66,6 +66,7 @@ from stream_release.history.redis_store import RedisHistoryStore
 from stream_release.io.encoding import encode
 from stream_release.io.hierarchy import load_hierarchies
 from stream_release.io.release_files import decode_record, default_private_dir
+from stream_release.io.series_ledger import default_ledger_path
 from stream_release.pipeline.publisher import Publisher
 from stream_release.stream.intake import (
     SEAL_ERRORS,
@@ -432,6 +433,7 @@ class ReleaseService(BaseReleaseService):
             self.store,
             self.pseudonymizer,
             private_dir=self.private_archive,
+            ledger=settings.output.ledger or default_ledger_path(self.archive),
         )
         self.publisher.recover()
 

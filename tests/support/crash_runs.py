@@ -34,6 +34,7 @@ PER_RELEASE = {
     "files_staged",
     "commit_queued",
     "committed",
+    "ledgered",
     "finalizing",
     "finalized",
     "groups_partial",
