@@ -170,7 +170,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Sends each row of the snapshot to kafka.topics.records, then the seal to "
         "kafka.topics.control. With --wait, waits for the worker's answer: exit 0 with the "
         "release's sequence once its manifest is published, exit 1 with the reason if the "
-        "release is refused, blocked by rejected records, or not answered within --timeout.",
+        "release is refused, blocked by rejected records, held by a history store behind what "
+        "was already published, or not answered within --timeout.",
     )
     publish.add_argument(
         "--config",

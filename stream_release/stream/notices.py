@@ -43,6 +43,31 @@ STORE_FIX = (
 """What the operator does about a :class:`StoreProblem` (logged with it)."""
 
 
+def published_ahead_message(topic: str, published: int, committed: int) -> str:
+    """Why the cut is held when ``topic`` (``topics.manifests``) holds the manifest of release
+    ``published`` and the history store is at release ``committed`` (below it)."""
+    return (
+        f"the topic {topic!r} already holds the manifest of release {published}, but the "
+        f"history store is at release {committed}: the store lost commits (Redis restarted "
+        "without persistence, or restored from an older backup together with the archives, or "
+        f"another series' store), and cutting now would publish sequence {committed + 1} again "
+        f"and forget the linkages of releases {committed + 1}..{published}, which are public. "
+        "Nothing is cut until it is restored from its backup"
+    )
+
+
+def held_notice(problem: StoreProblem) -> ReleaseNotice:
+    """The status message of a release whose cut is held by the history store: it stays
+    staged and is cut once the store is restored."""
+    return ReleaseNotice(
+        release=problem.release,
+        status="held",
+        error="StoreRegressed",
+        reason=problem.error,
+        fix=STORE_FIX,
+    )
+
+
 CONFIG_FIX = (
     "fix the configuration the message names and restart the worker; the release stays "
     "staged (nothing is refused) and is cut then, followed by the releases after it"
