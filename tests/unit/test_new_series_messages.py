@@ -18,13 +18,11 @@ from stream_release.errors import NEW_SERIES_CAVEAT
 
 PACKAGE = Path(__file__).resolve().parents[2] / "stream_release"
 
-SUGGESTS = re.compile(r"\bnew (series|history|archive)|\bstart a new\b|\banother series\b")
+SUGGESTS = re.compile(r"\bnew (series|history|archive)|\bstart a new\b|\bfor another series\b")
 
 NOT_ADVICE = {
     # the demo refuses a non-empty --out: it starts a series of its own, nothing to continue
     ("cli/demo.py", "the streaming demo starts a new series there"),
-    # a directory of another series named by mistake: publish this series where it belongs
-    ("io/release_files.py", "if this directory belongs to another series"),
 }
 
 

@@ -86,26 +86,34 @@ def test_every_figure_of_an_untouched_series_is_recomputed(
     assert all(m["suppressed"] > 0 for m in manifests)  # suppression figures exercised
 
 
+def _forge_figure(out: Path, sequence: int, key: str) -> None:
+    """Forge ``utility.<key>`` of release ``sequence``: an integer one more, a float off by
+    1 % and 0.01."""
+
+    def change(manifest: dict) -> None:  # type: ignore[type-arg]
+        stated = manifest["utility"][key]
+        manifest["utility"][key] = stated + 1 if isinstance(stated, int) else stated * 1.01 + 0.01
+
+    _forge(out, sequence, change)
+
+
+QUERY_FIGURES = ["query_error", "query_error_median", "query_error_trimmed", "queries"]
+
+
 @pytest.mark.parametrize("fmt", ["generalized", "anatomy"])
-@pytest.mark.parametrize(
-    "key", ["query_error", "query_error_median", "query_error_trimmed", "queries"]
-)
 def test_a_forged_query_figure_fails_with_the_snapshots(
-    fmt: str, key: str, series: Callable[[str], tuple[Path, Path, list[Path]]]
+    fmt: str, series: Callable[[str], tuple[Path, Path, list[Path]]]
 ) -> None:
     out, config, snaps = series(fmt)
-
-    def forge(manifest: dict) -> None:  # type: ignore[type-arg]
-        stated = manifest["utility"][key]
-        manifest["utility"][key] = stated - 1 if key == "queries" else stated * 0.9
-
-    _forge(out, 2, forge)
+    for k, key in enumerate(QUERY_FIGURES, start=1):  # one in each of releases 1-4
+        _forge_figure(out, k, key)
     report = _audit(out, config, snaps)
-    assert any(p.startswith(f"manifest utility.{key} = ") for p in _problems(report, 2))
-    assert not _problems(report, 1) and not _problems(report, 3)
-    # without the snapshots the figure is not recomputed, and the audit says so
+    for k, key in enumerate(QUERY_FIGURES, start=1):
+        assert [p.split(" = ")[0] for p in _problems(report, k)] == [f"manifest utility.{key}"]
+    assert not _problems(report, 5) and not _problems(report, 6)
+    # without the snapshots the figures are not recomputed, and the audit says so
     report = _audit(out, config)
-    assert not _problems(report, 2)
+    assert not any(r.problems for r in report.releases)
     assert any("utility.query_error" in line and "give the snapshots" in line
                for line in report.not_done)  # fmt: skip
 
@@ -140,36 +148,28 @@ def test_an_anatomy_release_states_no_generalization(
     assert "manifest utility.ncp = 0.25 but the files give 0.0" in _problems(report, 1)
 
 
-@pytest.mark.parametrize(
-    ("key", "public"),
-    [
-        ("avg_group_size", True),
-        ("max_group_size", True),
-        ("min_group_size", True),
-        ("groups", True),
-        ("published", True),
-        ("suppressed", False),
-        ("suppression", False),
-        ("discernibility", False),
-    ],
-)
+SIZE_FIGURES = ["avg_group_size", "max_group_size", "min_group_size", "groups", "published"]
+ROW_FIGURES = ["suppressed", "suppression", "discernibility"]
+
+
+@pytest.mark.parametrize("keys", [SIZE_FIGURES, ROW_FIGURES])
 def test_a_forged_group_size_figure_fails(
-    key: str, public: bool, series: Callable[[str], tuple[Path, Path, list[Path]]]
+    keys: list[str], series: Callable[[str], tuple[Path, Path, list[Path]]]
 ) -> None:
     """Sizes come from the public lines alone; the suppressed rows from the assignments."""
     out, _, _ = series("generalized")
-
-    def forge(manifest: dict) -> None:  # type: ignore[type-arg]
-        stated = manifest["utility"][key]
-        manifest["utility"][key] = stated + 1 if isinstance(stated, int) else stated * 1.01 + 0.01
-
-    _forge(out, 6, forge)
+    first = RELEASES + 1 - len(keys)  # the last releases, which suppress rows
+    for k, key in enumerate(keys, start=first):
+        _forge_figure(out, k, key)
     report = _audit(out, None)
-    assert any(p.startswith(f"manifest utility.{key} = ") for p in _problems(report, 6))
+    for k, key in enumerate(keys, start=first):
+        assert [p.split(" = ")[0] for p in _problems(report, k)] == [f"manifest utility.{key}"]
     shutil.move(out.with_name("out.private"), out.with_name("hidden"))  # public-only
     report = _audit(out, None)
-    forged = any(p.startswith(f"manifest utility.{key} = ") for p in _problems(report, 6))
-    assert forged == public
+    public = keys == SIZE_FIGURES
+    for k, key in enumerate(keys, start=first):
+        forged = [p.split(" = ")[0] for p in _problems(report, k)] == [f"manifest utility.{key}"]
+        assert forged == public
     if not public:
         assert any("utility.suppressed, suppression and discernibility" in line
                    for line in report.not_done)  # fmt: skip
