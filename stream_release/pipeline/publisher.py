@@ -776,22 +776,24 @@ class Publisher:
 
     def _check_ledger(self, ledger: SeriesLedger, committed: int) -> None:
         """Before release ``committed + 1`` is committed: the ledger records releases
-        ``1 .. committed`` (read and brought up to the archive first if this publisher was not
-        recovered).
+        ``1 .. committed`` (read again and brought up to the archive first when this publisher
+        was not recovered, or the ledger is not where it left it).
 
         Raises
         ------
         SeriesRewound
             The ledger records another number of releases than the store's.
         """
-        if self.ledger_sequence is None:
-            done = published_sequences(self.out_dir) if self.out_dir.is_dir() else []
-            self._bring_ledger_to(ledger, ledger.entries(), done[-1] if done else 0)
+        if self.ledger_sequence == committed:
+            return
+        done = published_sequences(self.out_dir) if self.out_dir.is_dir() else []
+        last_file = done[-1] if done else 0
+        recorded = ledger.entries()
+        if len(recorded) <= min(committed, last_file):
+            self._bring_ledger_to(ledger, recorded, last_file)
         if self.ledger_sequence != committed:
             raise SeriesRewound(
-                _rewound_message(
-                    ledger, int(self.ledger_sequence or 0), self.store, committed, self, committed
-                )
+                _rewound_message(ledger, len(recorded), self.store, committed, self, last_file)
             )
 
     def dry_run(
