@@ -22,9 +22,10 @@ from pathlib import Path
 
 import pytest
 import redis
-from support.data import adult_series, adult_snapshot, write_config
+from support.data import adult_snapshot, write_config
 from support.kafka_topics import read_topic
 from support.service_runs import log_events, metric_sample, stage_sealed
+from support.tiny_series import tiny_config, tiny_snapshots
 
 from stream_release.audit import audit_directory
 from stream_release.cli.main import main
@@ -72,8 +73,8 @@ def test_offline_a_redis_history_and_archives_restored_from_a_backup_are_refused
 ) -> None:
     monkeypatch.setenv("SR_HISTORY_KEY", KEY)
     monkeypatch.setenv("SR_HISTORY_PREFIX", redis_prefix)
-    config = write_config(tmp_path, shared_data)
-    snaps = adult_series(shared_data, tmp_path, 20, rounds=3)
+    config = tiny_config(tmp_path)
+    snaps = tiny_snapshots(tmp_path, 3)
     out = tmp_path / "archive"
     command = ["anonymize", "--config", str(config), "--out", str(out), "--history", redis_url]
     assert main([*command, str(snaps[0])]) == 0
