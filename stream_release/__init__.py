@@ -35,6 +35,7 @@ if _typing.TYPE_CHECKING:
         PrivacyLeakWarning,
         SchemaError,
         SequenceConflict,
+        SeriesRewound,
         StoreRegressed,
         StreamReleaseError,
     )
@@ -65,6 +66,7 @@ _EXPORTS: dict[str, str] = {
     "ReleasePlan": "stream_release.pipeline.plan",
     "SchemaError": "stream_release.errors",
     "SequenceConflict": "stream_release.errors",
+    "SeriesRewound": "stream_release.errors",
     "Settings": "stream_release.config",
     "StoreRegressed": "stream_release.errors",
     "Strategy": "stream_release.core.privacy.strategy",
@@ -95,6 +97,7 @@ __all__ = [
     "ReleasePlan",
     "SchemaError",
     "SequenceConflict",
+    "SeriesRewound",
     "Settings",
     "StoreRegressed",
     "Strategy",

@@ -11,6 +11,7 @@
     ├── HistoryStoreError         the history store failed (wraps redis / OS errors)
     │   ├── SequenceConflict      a commit for a sequence that is not the next one
     │   └── StoreRegressed        the store is behind what was already published
+    │       └── SeriesRewound     the store or an archive is behind the series ledger
     ├── ArchiveConflict           a published file would be replaced by other content
     └── KafkaError                the Kafka cluster failed or refused (wraps aiokafka / OS errors)
     PrivacyLeakWarning(RuntimeWarning)
@@ -67,6 +68,22 @@ class StoreRegressed(HistoryStoreError):
     """The history store is behind the releases already published (it lost commits, e.g. a
     Redis restarted without persistence): cutting now would reuse published sequence numbers
     and forget linkages. Nothing is cut until the store is restored."""
+
+
+class SeriesRewound(StoreRegressed):
+    """The history store or an archive is behind what the series ledger records as published,
+    or holds another release under a sequence the ledger records (restored from an older
+    backup, or another series'): publishing would reuse a published sequence number and
+    forget the linkages of the releases since. Nothing is published until they are restored."""
+
+
+NEW_SERIES_CAVEAT = (
+    "a new series restarts every individual's count from zero while the releases already "
+    "published stay public, so the guarantee no longer covers what can be linked across the "
+    "two series"
+)
+"""What every message that suggests a new series (history, archive, ``history.prefix``) says
+about it: the guarantee is per series, and the old releases cannot be withdrawn."""
 
 
 class ArchiveConflict(StreamReleaseError):

@@ -10,15 +10,21 @@ its own (:mod:`~stream_release.audit.ledger`, exact near every bound), its file 
 Per release, every kind: group ids ``0..G-1``, each size equal to its sensitive counts, its
 members and its assigned ids, no duplicate id, the manifest's counts. The global guarantee
 then (:mod:`~stream_release.audit.global_guarantee`): the suppressed set's shares, every bound
-of every pair linked, the manifest's breach and suppressed-set figures; with the
-configuration, every hierarchy label; with the snapshot, every group against its rows and the
-suppressed multiset against the suppressed rows (:mod:`~stream_release.audit.rows`). Another
-``[mechanism] kind``: its registered verification of the published files
-(:mod:`~stream_release.audit.mechanisms`).
+of every pair linked, the manifest's breach and suppressed-set figures; its utility figures
+(:mod:`~stream_release.audit.utility`: group sizes, suppression, discernibility, NCP and the
+count-query errors, each as far as the files given allow); with the configuration, every
+hierarchy label; with the snapshot, every group against its rows and the suppressed multiset
+against the suppressed rows (:mod:`~stream_release.audit.rows`). Another ``[mechanism]
+kind``: its registered verification of the published files
+(:mod:`~stream_release.audit.mechanisms`). The series: with its ledger (``DIR.ledger`` or
+``ledger``), no release deleted, added or altered (:mod:`~stream_release.audit.series_ledger`).
 
 What it could not check is listed (:attr:`AuditReport.not_done`): no private files, no
-configuration, no snapshot for a release, assignments holding pseudonyms. ``--strict`` makes
-any of them a failure.
+configuration, no snapshot for a release, assignments holding pseudonyms, no ledger, a figure
+the files do not allow. ``--strict`` makes any of them a failure. Without the private files
+(public-only mode) no breach probability can be recomputed: such a release is *unchecked*
+(:attr:`ReleaseAudit.breach_checked`), never ``ok``, and the command exits 3 when nothing else
+failed.
 """
 
 from __future__ import annotations
@@ -50,12 +56,22 @@ from stream_release.audit.global_guarantee import (
     check_public_bounds,
 )
 from stream_release.audit.mechanisms import guarantee_summary, verify_mechanism
+from stream_release.audit.queries import CannotRecompute, release_table
 from stream_release.audit.rows import Findings, check_labels, check_rows
+from stream_release.audit.series_ledger import audit_ledger
 from stream_release.audit.settings import (
     ConfiguredPrivacy,
     check_protected_named,
     check_settings,
+    read_output,
     read_privacy,
+)
+from stream_release.audit.structure import check_structure, from_first_group
+from stream_release.audit.utility import (
+    Undone,
+    UtilityInputs,
+    check_stated_bounds,
+    check_utility,
 )
 
 __all__ = [
@@ -98,10 +114,23 @@ class ReleaseAudit:
     """Suppressed individuals spent for a value of the suppressed set (global guarantee)."""
     spent_people: int = 0
     """Individuals of the release with a pair past ``1/l`` (global guarantee; the files')."""
+    breach_checked: bool = False
+    """Whether the breach of every pair was recomputed (a global-guarantee release with its
+    private assignments); otherwise ``breach_max`` and ``suppressed_share`` are no figures."""
 
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    @property
+    def status(self) -> str:
+        """``ok``, ``FAIL: ...`` (the first problems), or, for a global-guarantee release
+        whose breach could not be recomputed, ``unchecked: ...``."""
+        if self.problems:
+            return "FAIL: " + "; ".join(self.problems[:3])
+        if self.kind == GLOBAL_GUARANTEE and not self.breach_checked:
+            return "unchecked: no private files, the breach cannot be recomputed"
+        return "ok"
 
 
 @dataclass
@@ -109,16 +138,33 @@ class AuditReport:
     releases: list[ReleaseAudit]
     not_done: list[str] = field(default_factory=list)
     """The checks the audit could not do, one line each."""
+    problems: list[str] = field(default_factory=list)
+    """Problems of the series rather than of one release (the series ledger's)."""
 
     @property
     def ok(self) -> bool:
-        """No check found a problem (checks not done aside: see :attr:`strict_ok`)."""
-        return bool(self.releases) and all(r.ok for r in self.releases)
+        """No check found a problem (checks not done aside: see :attr:`strict_ok` and
+        :attr:`guarantee_checked`)."""
+        return bool(self.releases) and not self.problems and all(r.ok for r in self.releases)
 
     @property
     def strict_ok(self) -> bool:
         """:attr:`ok`, and every check was done."""
         return self.ok and not self.not_done
+
+    @property
+    def guarantee_checked(self) -> bool:
+        """Whether every global-guarantee release had its breach recomputed (not in
+        public-only mode)."""
+        return all(r.breach_checked for r in self.releases if r.kind == GLOBAL_GUARANTEE)
+
+    def exit_code(self, *, strict: bool = False) -> int:
+        """``stream-release audit``'s exit code: 1 when a check failed (with ``strict``, also
+        when one was not done), 3 when none failed but a release's breach could not be
+        recomputed (no private files), else 0."""
+        if not (self.strict_ok if strict else self.ok):
+            return 1
+        return 0 if self.guarantee_checked else 3
 
     def table(self) -> str:
         head = (
@@ -127,18 +173,21 @@ class AuditReport:
         )
         lines = [head]
         for r in self.releases:
-            status = "ok" if r.ok else "FAIL: " + "; ".join(r.problems[:3])
-            figures = (
-                f"{r.breach_max:>11.6f} {r.bound:>7.4f} {r.suppressed_share:>10.4f}"
-                if r.kind == GLOBAL_GUARANTEE
-                else f"{r.kind}: {r.guarantee}"
+            if r.kind != GLOBAL_GUARANTEE:
+                figures = f"{r.kind}: {r.guarantee}"
+            elif r.breach_checked:
+                figures = f"{r.breach_max:>11.6f} {r.bound:>7.4f} {r.suppressed_share:>10.4f}"
+            else:  # no figure was recomputed: none is printed
+                figures = f"{'-':>11} {r.bound:>7.4f} {'-':>10}"
+            rows = (
+                f"{r.records:>8} {r.groups:>7} {r.suppressed:>6}"
+                if r.breach_checked or r.kind != GLOBAL_GUARANTEE
+                else f"{'-':>8} {r.groups:>7} {'-':>6}"
             )
-            lines.append(
-                f"{r.sequence:>4} {r.release[:14]:<14} {r.records:>8} {r.groups:>7} "
-                f"{r.suppressed:>6} {figures}  {status}"
-            )
+            lines.append(f"{r.sequence:>4} {r.release[:14]:<14} {rows} {figures}  {r.status}")
         if not self.releases:
             lines.append("no releases found")
+        lines.extend(f"series: FAIL: {problem}" for problem in self.problems)
         if self.not_done:
             lines.append("not checked:")
             lines.extend(f"  - {line}" for line in self.not_done)
@@ -158,6 +207,7 @@ def audit_directory(
     *,
     config: Path | None = None,
     snapshots: list[Path] | tuple[Path, ...] = (),
+    ledger: Path | None = None,
 ) -> AuditReport:
     """Audit every release in ``directory`` in sequence order.
 
@@ -166,9 +216,12 @@ def audit_directory(
     directory : the public files
     ell : audit against ``1/l`` instead of each manifest's ``l``
     private : the private files (default :func:`default_private`)
-    config : a configuration file: its hierarchies check every label
+    config : a configuration file: its hierarchies check every label, its settings the
+        manifests' and, with the snapshots, the query errors
     snapshots : snapshot CSVs, matched to the releases by the sha256 in their private
         records (else by file name = release label, else in order)
+    ledger : the series ledger (default ``DIR.ledger`` when it exists): the archive against
+        every release it records
 
     Raises
     ------
@@ -178,18 +231,23 @@ def audit_directory(
     directory = Path(directory)
     if not directory.is_dir():
         raise AuditInputError(f"{str(directory)!r} is not a directory of releases")
+    private_given = private is not None
     private = Path(private) if private is not None else default_private(directory)
     hierarchies = read_hierarchies(Path(config)) if config is not None else None
     configured = read_privacy(Path(config)) if config is not None else None
+    output = read_output(Path(config)) if config is not None else None
     paths = sorted(
         (int(m.group(1)), p)
         for p in directory.iterdir()
         if (m := _MANIFEST.match(p.name)) is not None
     )
     report = AuditReport([])
-    if not any(private.glob("assignments-*.csv")):
+    public_only = not any(private.glob("assignments-*.csv"))
+    if public_only:
         report.not_done.append(
-            f"every check of the private files: none in {str(private)!r} (give --private)"
+            f"every check of the private files: none in {str(private)!r} (give --private): "
+            "no breach probability (breach.max, p50, p99, spent), no share or linkage of a "
+            "suppressed set, and no records_in or suppressed count can be recomputed"
         )
     if hierarchies is None:
         report.not_done.append(
@@ -202,6 +260,8 @@ def audit_directory(
     first_kind: str | None = None
     loaded = [(number, path, read_json(path)) for number, path in paths]
     matched, conflicts = _match_snapshots(loaded, private, list(snapshots), report.not_done)
+    sharded = any(p.is_dir() for p in private.glob("shard-*"))
+    context = _Context(UtilityInputs(hierarchies, output, sharded), Undone())
     for expected, (number, path, manifest) in enumerate(loaded, start=1):
         sequence = manifest.get("sequence")
         if not isinstance(sequence, int) or sequence != number:
@@ -211,7 +271,7 @@ def audit_directory(
             check_manifest(path, manifest)
         result, lines = _audit_release(
             directory, private, manifest, kind, state, ell, hierarchies, configured,
-            matched.get(number), report.not_done,
+            matched.get(number), report.not_done, context,
         )  # fmt: skip
         if kind != GLOBAL_GUARANTEE:
             series.setdefault(kind, []).append((result, manifest, lines))
@@ -231,7 +291,23 @@ def audit_directory(
         report.releases.append(result)
     for kind, releases in series.items():
         verify_mechanism(kind, releases)
+    report.not_done.extend(context.undone.lines())
+    problems, undone = audit_ledger(
+        directory, private if private_given or not public_only else None, ledger,
+        [number for number, _ in paths],
+    )  # fmt: skip
+    report.problems.extend(problems)
+    report.not_done.extend(undone)
     return report
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What every release's audit shares: the inputs of the utility figures and what could
+    not be recomputed."""
+
+    utility: UtilityInputs
+    undone: Undone
 
 
 def _audit_release(
@@ -245,6 +321,7 @@ def _audit_release(
     configured: ConfiguredPrivacy | None,
     snapshot: Snapshot | None,
     not_done: list[str],
+    context: _Context,
 ) -> tuple[ReleaseAudit, list[dict[str, Any]]]:
     seq = int(manifest["sequence"])
     problems: list[str] = []
@@ -256,7 +333,7 @@ def _audit_release(
         ids, assigned, virtual = [], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.bool_)
         if any(private.glob("assignments-*.csv")):
             problems.append(f"{assignments.name} is missing")
-    assigned = _from_first_group(manifest, lines, assigned, problems)
+    assigned = from_first_group(manifest, lines, assigned, problems)
     record_path = private / f"private-{seq:04d}.json"
     record = read_json(record_path) if record_path.exists() else None
     if record is not None:
@@ -265,13 +342,17 @@ def _audit_release(
         problems.append(f"{assignments.name} assigns no id, but {len(lines)} groups are published")
     strategy = manifest.get("strategy") or {}
     min_size = int(strategy.get("min_group_size", 1)) if kind == GLOBAL_GUARANTEE else 1
-    published = _check_structure(manifest, lines, ids, assigned, virtual, min_size, problems)
+    published = check_structure(manifest, lines, ids, assigned, virtual, min_size, problems)
     result = ReleaseAudit(
         sequence=seq,
         release=str(manifest.get("release", "")),
         records=int(np.count_nonzero(~virtual)),
         groups=len(lines),
-        published=int(np.count_nonzero(published & ~virtual)),
+        published=(
+            int(np.count_nonzero(published & ~virtual))
+            if ids
+            else sum(int(line["size"]) - int(line.get("virtual", 0) or 0) for line in lines)
+        ),
         suppressed=int(np.count_nonzero(~published & ~virtual)),
         breach_max=0.0,
         manifest_breach_max=0.0,
@@ -288,6 +369,7 @@ def _audit_release(
     if hierarchies is not None:
         check_labels(lines, hierarchies, found)
     own_values: dict[str, str] | None = None
+    rows_of: dict[str, list[str]] | None = None
     if snapshot is not None and ids:
         schema = manifest.get("schema") or {}
         register = None
@@ -303,142 +385,34 @@ def _audit_release(
             )
     not_done.extend(found.not_done)
     bound_l = float(ell if ell is not None else manifest["l"])
+    result.bound = 1.0 / bound_l
     check_public_bounds(manifest, lines, bound_l, problems)
+    check_stated_bounds(manifest, problems)
+    table = None
+    if snapshot is not None and rows_of is not None and not virtual.any():
+        try:
+            inputs = context.utility
+            numeric = inputs.output.numeric if inputs.output is not None else None
+            table = release_table(manifest, ids, snapshot, rows_of, inputs.hierarchies, numeric)
+        except CannotRecompute as exc:
+            context.undone.add(f"the utility figures against {snapshot.path.name}: {exc}", seq)
+    check_utility(
+        manifest, lines, assigned if ids else None, virtual, table, context.utility, problems,
+        context.undone,
+    )  # fmt: skip
     if not ids:
         return result, lines
     figures = audit_linkages(
         state, manifest, lines, ids, assigned, record, bound_l, problems, not_done, own_values,
         virtual,
     )  # fmt: skip
+    result.breach_checked = True
     result.breach_max = figures.breach_max
     result.spent_people = figures.spent_people
     result.manifest_breach_max = float((manifest.get("breach") or {}).get("max", 0.0))
-    result.bound = 1.0 / bound_l
     result.suppressed_share = figures.share_max
     result.exempt_members = figures.exempt_members
     return result, lines
-
-
-def _from_first_group(
-    manifest: dict[str, Any],
-    lines: list[dict[str, Any]],
-    assigned: NDArray[np.int64],
-    problems: list[str],
-) -> NDArray[np.int64]:
-    """A shard's part of a release numbers its groups from ``first_group`` (its manifest, which
-    is never published; 0 when absent): the lines' and the assignments' numbers less it, so
-    every check reads groups 0..G-1. A number below it cannot be a group of the part and
-    becomes one past the last (reported by the structure check)."""
-    first = manifest.get("first_group", 0)
-    if isinstance(first, bool) or not isinstance(first, int) or first < 0:
-        problems.append(f"first_group = {first!r} is not a group number")
-        return assigned
-    if not first:
-        return assigned
-    for line in lines:
-        line["group"] = int(line["group"]) - first
-    shifted = np.where(assigned >= 0, assigned - first, assigned)
-    shifted[(assigned >= 0) & (shifted < 0)] = len(lines)
-    return shifted
-
-
-def _check_structure(
-    manifest: dict[str, Any],
-    lines: list[dict[str, Any]],
-    ids: list[str],
-    assigned: NDArray[np.int64],
-    virtual: NDArray[np.bool_],
-    min_size: int,
-    problems: list[str],
-) -> NDArray[np.bool_]:
-    """The files against each other; returns which assigned ids are published. A group's
-    ``size`` is its sensitive counts plus its ``virtual`` members (none without the field),
-    each listed in the assignments with ``virtual`` 1 and a group."""
-    n_groups = len(lines)
-    sizes = np.array([int(line["size"]) for line in lines], dtype=np.int64)
-    stated = np.zeros(n_groups, dtype=np.int64)
-    if [int(line["group"]) for line in lines] != list(range(n_groups)):
-        problems.append("group ids are not 0..G-1 in order")
-    for g, line in enumerate(lines):
-        fake = line.get("virtual", 0)
-        if not isinstance(fake, int) or isinstance(fake, bool) or fake < 0:
-            problems.append(f"group {g}: virtual = {fake!r} is not a count")
-            fake = 0
-        stated[g] = fake
-        total = sum(int(c) for c in line["sensitive"].values())
-        if total + fake != sizes[g]:
-            problems.append(
-                f"group {g}: size {sizes[g]} but its sensitive counts sum to {total} and it "
-                f"has {fake} virtual members"
-            )
-        if "members" in line and len(line["members"]) != sizes[g]:
-            problems.append(f"group {g}: size {sizes[g]} but {len(line['members'])} members listed")
-        if sizes[g] < min_size:
-            problems.append(f"group {g}: size {sizes[g]} below min_group_size {min_size}")
-    published = assigned >= 0
-    if np.any(assigned >= n_groups):
-        problems.append(f"an id is assigned to group {int(assigned.max())}, which does not exist")
-        published &= assigned < n_groups
-    if ids:
-        per_group = np.bincount(assigned[published], minlength=n_groups)[:n_groups]
-        bad = np.flatnonzero(per_group != sizes)
-        if bad.size:
-            g = int(bad[0])
-            problems.append(
-                f"group {g}: size {sizes[g]} but {per_group[g]} ids assigned "
-                f"({bad.size} groups differ)"
-            )
-        if len(set(ids)) != len(ids):
-            problems.append("an id appears twice in the assignments")
-        if np.any(virtual & ~published):
-            problems.append("a virtual member is assigned to no group (it is never suppressed)")
-        per_group = np.bincount(assigned[published & virtual], minlength=n_groups)[:n_groups]
-        if np.any(per_group != stated):
-            g = int(np.flatnonzero(per_group != stated)[0])
-            problems.append(
-                f"group {g}: {stated[g]} virtual members stated but {per_group[g]} assigned"
-            )
-    figures: dict[str, int] = {"groups": n_groups}
-    if ids:
-        figures.update(
-            records_in=int(np.count_nonzero(~virtual)),
-            published=int(np.count_nonzero(published & ~virtual)),
-            suppressed=int(np.count_nonzero(~published & ~virtual)),
-        )
-    else:
-        figures["published"] = int(sizes.sum() - stated.sum())
-    _check_virtual_block(manifest, int(stated.sum()), problems)
-    for key, value in figures.items():
-        if key in manifest and manifest[key] != value:
-            problems.append(f"manifest {key} = {manifest[key]} but the files give {value}")
-    return published
-
-
-def _check_virtual_block(manifest: dict[str, Any], stated: int, problems: list[str]) -> None:
-    """The manifest's ``virtual`` block against the groups' virtual members."""
-    if "virtual" not in manifest:
-        if stated:
-            problems.append("groups state virtual members but the manifest has no virtual block")
-        return
-    block = manifest["virtual"]
-    if not isinstance(block, dict):
-        problems.append(f"manifest virtual = {block!r} is not an object")
-        return
-    if block.get("members") != stated:
-        problems.append(
-            f"manifest virtual.members = {block.get('members')!r} but the groups state {stated}"
-        )
-    assumption = block.get("assumption")
-    if not isinstance(assumption, str) or "cannot tell who is" not in assumption:
-        problems.append(
-            "manifest virtual.assumption does not state that the guarantee needs an adversary "
-            "who cannot tell who is in a snapshot"
-        )
-    utility = manifest.get("utility") or {}
-    if "virtual" in utility and utility["virtual"] != stated:
-        problems.append(
-            f"manifest utility.virtual = {utility['virtual']!r} but the groups state {stated}"
-        )
 
 
 def _register(record: dict[str, Any] | None, id_column: str, found: Findings) -> Snapshot | None:

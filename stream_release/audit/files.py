@@ -173,9 +173,10 @@ def read_snapshot(path: Path, id_column: str) -> Snapshot:
 @dataclass
 class Hierarchies:
     """The configured ARX hierarchies: per attribute, every label (leaves too) and the leaves
-    under it."""
+    under it, and the leaves in depth-first order (:func:`leaf_order`)."""
 
     leaves_of: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)
+    order: dict[str, list[str]] = field(default_factory=dict)
 
     def has(self, attribute: str) -> bool:
         return attribute in self.leaves_of
@@ -201,24 +202,43 @@ def read_hierarchies(config: Path) -> Hierarchies:
     for attribute, name in named.items():
         path = Path(str(name))
         path = path if path.is_absolute() else config.resolve().parent / path
-        out.leaves_of[str(attribute)] = _hierarchy(path)
+        rows = _hierarchy_rows(path)
+        under: dict[str, set[str]] = {}
+        for cells in rows:
+            for label in cells:
+                under.setdefault(label, set()).add(cells[0])
+        out.leaves_of[str(attribute)] = {k: frozenset(v) for k, v in under.items()}
+        out.order[str(attribute)] = leaf_order(rows)
     return out
 
 
-def _hierarchy(path: Path) -> dict[str, frozenset[str]]:
-    """Label -> the leaves under it, from an ARX hierarchy (``leaf;level1;...;*``)."""
+def _hierarchy_rows(path: Path) -> list[list[str]]:
+    """The rows ``leaf;level1;...;*`` of an ARX hierarchy, blank cells and lines dropped."""
     try:
         text = path.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise AuditInputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    under: dict[str, set[str]] = {}
+    rows = []
     for row in csv.reader(io.StringIO(text, newline=""), delimiter=";"):
         cells = [c.strip() for c in row if c.strip() != ""]
-        if not cells:
-            continue
-        for label in cells:
-            under.setdefault(label, set()).add(cells[0])
-    return {label: frozenset(leaves) for label, leaves in under.items()}
+        if cells:
+            rows.append(cells)
+    return rows
+
+
+def leaf_order(rows: list[list[str]]) -> list[str]:
+    """The leaves of a hierarchy's rows in depth-first order: sorted by the rank of first
+    appearance (in the file, at its level) of their root, then of each ancestor down to the
+    leaf, so that siblings are adjacent and keep the file's order. This is the order of the
+    codes a release's planner gives a hierarchy attribute, so that the leaves under any label
+    are one range of codes (what a count query's range means)."""
+    height = max((len(cells) for cells in rows), default=0)
+    first: list[dict[str, int]] = [{} for _ in range(height)]
+    keys = []
+    for r, cells in enumerate(rows):
+        ranks = [first[h].setdefault(cells[h], r) for h in range(len(cells))]
+        keys.append((tuple(reversed(ranks)), r))
+    return [rows[r][0] for _, r in sorted(keys)]
 
 
 def check_manifest(path: Path, manifest: dict[str, Any]) -> None:

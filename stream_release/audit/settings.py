@@ -81,6 +81,39 @@ def read_privacy(config: Path) -> ConfiguredPrivacy:
     )
 
 
+@dataclass(frozen=True)
+class ConfiguredOutput:
+    """What the utility figures of a manifest were computed with: ``[output] queries`` and
+    ``query_seed`` (the count-query workload) and ``[schema] numeric`` (the numeric QIDs;
+    ``None``: those whose every value is a number), with the service defaults."""
+
+    queries: int = 5000
+    query_seed: int = 0
+    numeric: tuple[str, ...] | None = None
+
+
+def read_output(config: Path) -> ConfiguredOutput:
+    """The query workload and numeric QIDs of a configuration file (TOML)."""
+    data = read_toml(config)
+    output = _table(data, "output", config)
+    schema = _table(data, "schema", config)
+    default = ConfiguredOutput()
+    numeric = schema.get("numeric")
+    if numeric is not None and (
+        not isinstance(numeric, list) or not all(isinstance(v, str) for v in numeric)
+    ):
+        raise AuditInputError(f"{config}: schema.numeric must be a list of strings")
+    queries = _number(output, "queries", default.queries, config)
+    seed = _number(output, "query_seed", default.query_seed, config)
+    if queries != int(queries) or queries < 0 or seed != int(seed):
+        raise AuditInputError(f"{config}: output.queries and output.query_seed must be integers")
+    return ConfiguredOutput(
+        queries=int(queries),
+        query_seed=int(seed),
+        numeric=None if numeric is None else tuple(numeric),
+    )
+
+
 def check_settings(
     manifest: dict[str, Any], configured: ConfiguredPrivacy | None, problems: list[str]
 ) -> None:

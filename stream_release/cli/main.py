@@ -85,6 +85,14 @@ def _parser() -> argparse.ArgumentParser:
         help="history store: a directory or a redis:// URL (default: PRIVATE/history)",
     )
     anonymize.add_argument(
+        "--ledger",
+        type=Path,
+        default=None,
+        help="the series ledger: every release published with the sha256 of its files, kept "
+        "outside both archives; a history store or archive restored from an older backup is "
+        "refused against it (default: [output] ledger, else OUT.ledger)",
+    )
+    anonymize.add_argument(
         "snapshots", type=Path, nargs="+", help="snapshot CSVs, published in this order"
     )
     anonymize.set_defaults(run=_anonymize)
@@ -131,9 +139,11 @@ def _parser() -> argparse.ArgumentParser:
         help="recompute every claim of a series from its files alone",
         description="Recomputes every bound and figure of a series from its files: the public "
         "group lines and manifests of DIRECTORY, the private assignments and records of "
-        "--private, the hierarchies of --config and the SNAPSHOTs when given. Prints a table "
-        "per release and the checks it could not do. Exit 0: every check passed; 1: a check "
-        "failed (or, with --strict, could not be done); 2: a file is malformed.",
+        "--private, the hierarchies and settings of --config, the SNAPSHOTs and the series "
+        "ledger when given. Prints a table per release and the checks it could not do. Exit "
+        "0: every check passed; 1: a check failed (or, with --strict, could not be done); 2: "
+        "a file is malformed; 3: no check failed, but without the private files no breach "
+        "probability could be recomputed (public-only).",
     )
     audit.add_argument("directory", type=Path, help="the public files of the series")
     audit.add_argument(
@@ -150,7 +160,18 @@ def _parser() -> argparse.ArgumentParser:
         help="the private files (default DIRECTORY.private, else DIRECTORY)",
     )
     audit.add_argument(
-        "--config", type=Path, default=None, help="the configuration: checks hierarchy labels"
+        "--config",
+        type=Path,
+        default=None,
+        help="the configuration: checks hierarchy labels and the manifests' settings, and, "
+        "with the snapshots, the query errors",
+    )
+    audit.add_argument(
+        "--ledger",
+        type=Path,
+        default=None,
+        help="the series ledger: every release it records must be in the archive with its "
+        "recorded files, and no other (default DIRECTORY.ledger when it exists)",
     )
     audit.add_argument(
         "--strict", action="store_true", help="fail (exit 1) if any check could not be done"
@@ -167,7 +188,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Sends each row of the snapshot to kafka.topics.records, then the seal to "
         "kafka.topics.control. With --wait, waits for the worker's answer: exit 0 with the "
         "release's sequence once its manifest is published, exit 1 with the reason if the "
-        "release is refused, blocked by rejected records, or not answered within --timeout.",
+        "release is refused, blocked by rejected records, held by a history store behind what "
+        "was already published, or not answered within --timeout.",
     )
     publish.add_argument(
         "--config",
@@ -294,6 +316,7 @@ def _anonymize(args: argparse.Namespace) -> int:
         args.history,
         private_dir=args.private,
         on_release=report,
+        ledger=args.ledger,
     )
     return 0
 
@@ -398,7 +421,7 @@ def describe_breach(worst: float, bound: float) -> str:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from stream_release.audit import audit_directory
+    from stream_release.audit import GLOBAL_GUARANTEE, audit_directory
 
     report = audit_directory(
         args.directory,
@@ -406,14 +429,22 @@ def _audit(args: argparse.Namespace) -> int:
         args.private,
         config=args.config,
         snapshots=args.snapshots,
+        ledger=args.ledger,
     )
     if args.json:
-        body = {"releases": [r.__dict__ for r in report.releases], "not_done": report.not_done}
+        releases = []
+        for r in report.releases:
+            release = {**r.__dict__, "status": r.status}
+            if not r.breach_checked:  # not recomputed: no figure, not a made-up 0
+                release.update(breach_max=None, suppressed_share=None, exempt_members=None)
+                if r.kind == GLOBAL_GUARANTEE:  # rows counted from the private assignments
+                    release.update(records=None, suppressed=None)
+            releases.append(release)
+        body = {"releases": releases, "problems": report.problems, "not_done": report.not_done}
         print(json.dumps(body, indent=2))
     else:
         print(report.table())
-    ok = report.strict_ok if args.strict else report.ok
-    return 0 if ok else 1
+    return report.exit_code(strict=args.strict)
 
 
 def _publish(args: argparse.Namespace) -> int:

@@ -75,8 +75,12 @@ def _resolve_paths(settings: Settings, base: Path) -> Settings:
     virtual = settings.virtual
     if virtual.registry is not None:
         virtual = virtual.model_copy(update={"registry": resolve(virtual.registry)})
+    output = settings.output
+    if output.ledger is not None:
+        output = output.model_copy(update={"ledger": resolve(output.ledger)})
     return settings.model_copy(
         update={
+            "output": output,
             "schema_": schema,
             "history": history,
             "service": service,

@@ -131,6 +131,12 @@ class OutputSettings(Section):
     queries: int = Field(default=5000, ge=0)
     """Random count queries behind ``utility.query_error`` (Wong et al. 2010, §8)."""
     query_seed: int = 0
+    ledger: Path | None = None
+    """The series ledger (:mod:`stream_release.io.series_ledger`): every release published,
+    with the sha256 of its files, kept outside both archives so that a history store and
+    archives restored from an older backup are refused. Default ``<archive>.ledger`` beside the
+    public directory (``anonymize --out DIR``: ``DIR.ledger``; the worker:
+    ``<service.archive>.ledger``). Not kept by workers on shards."""
 
 
 class GroupingSettings(Section):

@@ -30,6 +30,7 @@ POINTS: dict[str, str] = {
     "files_staged": "the archive files written as temporaries, Redis not touched",
     "commit_queued": "the Redis transaction built under WATCH, not executed",
     "committed": "history, release record, label and sequence committed; files not final",
+    "ledgered": "the release recorded in the series ledger; files not final",
     "finalizing": "some archive files renamed into place, not the manifest",
     "finalized": "the archive files final, nothing sent",
     "groups_partial": "half of the release's group messages acknowledged by the broker",

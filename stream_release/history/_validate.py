@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from stream_release.errors import NEW_SERIES_CAVEAT
 from stream_release.history.types import ENTRY_DTYPE, PSEUDONYM_DTYPE, HistoryRows
 
 _LINKS_MAX = int(np.iinfo(np.int32).max)
@@ -259,5 +260,6 @@ def key_mismatch_message(store: str) -> str:
         "key check value differs): opening it under this key would start every history "
         "afresh and void the guarantee. Use the key the series was started with "
         "(history.key_file, SR_HISTORY_KEY, or the pseudonym.key of its private directory), "
-        "or start a new series (another history location or history.prefix)"
+        f"or start a new series (another history location or history.prefix): "
+        f"{NEW_SERIES_CAVEAT}"
     )

@@ -124,6 +124,16 @@ class ReleaseFiles:
             paths.manifest: json_bytes(self.manifest),
         }
 
+    def by_kind(self) -> dict[str, bytes]:
+        """The bytes of every file, by kind: ``release`` (the group lines), ``manifest``,
+        ``assignments``, ``private`` (the series ledger's names)."""
+        return {
+            "release": self.groups,
+            "manifest": json_bytes(self.manifest),
+            "assignments": self.assignments,
+            "private": json_bytes(self.private),
+        }
+
 
 def json_bytes(document: dict[str, Any]) -> bytes:
     """A manifest-like JSON file: indented, UTF-8, a final newline."""

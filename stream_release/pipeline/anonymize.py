@@ -28,11 +28,14 @@ def anonymize_files(
     *,
     private_dir: Path | None = None,
     on_release: Callable[[dict[str, Any]], None] | None = None,
+    ledger: Path | None = None,
 ) -> list[dict[str, Any]]:
     """Publish each CSV snapshot, in order, as the next release; returns the manifests.
 
     Every snapshot is read, validated and planned (against an in-memory overlay of the
     history) before the first is written, so a bad or infeasible snapshot publishes nothing.
+    ``ledger``: the series ledger (default ``[output] ledger``, else ``out_dir.ledger``;
+    :meth:`Publisher.open`).
     """
     hierarchies = load_hierarchies(settings.schema)
     tables = []
@@ -40,7 +43,7 @@ def anonymize_files(
         raw = read_snapshot(path, settings.schema)
         source = {"file": str(path), "sha256": raw.sha256}
         tables.append((encode(raw, settings.schema, hierarchies), Path(path).stem, source))
-    publisher = Publisher.open(settings, out_dir, history, private_dir=private_dir)
+    publisher = Publisher.open(settings, out_dir, history, private_dir=private_dir, ledger=ledger)
     manifests = []
     try:
         for prepared in publisher.dry_run(tables):

@@ -19,7 +19,11 @@ The store and the archive are checked against each other before every release: a
 lost commits (:class:`~stream_release.errors.StoreRegressed`), a key other than the one the
 history was written under (:class:`~stream_release.errors.KeyMismatch`) and a release file
 that would replace a published one (:class:`~stream_release.errors.ArchiveConflict`) stop
-the series instead of reusing sequence numbers or restarting every history.
+the series instead of reusing sequence numbers or restarting every history. With a series
+ledger (:mod:`stream_release.io.series_ledger`: offline and on one namespace, ``[output]
+ledger``, default ``<archive>.ledger``), the store and both archives are also checked against
+what the series published: restored together from one backup they agree with each other but
+not with the ledger, which refuses them (:class:`~stream_release.errors.SeriesRewound`).
 
 Another ``[mechanism] kind`` (:mod:`stream_release.mechanisms`) replaces "load history -> plan"
 by the mechanism's release, with randomness keyed by a secret derived from the
@@ -33,6 +37,7 @@ publisher configured with another kind than the series' last release is refused
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -46,10 +51,12 @@ from stream_release.config import Settings
 from stream_release.core.table import EncodedTable
 from stream_release.devtools.faults import kill_point
 from stream_release.errors import (
+    NEW_SERIES_CAVEAT,
     ConfigError,
     GuaranteeUnsatisfiable,
     HistoryStoreError,
     KeyMismatch,
+    SeriesRewound,
     StoreRegressed,
 )
 from stream_release.history import REDIS_SCHEMES, make_history_store
@@ -75,6 +82,12 @@ from stream_release.io.release_files import (
     is_staged,
     published_sequences,
     stage_release,
+)
+from stream_release.io.series_ledger import (
+    LedgerEntry,
+    SeriesLedger,
+    default_ledger_path,
+    release_contents,
 )
 from stream_release.mechanisms import GLOBAL_GUARANTEE, make_mechanism
 from stream_release.mechanisms.base import Mechanism, ReleaseRandomness
@@ -205,6 +218,10 @@ class Publisher:
     new_key : KeyMaterial or None
         The key of a new offline series, whose default key file is created just before the
         first commit (:func:`~stream_release.history.pseudonym.resolve_key`).
+    ledger : Path or None
+        The series ledger (:mod:`~stream_release.io.series_ledger`) this publisher checks in
+        :meth:`recover` and appends to in :meth:`apply`; ``None``: none (a shard's part, a
+        what-if series).
     """
 
     def __init__(
@@ -216,6 +233,7 @@ class Publisher:
         *,
         private_dir: Path | None = None,
         new_key: KeyMaterial | None = None,
+        ledger: Path | None = None,
     ) -> None:
         self.settings = settings
         self.out_dir = Path(out_dir)
@@ -241,6 +259,11 @@ class Publisher:
         self.sensitive_leaves: frozenset[str] | None = None
         """The leaves of the sensitive attribute's hierarchy, read at the first release that
         checks its protected values (:meth:`check_protected`); ``None`` without one."""
+        self.ledger = SeriesLedger(ledger) if ledger is not None else None
+        """The series ledger, if this publisher keeps one."""
+        self.ledger_sequence: int | None = None
+        """The ledger's last sequence as this publisher last read or wrote it (``None``: not
+        read yet)."""
 
     @property
     def kind(self) -> str:
@@ -256,15 +279,17 @@ class Publisher:
         *,
         private_dir: Path | None = None,
         what_if: bool = False,
+        ledger: Path | None = None,
     ) -> Publisher:
-        """Open (or start) the series without writing anything.
+        """Open (or start) the series; writes nothing but what :meth:`recover` finishes.
 
         ``private_dir`` defaults to ``out_dir.private``; ``history`` to its ``history``
-        subdirectory (a directory or a Redis URL). A series written before public and private
-        files were apart (the history and the assignments inside ``out_dir``) is refused with
-        the commands that move them. ``what_if``: only for :meth:`what_if` from ``history``
-        (``stream-release plan``): the key and the kind are checked, the archive is not
-        looked at (nothing will be written to it) and no interrupted release is finished.
+        subdirectory (a directory or a Redis URL); ``ledger`` to ``[output] ledger``, else
+        ``out_dir.ledger``. A series written before public and private files were apart (the
+        history and the assignments inside ``out_dir``) is refused with the commands that
+        move them. ``what_if``: only for :meth:`what_if` from ``history`` (``stream-release
+        plan``): the key and the kind are checked, the archive and the ledger are not looked
+        at (nothing will be written to them) and no interrupted release is finished.
         """
         out_dir = Path(out_dir)
         private = Path(private_dir) if private_dir is not None else default_private_dir(out_dir)
@@ -274,6 +299,8 @@ class Publisher:
         is_url = isinstance(location, str) and location.lower().startswith(REDIS_SCHEMES)
         material = resolve_key(settings.history, default_dir=None if is_url else Path(location))
         store = make_history_store(location, settings.history.prefix)
+        if not what_if:
+            ledger = ledger or settings.output.ledger or default_ledger_path(out_dir)
         publisher = cls(
             settings,
             out_dir,
@@ -281,6 +308,7 @@ class Publisher:
             Pseudonymizer(material.key),
             private_dir=private,
             new_key=material if material.new_file is not None else None,
+            ledger=None if what_if else ledger,
         )
         try:
             if what_if:
@@ -304,19 +332,29 @@ class Publisher:
         staged files of a release not committed are discarded unless ``keep_staged`` (a shard
         taken over while its previous owner may still be committing: its next part stages the
         same files again).
+
+        With a ledger: refuses a store or an archive behind it, or an archive whose files of
+        the ledger's last release differ from their recorded digests (:class:`SeriesRewound`),
+        and records the releases the archive holds beyond the ledger (a release committed
+        just before a crash, or a series older than its ledger).
         """
         committed = self.store.last_sequence()
         self.check_key(self.store)
         self.check_kind(committed, self.store)
         done = published_sequences(self.out_dir) if self.out_dir.is_dir() else []
         last_file = done[-1] if done else 0
+        recorded = self.ledger.entries() if self.ledger is not None else []
         nxt = self._paths(last_file + 1)
         if committed == last_file + 1 and is_staged(nxt):
             finalize_release(nxt)
             last_file = committed
-        elif committed == last_file:
+        if self.ledger is not None and len(recorded) > min(committed, last_file):
+            raise SeriesRewound(
+                _rewound_message(self.ledger, len(recorded), self.store, committed, self, last_file)
+            )
+        if committed == last_file:
             if not keep_staged:
-                discard_staged(nxt)
+                discard_staged(self._paths(last_file + 1))
         elif committed < last_file:
             raise StoreRegressed(_regressed_message(self.store, committed, last_file))
         else:
@@ -325,7 +363,34 @@ class Publisher:
                 f"releases up to {last_file}: use the --out directory and --history store of "
                 "the same series"
             )
-        self.highest_committed = max(self.highest_committed, committed, last_file)
+        if self.ledger is not None:
+            self._bring_ledger_to(self.ledger, recorded, last_file)
+        self.highest_committed = max(self.highest_committed, committed, last_file, len(recorded))
+
+    def _bring_ledger_to(
+        self, ledger: SeriesLedger, recorded: list[LedgerEntry], last_file: int
+    ) -> None:
+        """Check the ledger's last release against the archive's files, then record the
+        releases ``len(recorded) + 1 .. last_file`` of the archive in it."""
+        if recorded:
+            last = recorded[-1]
+            differs = last.differs(release_contents(self._paths(last.sequence)))
+            if differs:
+                raise SeriesRewound(_differs_message(ledger, last.sequence, differs, self))
+        for sequence in range(len(recorded) + 1, last_file + 1):
+            found = release_contents(self._paths(sequence))
+            contents = {kind: data for kind, data in found.items() if data is not None}
+            if len(contents) < len(found):
+                missing = ", ".join(kind for kind in found if kind not in contents)
+                raise SeriesRewound(
+                    f"cannot record release {sequence} in the series ledger "
+                    f"{str(ledger.path)!r}: its {missing} file(s) are missing from "
+                    f"{str(self.out_dir)!r} / {str(self.private_dir)!r}; restore them from a "
+                    "backup"
+                )
+            label = str(json.loads(contents["manifest"]).get("release", ""))
+            ledger.append(LedgerEntry.of(sequence, label, contents))
+        self.ledger_sequence = max(len(recorded), last_file)
 
     def decoy_rng(self, sequence: int) -> np.random.Generator:
         """The order in which release ``sequence``'s published groups become decoys where its
@@ -381,7 +446,8 @@ class Publisher:
                 f"mechanism.kind = {self.kind!r}, but the series in {store!r} was "
                 f"published with mechanism.kind = {kind!r} (release {last}); a series keeps "
                 "its mechanism: use the configuration it was started with, or start a new "
-                "series (another --out and --history, or another history.prefix)"
+                f"series (another --out and --history, or another history.prefix): "
+                f"{NEW_SERIES_CAVEAT}"
             )
         if store is self.store:
             self.kind_checked_sequence = last
@@ -693,6 +759,8 @@ class Publisher:
             The store is not where the release was prepared against (nothing is committed).
         """
         self.check_continuity(prepared.sequence - 1)
+        if self.ledger is not None:
+            self._check_ledger(self.ledger, prepared.sequence - 1)
         paths = self._paths(prepared.sequence)
         stage_release(paths, prepared.files)
         kill_point("files_staged")
@@ -715,9 +783,36 @@ class Publisher:
         kill_point("committed")
         self.kind_checked_sequence = prepared.sequence
         self.highest_committed = max(self.highest_committed, prepared.sequence)
+        if self.ledger is not None:
+            entry = LedgerEntry.of(prepared.sequence, prepared.label, prepared.files.by_kind())
+            self.ledger.append(entry)
+            self.ledger_sequence = prepared.sequence
+            kill_point("ledgered")
         finalize_release(paths)
         kill_point("finalized")
         return prepared.manifest
+
+    def _check_ledger(self, ledger: SeriesLedger, committed: int) -> None:
+        """Before release ``committed + 1`` is committed: the ledger records releases
+        ``1 .. committed`` (read again and brought up to the archive first when this publisher
+        was not recovered, or the ledger is not where it left it).
+
+        Raises
+        ------
+        SeriesRewound
+            The ledger records another number of releases than the store's.
+        """
+        if self.ledger_sequence == committed:
+            return
+        done = published_sequences(self.out_dir) if self.out_dir.is_dir() else []
+        last_file = done[-1] if done else 0
+        recorded = ledger.entries()
+        if len(recorded) <= min(committed, last_file):
+            self._bring_ledger_to(ledger, recorded, last_file)
+        if self.ledger_sequence != committed:
+            raise SeriesRewound(
+                _rewound_message(ledger, len(recorded), self.store, committed, self, last_file)
+            )
 
     def dry_run(
         self, releases: Sequence[tuple[EncodedTable, str, dict[str, Any] | None]]
@@ -765,8 +860,46 @@ def _regressed_message(store: HistoryStore, committed: int, known: int) -> str:
     return (
         f"the history store {store!r} is at release {committed}, but release {known} was "
         "already committed or published: the store lost commits (e.g. Redis restarted "
-        "without persistence). Nothing is cut until it is restored from its backup (or the "
-        "series is continued in a new archive and history)"
+        "without persistence). Nothing is cut until it is restored from its backup (continuing "
+        f"in a new archive and history instead is a new series: {NEW_SERIES_CAVEAT})"
+    )
+
+
+def _rewound_message(
+    ledger: SeriesLedger,
+    recorded: int,
+    store: HistoryStore,
+    committed: int,
+    publisher: Publisher,
+    last_file: int,
+) -> str:
+    """The one line of :class:`SeriesRewound` for a store or an archive behind the ledger."""
+    behind = min(committed, last_file)
+    return (
+        f"the series ledger {str(ledger.path)!r} records releases 1..{recorded} as published, "
+        f"but the history store {store!r} is at release {committed} and "
+        f"{str(publisher.out_dir)!r} holds releases up to {last_file}: they were restored from "
+        f"an older backup (or belong to another series), and publishing now would reuse "
+        f"sequence {behind + 1} and forget the linkages of releases {behind + 1}..{recorded}, "
+        f"which are public. Restore the history store and both archives "
+        f"({str(publisher.out_dir)!r}, {str(publisher.private_dir)!r}) from a backup of release "
+        f"{recorded} or later; or start a new series (new --out, --private, --history and "
+        f"ledger), knowing that {NEW_SERIES_CAVEAT}"
+    )
+
+
+def _differs_message(
+    ledger: SeriesLedger, sequence: int, differs: list[str], publisher: Publisher
+) -> str:
+    """The one line of :class:`SeriesRewound` for an archive holding another release under a
+    sequence the ledger records."""
+    return (
+        f"release {sequence} in {str(publisher.out_dir)!r} / {str(publisher.private_dir)!r} is "
+        f"not the one the series ledger {str(ledger.path)!r} records: its "
+        f"{', '.join(differs)} file(s) differ from the recorded sha256 or are missing. The "
+        "archives were restored from another backup or belong to another series: restore them "
+        f"and the history store from a backup of release {sequence} or later, or give this "
+        "series its own ledger ([output] ledger, --ledger)"
     )
 
 

@@ -40,7 +40,7 @@ from aiokafka.protocol.group import HeartbeatRequest
 from tenacity import stop_after_delay
 
 from stream_release.config import KafkaSettings, Settings
-from stream_release.errors import ConfigError
+from stream_release.errors import NEW_SERIES_CAVEAT, ConfigError
 from stream_release.stream.kafka import (
     CLIENT_ERRORS,
     assign_at_end,
@@ -114,7 +114,8 @@ async def _check_groups(settings: KafkaSettings, tag: bytes, session_timeout_s: 
             f"consumer group {records!r} (kafka.group_id = {settings.group_id!r}) has a worker "
             "running with another configuration: two configurations in one group would split "
             "the records between them; stop that worker, or give this one its own "
-            "kafka.group_id (and history.prefix) for another series"
+            "kafka.group_id (and history.prefix) for another series (if it publishes the same "
+            f"people, {NEW_SERIES_CAVEAT})"
         )
     log.warning(  # still rebalancing: the members' tags could not be read
         "consumer group %r stayed in a rebalance for %.0f s: the configurations of its "

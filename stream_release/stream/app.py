@@ -17,7 +17,13 @@ Publication (:meth:`ServiceRunner.publish`) cuts and commits every ready release
 then sends each committed but unsent release, its groups then its manifest, waits until the
 broker has acknowledged all of them and only then marks it published. It also runs when the
 worker starts (a release committed before a crash is sent again, same content and sequence)
-and every ``service.retry_interval_s`` (a send that failed is retried).
+and every ``service.retry_interval_s`` (a send that failed is retried). Before its first cut
+it reads the highest sequence on ``topics.manifests`` (the end of the topic only,
+:func:`~stream_release.stream.kafka.last_manifest_sequence`), and raises it with every release
+it sends: while the history store's last sequence is below it (Redis restored from an older
+backup with the archives, whose own check it passes), nothing is cut or sent, the release due
+is held (``store_regressed``, ``/health`` degraded, a ``held`` status message) until the store
+is restored.
 
 Offsets: the records consumer commits a batch's offsets only after
 :meth:`ServiceRunner.stage_records` returned, i.e. after the batch is staged in Redis and its
@@ -64,15 +70,17 @@ from faust.types import EventT
 
 from stream_release.config import KafkaSettings, Settings, horizon_of
 from stream_release.devtools.faults import kill_point
+from stream_release.errors import StoreRegressed
 from stream_release.stream.intake import Incoming, PreparedBatch
 from stream_release.stream.kafka import (
     client_options,
     connection_problem,
     kafka_error,
+    last_manifest_sequence,
 )
 from stream_release.stream.logs import describe_failure, unexpected
 from stream_release.stream.messages import Rejected
-from stream_release.stream.notices import blocked_notice
+from stream_release.stream.notices import blocked_notice, held_notice, published_ahead_message
 from stream_release.stream.observability import HttpEndpoint, Metrics, health_payload
 from stream_release.stream.records_consumer import RecordConsumer
 from stream_release.stream.redaction import SentRejected
@@ -135,6 +143,12 @@ class ServiceRunner:
             else None
         )
         """The releases the series is planned for (``/health`` says when it is past them)."""
+        self.manifests_sequence: int | None = None
+        """The highest sequence on ``topics.manifests``: read from the topic before this
+        process's first cut (``None`` until then), raised by every release it sends. A history
+        store below it holds the cut (:meth:`behind_published`)."""
+        self.held_notified: set[tuple[str, str]] = set()
+        """Held releases (label, reason) whose status message this process has sent."""
 
     async def assigned(self, partitions: set[int]) -> None:
         """The records consumer was given ``partitions`` of ``topics.records`` (after a
@@ -232,6 +246,10 @@ class ServiceRunner:
         async with self.lock:
             await self._own_shards()
             try:
+                if await self.behind_published():
+                    await self._send_held()
+                    self.publication_ok, self.publication_error = True, None
+                    return
                 started = time.perf_counter()
                 manifests = await asyncio.to_thread(self.service.cut_ready)
                 cut_s = time.perf_counter() - started
@@ -268,6 +286,7 @@ class ServiceRunner:
                     started = time.perf_counter()
                     outgoing = await asyncio.to_thread(self.service.outgoing, sequence)
                     await self._send_release(outgoing)
+                    self.manifests_sequence = max(self.manifests_sequence or 0, sequence)
                     await asyncio.to_thread(self.service.mark_published, sequence)
                     kill_point("marked")
                     send_s = time.perf_counter() - started
@@ -284,6 +303,7 @@ class ServiceRunner:
                         },
                     )
                 await self._send_statuses()
+                await self._send_held()
                 self.publication_ok, self.publication_error = True, None
             except Exception as exc:
                 self.publication_ok, self.publication_error = False, describe_failure(exc)
@@ -295,6 +315,39 @@ class ServiceRunner:
                     exc_info=unexpected(exc),
                     extra={"event": "publication_failed", "error": type(exc).__name__},
                 )
+
+    async def behind_published(self) -> bool:
+        """Whether the history store is behind the releases already on ``topics.manifests``
+        (lock held); if so the cut is held: the release due is named in ``store_problem``
+        (``/health``), logged (``store_regressed``) and counted (``sr_store_regressed``).
+
+        The topic is read once per process (its end only); then the releases this worker
+        sends raise the mark. Raises what reading the topic raises (the publication fails and
+        is tried again; nothing is cut before the topic was read)."""
+        if self.manifests_sequence is None:
+            self.manifests_sequence = await last_manifest_sequence(self.settings.kafka)
+        committed = await asyncio.to_thread(self.service.last_sequence)
+        if committed >= self.manifests_sequence:
+            return False
+        label, rows = await asyncio.to_thread(self.service.next_release)
+        topic = self.settings.kafka.topics.manifests
+        reason = published_ahead_message(topic, self.manifests_sequence, committed)
+        self.service.hold_for_store(label, rows, StoreRegressed(reason))
+        self.metrics.observe_refusals(0, False, True)
+        return True
+
+    async def _send_held(self) -> None:
+        """The status message of the release the store holds (once per label and reason per
+        process), so that ``publish --wait`` answers instead of waiting out its timeout."""
+        problem = self.service.store_problem
+        if problem is None or not problem.release or not self.sends_releases():
+            return
+        key = (problem.release, problem.error)
+        if key in self.held_notified:
+            return
+        notice = held_notice(problem)
+        await self._send(self.service.status_messages([notice.model_dump_json().encode("utf-8")]))
+        self.held_notified.add(key)
 
     async def _send_statuses(self) -> None:
         """Send the status messages committed with refusals (the outbox, then trim it), and

@@ -20,6 +20,7 @@ idempotent producer: ``InitProducerId`` answers ``UnknownError``. Settings for i
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import ssl
 import time
@@ -259,6 +260,79 @@ async def check_records_partitions(settings: KafkaSettings) -> int:
             "partitions are the shards that hold each individual's history, fixed for a series "
             '(README, "Several workers")'
         )
+    return found
+
+
+TAIL_OFFSETS = 16
+"""Offsets :func:`last_manifest_sequence` reads back from a partition's end at first (each
+release is a manifest and a transaction marker there), widened fourfold while it holds none."""
+
+
+async def last_manifest_sequence(settings: KafkaSettings) -> int:
+    """The highest ``sequence`` of the manifests committed to ``topics.manifests`` (0: none).
+
+    Reads only the end of each partition, as a ``read_committed`` consumer: its last stable
+    offset, then the last :data:`TAIL_OFFSETS` offsets before it (the window widened while it
+    holds no manifest: transaction markers and aborted messages take offsets too), never the
+    whole topic. Manifests are sent in sequence order, so the last one holds the highest;
+    a message that is not a manifest (no integer ``sequence``) is skipped.
+
+    Raises
+    ------
+    aiokafka.errors.KafkaError
+        The cluster is unreachable, refuses, or the read did not reach the end within
+        ``request_timeout_ms`` (:data:`CLIENT_ERRORS`).
+    """
+    topic = settings.topics.manifests
+    partitions = await topic_partitions(settings, [topic])
+    consumer = AIOKafkaConsumer(
+        **client_options(settings),
+        group_id=None,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+    )
+    try:
+        await consumer.start()
+        consumer.assign(partitions)
+        first = await consumer.beginning_offsets(partitions)
+        ends = await consumer.end_offsets(partitions)  # read_committed: the last stable ones
+        best = 0
+        for tp in partitions:
+            stop, window = ends[tp], TAIL_OFFSETS
+            while stop > first[tp]:
+                start = max(first[tp], stop - window)
+                found = await _sequences_between(consumer, tp, start, stop, settings)
+                if found:
+                    best = max(best, *found)
+                    break
+                stop, window = start, window * 4
+        return best
+    finally:
+        await consumer.stop()
+
+
+async def _sequences_between(
+    consumer: AIOKafkaConsumer, tp: TopicPartition, start: int, stop: int, settings: KafkaSettings
+) -> list[int]:
+    """The ``sequence`` of every manifest at offsets ``start .. stop - 1`` of ``tp``."""
+    consumer.seek(tp, start)
+    deadline = time.monotonic() + settings.request_timeout_ms / 1000
+    found: list[int] = []
+    while await consumer.position(tp) < stop:
+        if time.monotonic() > deadline:
+            raise aiokafka_errors.KafkaTimeoutError(
+                f"reading offsets {start}..{stop - 1} of {tp.topic!r} partition {tp.partition}"
+            )
+        batch = await consumer.getmany(tp, timeout_ms=200)
+        for message in batch.get(tp, []):
+            if message.offset >= stop or message.value is None:
+                continue
+            try:
+                sequence = json.loads(message.value).get("sequence")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(sequence, int) and not isinstance(sequence, bool):
+                found.append(sequence)
     return found
 
 

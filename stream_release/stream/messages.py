@@ -309,10 +309,13 @@ class ReleaseNotice(_Message):
     ``blocked``: sealed, but at least as many of its records were rejected as it still misses
     (``sr.rejected`` says which and why): it waits for records sent again under its label,
     or for the snapshot published again under a new one.
+    ``held``: ready, but not cut because the history store is behind what was already
+    published (``sr.manifests``, the archive or the series ledger): it stays staged and is cut
+    once the store is restored.
     """
 
     release: str = Field(min_length=1)
-    status: Literal["refused", "blocked"]
+    status: Literal["refused", "blocked", "held"]
     error: str = Field(description="the exception's type, or records_rejected")
     reason: str = Field(description="what made it impossible: counts and settings, no values")
     fix: str

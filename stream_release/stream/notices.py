@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from stream_release.errors import GuaranteeUnsatisfiable, SchemaError
+from stream_release.errors import NEW_SERIES_CAVEAT, GuaranteeUnsatisfiable, SchemaError
 from stream_release.stream.messages import ReleaseNotice
 from stream_release.stream.staging import ReleaseStatus
 
@@ -36,10 +36,36 @@ class StoreProblem(NamedTuple):
 
 
 STORE_FIX = (
-    "restore the history store (Redis) from its backup, or continue the series in a new "
-    "archive and history; nothing is cut until then"
+    "restore the history store (Redis) from a backup of the last release published or later; "
+    "nothing is cut until then. Continuing in a new archive and history instead is a new "
+    f"series: {NEW_SERIES_CAVEAT}"
 )
 """What the operator does about a :class:`StoreProblem` (logged with it)."""
+
+
+def published_ahead_message(topic: str, published: int, committed: int) -> str:
+    """Why the cut is held when ``topic`` (``topics.manifests``) holds the manifest of release
+    ``published`` and the history store is at release ``committed`` (below it)."""
+    return (
+        f"the topic {topic!r} already holds the manifest of release {published}, but the "
+        f"history store is at release {committed}: the store lost commits (Redis restarted "
+        "without persistence, or restored from an older backup together with the archives, or "
+        f"another series' store), and cutting now would publish sequence {committed + 1} again "
+        f"and forget the linkages of releases {committed + 1}..{published}, which are public. "
+        "Nothing is cut until it is restored from its backup"
+    )
+
+
+def held_notice(problem: StoreProblem) -> ReleaseNotice:
+    """The status message of a release whose cut is held by the history store: it stays
+    staged and is cut once the store is restored."""
+    return ReleaseNotice(
+        release=problem.release,
+        status="held",
+        error="StoreRegressed",
+        reason=problem.error,
+        fix=STORE_FIX,
+    )
 
 
 CONFIG_FIX = (
@@ -94,7 +120,8 @@ SHARD_REASON = (
 )
 SHARD_FIX = (
     "its label is closed: publish the snapshot again under a new label once the data or the "
-    "settings allow it; fewer partitions (a new series) give each shard more rows"
+    "settings allow it; fewer partitions give each shard more rows, but they make a new "
+    f"series: {NEW_SERIES_CAVEAT}"
 )
 
 

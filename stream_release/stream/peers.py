@@ -9,7 +9,8 @@ members (``DescribeGroups``) before it joins (:func:`~stream_release.stream.acce
 check_access`): a member with another tag refuses the start, with one line.
 
 :func:`configuration_tag` covers what shapes a release: ``[schema]`` (hierarchy files by their
-content), ``[privacy]``, ``[output]``, ``[grouping]``, ``[virtual]`` (the register by its
+content), ``[privacy]``, ``[output]`` (not its ``ledger``: a path, like the archive's),
+``[grouping]``, ``[virtual]`` (the register by its
 content), ``[mechanism]`` as written, ``history.prefix``, the Redis server and database (not
 its credentials) and ``[kafka.topics]``; not the credentials, the ports or the archive paths.
 The tag is readable by whoever may describe the group, so it is an HMAC under a secret derived
@@ -54,7 +55,9 @@ def configuration_tag(settings: Settings) -> bytes:
     shaping = {
         "schema": settings.schema.model_dump(mode="python"),
         "privacy": settings.privacy.model_dump(mode="python"),
-        "output": settings.output.model_dump(mode="python"),
+        # the ledger is where a worker writes, not what shapes a release (and its content
+        # changes with every release)
+        "output": settings.output.model_dump(mode="python", exclude={"ledger"}),
         "grouping": settings.grouping.model_dump(mode="python"),
         "virtual": settings.virtual.model_dump(mode="python"),
         "mechanism": settings.mechanism.model_dump(mode="python"),

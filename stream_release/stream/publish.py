@@ -105,7 +105,7 @@ def partition_counts(ids: list[str], placed: array[int], partitions: int) -> lis
 class Outcome(NamedTuple):
     """What became of a release :func:`publish_snapshot` waited for."""
 
-    status: Literal["published", "refused", "blocked", "timeout"]
+    status: Literal["published", "refused", "blocked", "held", "timeout"]
     sequence: int | None = None
     """``published``: the release's sequence."""
     reason: str = ""
@@ -145,7 +145,7 @@ async def publish_and_wait(
 ) -> tuple[int, Outcome]:
     """:func:`publish_snapshot`, then wait up to ``wait_s`` seconds for what the worker says
     of release ``label``: its manifest on ``topics.manifests`` (published, with its
-    sequence) or a status message on ``topics.status`` (refused or blocked, with the reason
+    sequence) or a status message on ``topics.status`` (refused, blocked or held, with the reason
     and the fix), read as ``read_committed`` from where both topics ended before the records
     were sent. Creates both topics when missing.
 
@@ -207,6 +207,10 @@ async def _send(settings: KafkaSettings, label: str, raw: RawSnapshot, *, seal: 
     return raw.n_rows
 
 
+STATUSES = ("refused", "blocked", "held")
+"""The status messages that answer ``publish --wait`` (exit 1 with the reason and the fix)."""
+
+
 class _Watch:
     """A read_committed consumer of ``topics.manifests`` and ``topics.status`` positioned at
     their ends before anything is sent: it sees only what the worker says afterwards."""
@@ -249,7 +253,7 @@ class _Watch:
                     body = orjson.loads(message.value)
                     if tp.topic == topics.manifests:
                         return Outcome("published", sequence=int(body["sequence"]))
-                    if tp.topic == topics.status and body.get("status") in ("refused", "blocked"):
+                    if tp.topic == topics.status and body.get("status") in STATUSES:
                         reason = f"{body.get('reason', '')}; {body.get('fix', '')}"
                         return Outcome(body["status"], reason=reason)
         return Outcome(

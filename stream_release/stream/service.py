@@ -66,6 +66,7 @@ from stream_release.history.redis_store import RedisHistoryStore
 from stream_release.io.encoding import encode
 from stream_release.io.hierarchy import load_hierarchies
 from stream_release.io.release_files import decode_record, default_private_dir
+from stream_release.io.series_ledger import default_ledger_path
 from stream_release.pipeline.publisher import Publisher
 from stream_release.stream.intake import (
     SEAL_ERRORS,
@@ -327,6 +328,10 @@ class BaseReleaseService(ABC):
     def waiting(self) -> list[ReleaseStatus]:
         """The sealed releases still missing records (not ready, not cut), by label."""
 
+    @abstractmethod
+    def next_release(self) -> tuple[str, int]:
+        """The label and sealed rows of the release the next cut takes (``("", 0)``: none)."""
+
     def blocked(self) -> list[ReleaseStatus]:
         """The sealed releases the records received cannot complete
         (:attr:`~stream_release.stream.staging.ReleaseStatus.blocked`)."""
@@ -372,11 +377,12 @@ class BaseReleaseService(ABC):
         )
 
     def hold_for_store(self, label: str, rows: int, exc: Exception) -> None:
-        """A cut stopped because the history store is behind the archive (event
+        """A cut stopped because the history store is behind what was already published (the
+        archive, the series ledger, ``topics.manifests``; event
         ``store_regressed``; ``/health`` degraded until a cut gets past it)."""
         self.store_problem = StoreProblem(label, str(exc))
         log.error(
-            "release %r not cut, the history store is behind the archive: %s; %s",
+            "release %r not cut, the history store is behind what was already published: %s; %s",
             label,
             exc,
             STORE_FIX,
@@ -432,6 +438,7 @@ class ReleaseService(BaseReleaseService):
             self.store,
             self.pseudonymizer,
             private_dir=self.private_archive,
+            ledger=settings.output.ledger or default_ledger_path(self.archive),
         )
         self.publisher.recover()
 
@@ -523,6 +530,10 @@ class ReleaseService(BaseReleaseService):
             for status in (self.staging.status(label) for label in self.staging.open_labels())
             if status.sealed is not None and status.committed is None and not status.ready
         ]
+
+    def next_release(self) -> tuple[str, int]:
+        ready = self.staging.ready()
+        return (ready[0].label, ready[0].staged) if ready else ("", 0)
 
 
 def release_messages(settings: Settings, manifest: dict[str, Any], groups: bytes) -> list[Outgoing]:

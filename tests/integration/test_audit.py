@@ -34,6 +34,12 @@ def _series(
     return config, out, snaps
 
 
+def _drop_ledger(out: Path) -> None:
+    """Remove the series ledger beside ``out``: a tampered file is then caught (or not) by
+    the check under test, not by its digest in the ledger."""
+    out.with_name(out.name + ".ledger").unlink()
+
+
 def _relabel_sex(out: Path) -> None:
     """Change one group's ``sex`` label from ``Female`` to ``Male``: sizes and counts still
     add up, only the rows tell."""
@@ -52,7 +58,10 @@ def test_a_changed_label_fails_with_the_hierarchies_and_is_reported_without(
     _relabel_sex(out)
     capsys.readouterr()
     assert main(["audit", str(out), "--config", str(config), *map(str, snaps)]) == 1
-    assert "sex = 'Male' does not cover its rows' values" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "sex = 'Male' does not cover its rows' values" in printed
+    assert "release-0001.jsonl (altered) differ from the series ledger" in printed
+    _drop_ledger(out)
     # without the hierarchies, a leaf no member holds cannot be told from a label: said so
     assert main(["audit", str(out), *map(str, snaps)]) == 0
     printed = capsys.readouterr().out
@@ -64,6 +73,7 @@ def test_a_missing_snapshot_is_reported_and_a_moved_one_is_found_by_its_hash(
     shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     config, out, snaps = _series(shared_data, tmp_path)
+    _drop_ledger(out)
     _relabel_sex(out)
     moved = tmp_path / "elsewhere"
     moved.mkdir()
@@ -227,6 +237,7 @@ def test_the_audit_holds_each_manifest_to_the_configuration_and_the_files(
     config, out, snaps = _series(shared_data, tmp_path, rounds=6)
     report = audit_directory(out, config=config, snapshots=snaps)
     assert report.ok and all("unplaced" in line for line in report.not_done), report.not_done
+    _drop_ledger(out)
     k = max(
         range(1, 7),
         key=lambda k: json.loads((out / f"manifest-{k:04d}.json").read_text())["suppressed"],
@@ -280,6 +291,7 @@ def test_the_private_record_cannot_buy_an_exemption_or_hide_the_set(
     monkeypatch.setenv("SR_HISTORY_KEY", "5e" * 32)
     # the five rarest occupations protected: release 5 takes a group as decoys
     config, out, snaps = _series(shared_data, tmp_path, rounds=6, protected=RARE)
+    _drop_ledger(out)
     private = tmp_path / "out.private"
     k = next(
         k

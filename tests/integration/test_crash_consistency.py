@@ -1,6 +1,6 @@
 """Crash consistency: the worker killed with SIGKILL at each step of the release path.
 
-For every kill point of :mod:`stream_release.devtools.faults` (14 steps, from staging to marking a
+For every kill point of :mod:`stream_release.devtools.faults` (15 steps, from staging to marking a
 release published), one run on its own topics, Redis prefix and archive:
 
 1. three snapshots of the Adult series are sent (records, then a seal each);
@@ -16,7 +16,10 @@ Then, against one uninterrupted run of the same series with the same key:
   run's (``elapsed_s``, a timing, aside);
 * what Redis holds equals the uninterrupted run's: the history of every individual, the value
   dictionary, the release records, labels, sequence and published marker, no staging left;
-* the archive equals the uninterrupted run's and passes the audit.
+* the archive equals the uninterrupted run's and passes the audit, against the series ledger
+  beside it too, which records each release once, in order (killed at ``committed``, before
+  the release's line, the restart records it from its files; at ``ledgered``, after it,
+  the restart only finishes the files).
 
 The worker sends each release in one Kafka transaction. Killed inside it (``groups_partial``,
 ``groups_sent``), the release's group lines are on the broker but invisible to a

@@ -27,6 +27,7 @@ from support.service_runs import log_events, metric_sample, record_messages, sta
 
 from stream_release.audit import audit_directory
 from stream_release.config import KafkaSettings, Settings, load_settings
+from stream_release.errors import NEW_SERIES_CAVEAT
 from stream_release.stream.app import ServiceRunner
 from stream_release.stream.intake import Incoming
 from stream_release.stream.notices import CONFIG_FIX
@@ -114,7 +115,8 @@ def test_a_configuration_the_series_cannot_continue_holds_the_release_and_is_rep
     status, body = loop.run(runner.health())
     assert (status, body["status"], body["publication_ok"]) == (503, "degraded", True)
     assert body["config_error"]["release"] == "t02"
-    assert "start a new history to change them" in body["config_error"]["error"]
+    assert "to change them, start a new history" in body["config_error"]["error"]
+    assert NEW_SERIES_CAVEAT in body["config_error"]["error"]
 
     # the series' configuration again: t02 is cut as release 2, the problem is gone
     fixed = ReleaseService(

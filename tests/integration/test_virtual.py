@@ -82,7 +82,10 @@ def test_k_prime_5_is_refused_without_a_register_and_feasible_with_one(
         assert len(fake) == manifest["virtual"]["members"]
     report = audit_directory(out, config=settings_path(tmp_path), snapshots=series)
     assert report.ok, report.table()
-    assert not [line for line in report.not_done if "virtual" in line]
+    # every virtual member checked; the NCP and query errors of such a release are not
+    # recomputed (its table holds the register's candidates), and the audit says so
+    undone = [line for line in report.not_done if "virtual" in line]
+    assert [line.split(" ")[0] for line in undone] == ["utility.ncp", "utility.query_error,"]
     assert max(r.breach_max for r in report.releases) <= 0.5
 
 

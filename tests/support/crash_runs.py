@@ -17,6 +17,7 @@ import pytest
 import redis
 
 from stream_release.audit import audit_directory
+from stream_release.audit.series_ledger import read_ledger
 from stream_release.config import KafkaSettings, TopicSettings
 from stream_release.devtools.faults import ENV
 from stream_release.history.keys import RedisKeys
@@ -34,6 +35,7 @@ PER_RELEASE = {
     "files_staged",
     "commit_queued",
     "committed",
+    "ledgered",
     "finalizing",
     "finalized",
     "groups_partial",
@@ -90,8 +92,12 @@ def run_series(
         assert worker.stop() == 0
     finally:
         worker.kill()
-    report = audit_directory(archive)
-    assert report.ok, report
+    report = audit_directory(archive)  # against its series ledger too
+    assert report.ok and report.guarantee_checked, report
+    ledger = read_ledger(archive.with_name("archive.ledger"))
+    assert [(e.sequence, e.release) for e in ledger] == [
+        (k, snap.stem) for k, snap in enumerate(snaps, start=1)
+    ]
     lines = read_topic(bootstrap, topics.releases)
     groups = groups_of(lines)
     return Outcome(

@@ -87,6 +87,10 @@ class StubService:
         """The last sequence marked published."""
         return self.marked
 
+    def last_sequence(self) -> int:
+        """The last sequence committed."""
+        return self.committed
+
     def pending(self) -> list[int]:
         """The committed sequences not yet marked published."""
         return list(range(self.marked + 1, self.committed + 1))
@@ -118,4 +122,5 @@ def stub_runner(service: StubService, settings: Settings) -> tuple[ServiceRunner
     app = SimpleNamespace(producer=producer, monitor=monitor)
     runner = ServiceRunner(app, service, settings)  # type: ignore[arg-type]
     runner.releases = StubReleases(producer)
+    runner.manifests_sequence = 0  # no manifests topic to read: nothing published before
     return runner, producer

@@ -185,6 +185,10 @@ def test_the_worker_waits_for_its_services_and_reads_the_key_from_a_secret(
     # public and private files on volumes of their own: the public one can be shared whole
     assert volumes[archive] != volumes[private]
     assert {volumes[archive], volumes[private]} <= set(compose["volumes"])
+    # the series ledger outside both archives: a restore of them does not take it back
+    ledger = env["SR_OUTPUT_LEDGER"]
+    assert volumes[ledger.rpartition("/")[0]] not in {volumes[archive], volumes[private]}
+    assert volumes[ledger.rpartition("/")[0]] in compose["volumes"]
     assert int(env["SR_SERVICE_METRICS_PORT"]) == ServiceSettings().metrics_port
 
 
@@ -210,6 +214,7 @@ def test_the_compose_environment_loads_with_the_example_config(
     assert settings.history.key_file == Path("/run/secrets/pseudonym_key")
     assert settings.service.archive == Path("/archive")
     assert settings.service.private_archive == Path("/archive-private")
+    assert settings.output.ledger == Path("/ledger/series.ledger")
     assert settings.service.metrics_port == ServiceSettings().metrics_port
 
 

@@ -96,6 +96,7 @@ from stream_release.core.privacy.reconstruction import perturb_from_uniforms
 from stream_release.core.privacy.reconstruction_serial import serial_rp_randomize
 from stream_release.core.table import EncodedTable
 from stream_release.errors import (
+    NEW_SERIES_CAVEAT,
     ConfigError,
     GuaranteeUnsatisfiable,
     HistoryStoreError,
@@ -210,7 +211,8 @@ class ReconstructionRR:
             raise ConfigError(
                 f"mechanism parameters {self._params.decode()} differ from those this series "
                 f"started with, {entries[0].decode(errors='replace')}: a series keeps its p, "
-                "epsilon, delta, bound and domain (start a new history to change them)"
+                "epsilon, delta, bound and domain (to change them, start a new history: "
+                f"{NEW_SERIES_CAVEAT})"
             )
         used = np.array([_parse_count(e) for e in entries[1 : 1 + n_micro]], dtype=np.int64)
         known = np.array([e is not None for e in entries[1 + n_micro :]], dtype=bool)

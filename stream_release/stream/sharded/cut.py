@@ -48,6 +48,7 @@ import orjson
 from stream_release.config import Settings
 from stream_release.devtools.faults import kill_point
 from stream_release.errors import (
+    NEW_SERIES_CAVEAT,
     ConfigError,
     GuaranteeUnsatisfiable,
     HistoryStoreError,
@@ -195,7 +196,7 @@ class ShardedCut:
                 f"kafka.partitions = {self.partitions}, but the series under history.prefix = "
                 f"{prefix!r} was started with {recorded}: each individual's history is in the "
                 f"shard of its partition; set kafka.partitions = {recorded}, or start a new "
-                "series under another prefix"
+                f"series under another prefix: {NEW_SERIES_CAVEAT}"
             )
 
     def own(self, owned: Iterable[int]) -> None:

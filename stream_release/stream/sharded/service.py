@@ -166,6 +166,10 @@ class ShardedReleaseService(BaseReleaseService):
             )
         return result.manifests
 
+    def next_release(self) -> tuple[str, int]:
+        label = self.cut.current().get("label", "") or next(iter(self.cut.ready()), "")
+        return label, self._sealed_rows(label) if label else 0
+
     def _sealed_rows(self, label: str) -> int:
         """The ids release ``label``'s seal announced (0 once the seal is gone)."""
         raw = self.staging.sealed_value(label)

@@ -3,8 +3,8 @@ defaults: it must agree with the service's."""
 
 from __future__ import annotations
 
-from stream_release.audit.settings import ConfiguredPrivacy
-from stream_release.config import GroupingSettings, PrivacySettings
+from stream_release.audit.settings import ConfiguredOutput, ConfiguredPrivacy
+from stream_release.config import GroupingSettings, OutputSettings, PrivacySettings, SchemaSettings
 
 
 def test_the_audits_defaults_are_the_services() -> None:
@@ -17,3 +17,9 @@ def test_the_audits_defaults_are_the_services() -> None:
     )
     assert (audit.protected, audit.min_group_size) == (privacy.protected, privacy.min_group_size)
     assert audit.max_group_factor == grouping.max_group_factor
+
+
+def test_the_audits_query_workload_defaults_are_the_services() -> None:
+    audit, output = ConfiguredOutput(), OutputSettings()
+    assert (audit.queries, audit.query_seed) == (output.queries, output.query_seed)
+    assert audit.numeric == SchemaSettings(id="id", sensitive="s", qid=("a",)).numeric
