@@ -590,9 +590,12 @@ class Publisher:
                 set_floor=set_floor,
                 rng=self.decoy_rng(sequence),
             )
-        except GuaranteeUnsatisfiable as exc:  # name the release the refusal is about
+        except GuaranteeUnsatisfiable as exc:
+            if source is None:  # the worker's status message and log name the release
+                raise
+            # offline: name the release and the file the refusal is about
             raise GuaranteeUnsatisfiable(
-                f"release {sequence} ({label!r}): {exc}", public=exc.public
+                f"{_where(label, source)}: {exc}", public=exc.public
             ) from exc
         kill_point("planned")
         return PlannedRelease(
@@ -620,9 +623,7 @@ class Publisher:
         if self.sensitive_leaves is None and schema.sensitive in schema.hierarchies:
             hierarchy = load_hierarchy(schema.hierarchies[schema.sensitive], schema.sensitive)
             self.sensitive_leaves = frozenset(hierarchy.leaves)
-        where = f"release {label!r}"
-        if source is not None and "file" in source:
-            where += f" (snapshot {str(source['file'])!r})"
+        where = _where(label, source)
         check_protected_present(
             table.sensitive_values,
             privacy.protected,
@@ -845,6 +846,14 @@ class Publisher:
 
     def close(self) -> None:
         self.store.close()
+
+
+def _where(label: str, source: dict[str, Any] | None) -> str:
+    """``release 't01' (snapshot 't01.csv')``: what a refusal is about (the file when known)."""
+    where = f"release {label!r}"
+    if source is not None and "file" in source:
+        where += f" (snapshot {str(source['file'])!r})"
+    return where
 
 
 def _private_record(label: str, sequence: int, source: dict[str, Any] | None) -> dict[str, Any]:

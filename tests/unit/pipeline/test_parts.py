@@ -68,7 +68,9 @@ def test_counts_and_sizes_are_those_of_the_union() -> None:
     assert merged["utility"]["query_error_median"] == pytest.approx((0.5 * 100 + 1.0 * 300) / 400)
     assert merged["utility"]["queries"] == 400
     # quantiles and shares: the largest part's, never below the union's
-    assert merged["breach"] == {"bound": 0.5, "max": 0.4, "p50": 0.2, "p99": 0.3, "spent": 2}
+    assert merged["breach"] == {
+        "bound": 0.5, "max": 0.4, "p50": 0.2, "p99": 0.3, "spent": 2, "spent_people": 0
+    }  # fmt: skip
     assert merged["suppressed_set"]["share_max"] == 0.5
     assert merged["suppressed_set"]["rows"] == 3 and "decoys" not in merged["suppressed_set"]
 
