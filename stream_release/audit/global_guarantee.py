@@ -142,8 +142,8 @@ def audit_linkages(
                 f"the private record's suppressed multiset has {sum(record.counts.values())} "
                 f"rows but {star.shape[0]} ids are suppressed"
             )
-        listed = (record.withheld or frozenset()) | record.unplaced
-        if not listed <= star_ids or (record.withheld or frozenset()) & record.unplaced:
+        named = (record.withheld or frozenset()) | record.unplaced
+        if not named <= star_ids or (record.withheld or frozenset()) & record.unplaced:
             problems.append(
                 "the private record lists a withheld or unplaced id that is not suppressed, or "
                 "one id as both"
@@ -165,23 +165,31 @@ def audit_linkages(
     history = strategy.get("name") != "localized"
     if history:
         real = np.ones(len(ids), dtype=bool) if virtual is None else ~virtual
-        withheld = _withheld(ledger, rows, real, ell, strategy, is_protected, not_done)
-        published_withheld = withheld & (assigned >= 0)
+        sure, maybe = _withheld(ledger, rows, real, ell, strategy, is_protected, not_done)
+        published_withheld = sure & (assigned >= 0)
         if published_withheld.any():
             problems.append(
                 f"{int(published_withheld.sum())} rows the rule withholds for their history "
                 "(a plan above the cap) are published"
             )
+        withheld = sure
+        if record is not None and record.withheld is not None:
+            listed = np.array([i in record.withheld for i in ids], dtype=bool)
+            suppressed_rows = assigned < 0
+            if np.any(sure & suppressed_rows & ~listed) or np.any(listed & ~maybe):
+                problems.append(
+                    f"the private record lists {len(record.withheld)} rows withheld for their "
+                    f"history, but the rule withholds "
+                    f"{int(np.count_nonzero(sure & suppressed_rows))} of the suppressed ones"
+                )
+            withheld = listed
         figures.withheld = int(np.count_nonzero(withheld))
-        by_rule = {ids[i] for i in np.flatnonzero(withheld & (assigned < 0)).tolist()}
-        if record is not None and record.withheld is not None and record.withheld != by_rule:
-            problems.append(
-                f"the private record lists {len(record.withheld)} rows withheld for their "
-                f"history, but the rule withholds {len(by_rule)} of the suppressed ones"
-            )
         if record is not None and star.size:
             values = [ledger.value(v) for v, c in record.counts.items() if c and is_protected(v)]
-            members = np.flatnonzero(withheld & (assigned < 0))
+            exempt = withheld & (assigned < 0)
+            if _past_horizon(manifest):  # the unplaced rows too: the per-release bound
+                exempt |= np.array([i in record.unplaced for i in ids], dtype=bool)
+            members = np.flatnonzero(exempt)
             if values and members.size:
                 grid = rows[members][:, None] * VALUE_SPACE + np.array(values)[None, :]
                 exempt_keys = grid.ravel()
@@ -341,27 +349,44 @@ def _withheld(
     strategy: dict[str, Any],
     is_protected: Callable[[str], bool],
     not_done: list[str],
-) -> NDArray[np.bool_]:
-    """(len(rows),) the rows the planner's rule withholds for their history: a protected pair
-    whose ``P`` (before this release) lies below the plan's threshold of the cap
-    (:func:`~stream_release.audit.ledger.forced_threshold`: the plan exceeds the cap, or the
-    pair is at the bound), decided exactly. Virtual members are never withheld. Without the
-    cap in the manifest, nobody (and the check is listed as not done)."""
+) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+    """``(sure, maybe)`` (len(rows),): the rows the planner's rule withholds for their history
+    (a protected pair whose ``P`` before this release lies below the plan's threshold of the
+    cap, :func:`~stream_release.audit.ledger.forced_threshold`: the plan exceeds the cap, or
+    the pair is at the bound), decided exactly with the planner's float rounding allowed for:
+    ``sure`` below ``threshold (1 - WITHHOLD_BAND)``, ``maybe`` below ``threshold (1 +
+    WITHHOLD_BAND)`` (a plan computed in floats may land on either side of the cap it equals
+    exactly). Virtual members are never withheld. Without the cap in the manifest, nobody
+    (and the check is listed as not done)."""
     cap = strategy.get("group_size_cap")
-    out = np.zeros(rows.shape[0], dtype=bool)
+    sure = np.zeros(rows.shape[0], dtype=bool)
     if not isinstance(cap, int):
         not_done.append(
             "the rule that withholds rows for their history (the manifest states no "
             "strategy.group_size_cap): no pair is exempt"
         )
-        return out
+        return sure, sure.copy()
     prot = np.array([is_protected(v) for v in ledger.value_names()], dtype=bool)
     owner = ledger.keys // VALUE_SPACE
     mine = np.isin(owner, rows[real]) & prot[ledger.keys % VALUE_SPACE]
     keys = ledger.keys[mine]
-    below = ledger.keep_below(keys, forced_threshold(ell, cap, strategy))
-    out[np.isin(rows, keys[below] // VALUE_SPACE)] = True
-    return out & real
+    threshold = forced_threshold(ell, cap, strategy)
+    maybe = sure.copy()
+    for out, factor in ((sure, 1 - WITHHOLD_BAND), (maybe, 1 + WITHHOLD_BAND)):
+        below = ledger.keep_below(keys, threshold * factor)
+        out[np.isin(rows, keys[below] // VALUE_SPACE)] = True
+    return sure & real, maybe & real
+
+
+WITHHOLD_BAND = Fraction(1, 10**9)
+"""How close to the cap a plan computed in floats may fall on either side of it: the planner's
+history keeps ``log P`` in floats (a sum of rounded logarithms), the audit its exact factors."""
+
+
+def _past_horizon(manifest: dict[str, Any]) -> bool:
+    """Whether the release lies past its series' horizon (``strategy.horizon``)."""
+    horizon = (manifest.get("strategy") or {}).get("horizon")
+    return isinstance(horizon, int) and int(manifest["sequence"]) > horizon
 
 
 def _check_unplaced(

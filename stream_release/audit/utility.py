@@ -235,6 +235,8 @@ def _penalties(
     """(G, d) each group's penalty on each QID; the domains are ``table``'s, or, without it
     (nothing suppressed), the published values'."""
     penalty = np.zeros((len(lines), len(names)), dtype=np.float64)
+    if not lines:  # nothing published: no penalty to weigh
+        return penalty
     for j, name in enumerate(names):
         values = [(line.get("qid") or {}).get(name) for line in lines]
         if any(v is None for v in values):

@@ -38,19 +38,23 @@ def check_feasible(
         )
     counts = np.bincount(table.sensitive[eligible], minlength=len(table.sensitive_values))
     counts = np.where(is_protected, counts, 0)
-    worst = int(np.argmax(counts))
-    if counts[worst] == 0:
-        return
-    r_max = n / counts[worst]
     need = strategy.base_ratio
-    if r_max >= need:
+    too_frequent = counts * need > n
+    if not too_frequent.any():
         return
+    # the message states the snapshot's totals, never the counts of the rows it may publish:
+    # those less the totals are the rows it withholds, whose values are what it must not tell
+    totals = np.where(is_protected, np.bincount(table.sensitive, minlength=counts.shape[0]), 0)
+    worst = int(np.argmax(np.where(too_frequent, totals, -1)))
+    rows = int(table.n_rows)
+    r_max = rows / max(int(totals[worst]), 1)
     value = table.sensitive_values[worst]
     raise GuaranteeUnsatisfiable(
-        f"infeasible: protected value {value!r} is held by {counts[worst]} of {n} rows "
-        f"({100 * counts[worst] / n:.2f} %), so no group-size ratio above {r_max:.4g} is possible, "
-        f"but strategy {strategy.name} with l = {strategy.ell:g} needs {need:.4g}; "
-        f"largest feasible setting: {_largest_feasible(strategy, r_max)}",
+        f"infeasible: protected value {value!r} is held by {totals[worst]} of the snapshot's "
+        f"{rows} rows ({100 * totals[worst] / rows:.2f} %), too many for a group-size ratio of "
+        f"{need:.4g} (strategy {strategy.name} with l = {strategy.ell:g}) among the rows the "
+        f"release may publish; largest feasible setting: "
+        f"{_largest_feasible(strategy, r_max)}",
         public=True,
     )
 

@@ -46,18 +46,23 @@ from stream_release.core.grouping.partition import (
     placer_for,
 )
 from stream_release.core.grouping.placer import Placer
-from stream_release.core.grouping.requirements import Requirements
+from stream_release.core.grouping.requirements import Requirements, csr_rows
 from stream_release.core.grouping.suppressed_set import (
     SuppressedSet,
+    decoy_count,
     decoy_order,
     protect_suppressed_set,
     withheld_for_history,
 )
 from stream_release.core.grouping.virtual import no_value_code, trim_virtual
-from stream_release.core.privacy.breach import log_survival_factor, minimum_ratio_from_log_product
+from stream_release.core.privacy.breach import (
+    RATIO_RTOL,
+    log_survival_factor,
+    minimum_ratio_from_log_product,
+)
 from stream_release.core.privacy.strategy import Strategy
 from stream_release.core.table import EncodedTable
-from stream_release.errors import PrivacyLeakWarning
+from stream_release.errors import NEW_SERIES_CAVEAT, GuaranteeUnsatisfiable, PrivacyLeakWarning
 from stream_release.history.types import HistoryRows
 from stream_release.history.update import merge_linkages
 from stream_release.pipeline.feasibility import check_feasible
@@ -234,6 +239,7 @@ def plan_release(
     virtual: NDArray[np.bool_] | None = None,
     set_floor: Mapping[str, float] | None = None,
     rng: np.random.Generator | None = None,
+    past_horizon: bool | None = None,
 ) -> ReleasePlan:
     """Group ``table`` under ``strategy`` given the history of its rows.
 
@@ -256,6 +262,12 @@ def plan_release(
         them (:func:`~stream_release.core.grouping.suppressed_set.decoy_order`); the caller
         keys it with a secret and the release's sequence (:class:`~stream_release.pipeline.
         publisher.Publisher`). Default: a fixed seed (tests and examples)
+    past_horizon : whether the release lies past the series' horizon
+        (:mod:`stream_release.config._horizon`): past it, the set's decoys are held to Theorem
+        1's bound and its unplaced rows to the per-release bound; inside it (``False``) they
+        keep their plan, and a row withheld for its history refuses the release (a setting
+        that lasts the horizon withholds nobody: the histories were spent under another).
+        ``None``: not known (the set's members keep their plan)
 
     Raises
     ------
@@ -291,8 +303,20 @@ def plan_release(
     protected_global = _protected_global(values, value_of_local, is_protected, protected)
     cap = group_size_cap(strategy.base_ratio, min_group_size, grouper.factor)
     withheld = withheld_rows(history, protected_global, strategy, cap) & ~absent
+    if past_horizon is False and withheld.any():
+        raise GuaranteeUnsatisfiable(
+            f"{int(np.count_nonzero(withheld))} individuals of this release, inside the "
+            "series' horizon, have a plan past the group-size cap for some protected value: "
+            "their budgets were spent under other settings (a larger horizon or k_prime set "
+            "mid-series) and the horizon's promise (nobody withheld, nobody past 1/l) cannot "
+            "be kept; publish under the settings the series started with, or plan a new "
+            f"series: {NEW_SERIES_CAVEAT}",
+            public=True,
+        )
     rng = rng if rng is not None else np.random.default_rng(0)
-    group, suppressed = grouper.group_release(strategy, absent, withheld, rng, floor)
+    group, suppressed = grouper.group_release(
+        strategy, absent, withheld, rng, floor, past_horizon=bool(past_horizon)
+    )
     layout = ReleaseLayout.of(table, group)  # once per release: render reads it too
     contents = GroupContents.of(table, layout)
     check_sizes(contents.size, min_group_size)
@@ -365,7 +389,11 @@ def relink_suppressed(
     linking = _Linking(table, history, absent, is_protected, protected, plan.strategy, plan.virtual)
     wanted = set(protected)
     set_values = np.array([g for g, _ in held if not wanted or values[g] in wanted], dtype=np.int64)
-    mine = plan.suppressed_set.withheld
+    # the withheld members, and past the horizon the unplaced ones, as in the part's own set
+    own_set = plan.suppressed_set
+    mine = own_set.withheld
+    if not own_set.keep_plan:
+        mine = np.union1d(mine, own_set.unplaced).astype(np.int64)
     exempt_rows = np.repeat(mine, set_values.shape[0])
     exempt_values = np.tile(set_values, mine.shape[0])
     exempt_members = mine if set_values.size else np.zeros(0, dtype=np.int64)
@@ -565,44 +593,122 @@ class _ReleaseGrouping:
         withheld: NDArray[np.bool_],
         rng: np.random.Generator,
         value_floor: NDArray[np.float64] | None = None,
+        past_horizon: bool = False,
     ) -> tuple[NDArray[np.int64], SuppressedSet]:
-        """The release's groups (n,) (``-1`` = suppressed) and its suppressed set, made valid
-        as one more group (:func:`protect_suppressed_set`); groups left with ``absent`` rows
-        (virtual candidates) only are dropped (:func:`trim_virtual`).
+        """The release's groups (n,) (``-1`` = suppressed) and its suppressed set
+        (:func:`protect_suppressed_set`); groups left with ``absent`` rows (virtual candidates)
+        only are dropped (:func:`trim_virtual`).
 
-        The ``withheld`` rows (:func:`withheld_rows`) never start or join a group; every
-        other row is grouped (:func:`form_groups`), then placed (:func:`place_in_groups`),
-        then grouped among the rows still left; those no group takes are *unplaced*. The
-        published groups that may become decoys are ordered without reading a value
-        (:func:`decoy_order`, drawn from ``rng``).
+        The ``withheld`` rows (:func:`withheld_rows`) never start or join a group, nor do the
+        decoys: the first rows of :func:`decoy_order` (drawn from ``rng``), as many as
+        :func:`decoy_count` gives for their count, never for their values. Every other row is
+        grouped (:func:`form_groups`), then placed (:func:`place_in_groups`), then grouped
+        among the rows still left, then placed once more into groups that may pass the cap
+        (the cap is the groups' size for utility, not a bound); when rows are left over even so
+        (*unplaced*), decoys are drawn for them too and the rest is grouped again once. Inside
+        the horizon the set's members not withheld keep their plan; past it
+        (``past_horizon``) the decoys keep Theorem 1's bound and the unplaced rows the
+        per-release bound, like the withheld.
         """
-        table, is_protected, requirements = self.table, self.is_protected, self.requirements
-        eligible = ~withheld
-        check_feasible(table, eligible, is_protected, strategy, self.min_group_size)
+        table, is_protected = self.table, self.is_protected
+        real = ~absent
+        # a part of a release cut on shards may have to hold a floor for the union's sake:
+        # its decoys are counted for it (a floor is the other parts' public needs, no value)
+        floor = float(value_floor.max(initial=0.0)) if value_floor is not None else 0.0
+        base = max(strategy.base_ratio, floor)
+        ell = max(strategy.ell * (1.0 + RATIO_RTOL), floor)
+        share_max = _largest_share(table.sensitive[real], is_protected)
+        order = decoy_order(real & ~withheld, self.requirements, rng)
+        # withheld rows (past the horizon) are many and of varied values: topped up to the
+        # set one row of any value needs, no more (a set of them alone holds when no value
+        # holds 1/l of it; when one does, the release is refused)
+        taken = decoy_count(int(np.count_nonzero(withheld)), 0, ratio=ell, share_max=share_max)
+        decoys = np.zeros(table.n_rows, dtype=np.bool_)
+        decoys[order[:taken]] = True
+        check_feasible(table, ~withheld & ~decoys, is_protected, strategy, self.min_group_size)
+        group = self._group_placed(~withheld & ~decoys, absent)
+        left = (group < 0) & real & ~withheld & ~decoys
+        keep_plan = not past_horizon
+        if left.any():  # as if the grouping's leftovers all held one value
+            # inside the horizon they keep their plan; past it the per-release bound, like
+            # the withheld
+            need = max(base, _largest_need(self.requirements, left)) if keep_plan else ell
+            hard = int(np.count_nonzero(left | withheld))
+            more = decoy_count(hard, hard, ratio=need, share_max=share_max)
+            decoys[order[taken : taken + more]] = True
+            group = self._group_placed(~withheld & ~decoys, absent)
+        group, suppressed = protect_suppressed_set(
+            table.sensitive, is_protected, self.requirements, group, withheld, decoys,
+            floor=strategy.ell, absent=absent, value_floor=value_floor,
+            keep_plan=keep_plan,
+        )  # fmt: skip
+        if absent.any():
+            validity = GroupValidity(
+                table.sensitive, is_protected, self.requirements, self.min_group_size
+            )
+            group = trim_virtual(
+                group, absent, table, validity.valid, min_group_size=self.min_group_size,
+                base_ratio=strategy.base_ratio, protected=is_protected,
+            )  # fmt: skip
+        return group, suppressed
+
+    def _group_placed(
+        self, eligible: NDArray[np.bool_], absent: NDArray[np.bool_]
+    ) -> NDArray[np.int64]:
+        """The ``eligible`` rows grouped (:func:`form_groups`), the rows left placed into the
+        groups (:func:`place_in_groups`), those still left grouped among themselves, and the
+        last ones placed into groups that may grow to :data:`WIDE_FACTOR` times the cap."""
         group = self.group_rows(eligible)
         left = np.flatnonzero(eligible & ~absent & (group < 0)).astype(np.int64)
         if left.size:
             group = self.place_rows(group, left)
             left = left[group[left] < 0]
         if left.size > 1:
-            pool = np.zeros(table.n_rows, dtype=np.bool_)
+            pool = np.zeros(group.shape[0], dtype=np.bool_)
             pool[left] = True
             group = _group_among(group, pool, self.group_rows)
-        order = decoy_order(group, requirements, absent, rng)
-        group, suppressed = protect_suppressed_set(
-            table.sensitive, is_protected, requirements, group, withheld, order,
-            floor=strategy.ell, absent=absent, value_floor=value_floor,
-        )  # fmt: skip
-        if absent.any():
-            validity = GroupValidity(
-                table.sensitive, is_protected, requirements, self.min_group_size
-            )
-            group = trim_virtual(
-                group, absent, table, validity.valid,
-                min_group_size=self.min_group_size, base_ratio=strategy.base_ratio,
-                protected=is_protected,
+            left = left[group[left] < 0]
+        if left.size:
+            group = place_in_groups(
+                self.table, self.is_protected, self.requirements, group, left,
+                min_group_size=self.min_group_size,
+                max_group_factor=self.factor * WIDE_FACTOR, insertion_window=self.window,
+                placer=self.wide_placer,
             )  # fmt: skip
-        return group, suppressed
+        return group
+
+    @functools.cached_property
+    def wide_placer(self) -> Placer:
+        """The placer of the last try, its groups allowed :data:`WIDE_FACTOR` times the cap."""
+        return placer_for(
+            self.table,
+            self.is_protected,
+            self.requirements,
+            min_group_size=self.min_group_size,
+            max_group_factor=self.factor * WIDE_FACTOR,
+        )
+
+
+WIDE_FACTOR = 4.0
+"""How much larger than the cap a group may grow to take a row no group could take within it:
+the cap bounds the groups' size for their utility; a larger group is no weaker."""
+
+
+def _largest_need(requirements: Requirements, rows: NDArray[np.bool_]) -> float:
+    """The largest ratio one of ``rows`` plans for a protected value (0 without a requirement
+    above the base)."""
+    _, entries = csr_rows(requirements.ptr, np.flatnonzero(rows).astype(np.int64))
+    return float(requirements.ratio[entries].max(initial=0.0))
+
+
+def _largest_share(sensitive: NDArray[np.int32], protected: NDArray[np.bool_]) -> float:
+    """The largest share of a protected value among the snapshot's rows (its totals: what the
+    adversary knows too)."""
+    if sensitive.shape[0] == 0:
+        return 0.0
+    counts = np.bincount(sensitive, minlength=protected.shape[0])
+    largest = int(np.where(protected, counts, 0).max(initial=0))
+    return largest / int(sensitive.shape[0])
 
 
 def _group_among(

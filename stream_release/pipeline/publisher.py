@@ -47,7 +47,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from stream_release.config import Settings
+from stream_release.config import Settings, horizon_of
+from stream_release.core.privacy.breach import RATIO_RTOL, minimum_ratio_from_log_product
 from stream_release.core.table import EncodedTable
 from stream_release.devtools.faults import kill_point
 from stream_release.errors import (
@@ -170,10 +171,12 @@ class PlannedRelease:
         part's set: ``(ratios, base)``.
 
         ``ratios``: value by value, the ratio ``R(S,s)`` this set holds (Theorem 1, safe margin
-        included) and the plan of each member not withheld for any protected value of its
-        history, also one this set does not hold (another part's set may bring it). ``base``:
-        what such a member plans for any other value (the strategy's base ratio), 0 when every
-        member is withheld for its history (held to the per-release bound only,
+        included) and what each member not withheld needs for any protected value of its
+        history, also one this set does not hold (another part's set may bring it): its plan
+        inside the horizon, Theorem 1's ratio past it (the set's ``keep_plan``). ``base``: what
+        such a member needs for any other protected value (the strategy's base ratio, or ``l``
+        with the safe margin past the horizon), 0 when every member is withheld for its
+        history (held to the per-release bound only,
         :mod:`~stream_release.core.grouping.suppressed_set`)."""
         plan, table = self.plan, self.table
         ratios: dict[str, float] = {}
@@ -182,13 +185,21 @@ class PlannedRelease:
             if r > 0:
                 ratios[table.sensitive_values[v]] = float(r)
         star = np.flatnonzero((plan.group < 0) & plan.real)
-        free = np.setdiff1d(star, suppressed.withheld)
-        base = float(plan.strategy.base_ratio) if free.size else 0.0
+        free = np.setdiff1d(star, suppressed.exempt_members)
+        strategy = plan.strategy
+        floor = (
+            float(strategy.base_ratio) if suppressed.keep_plan else strategy.ell * (1 + RATIO_RTOL)
+        )
+        base = floor if free.size else 0.0
         history = self.history
         if free.size == 0 or history.n_entries == 0:
             return ratios, base
         member = np.isin(history.owner(), free)
-        need = plan.strategy.required_ratio(history.log_p[member], history.links[member])
+        log_p, links = history.log_p[member], history.links[member]
+        if suppressed.keep_plan:
+            need = strategy.required_ratio(log_p, links)
+        else:
+            need = minimum_ratio_from_log_product(strategy.ell, log_p) * (1 + RATIO_RTOL)
         wanted = set(protected)
         for gid, ratio in zip(history.value[member].tolist(), need.tolist(), strict=True):
             name = plan.values[gid]
@@ -589,6 +600,7 @@ class Publisher:
                 virtual=virtual,
                 set_floor=set_floor,
                 rng=self.decoy_rng(sequence),
+                past_horizon=horizon_of(privacy, self.settings.grouping).past(sequence),
             )
         except GuaranteeUnsatisfiable as exc:
             if source is None:  # the worker's status message and log name the release

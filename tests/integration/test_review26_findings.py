@@ -1,20 +1,24 @@
-"""Reproductions of the findings of the adversarial review of issue 26 (items 1-3).
+"""The findings of the adversarial review of issue 26 (items 1-3), as tests of their fixes.
 
-Each test states what the README promises and is marked ``xfail(strict=True)`` with the
-finding: it fails on the reviewed code (so the suite stays green) and turns into an XPASS,
-which fails the suite, once the finding is fixed; remove the marker then.
+* Finding 2: the horizon is checked before release: a release inside the horizon that would
+  withhold anyone (histories spent under other settings) is refused, never published to fail
+  the audit afterwards.
+* Finding 3: the planner (floats) and the audit (exact) agree on who is withheld at the cap:
+  the audit allows the planner's rounding on either side of a plan equal to the cap.
+
+(Finding 1, the set's size telling the withheld rows' values, is fixed by decoys counted from
+counts alone: ``test_suppressed_set.py`` permutes the values among the withheld rows and the
+decoys and finds every published byte the same.)
 """
 
 from __future__ import annotations
 
 import csv
 import json
-from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from support.data import adult_series, wage_panel_config, wage_panel_series, write_config
-from support.decoy_trigger import withheld_posterior
+from support.data import wage_panel_config, wage_panel_series
 
 from stream_release.audit import audit_directory
 from stream_release.cli.main import main
@@ -30,65 +34,10 @@ def _fixed_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SR_HISTORY_KEY", FIXED_KEY)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review-26 finding 1: whether the set takes decoys reads the withheld rows' values; "
-    "|S| > |W| tells the adversary that W alone fails the per-release floor (series 0, release "
-    "12: the one withheld person holds Tech-support with probability 2/3, the manifest's share "
-    "2/11; series 2, releases 4 and 6: the withheld person's value pinned, probability 1)",
-)
-@pytest.mark.parametrize("seed", [0, 2])
-def test_the_size_of_the_set_tells_nothing_of_the_withheld_values(
-    shared_data: Path, tmp_path: Path, seed: int
-) -> None:
-    """README: a withheld individual is held to the per-release bound (every protected value
-    holds less than 1/l of the set, so that release alone links it to no value with
-    probability 1/l or more), against an adversary who knows the rule. That adversary
-    computes W from the public files (the audit checks the private list is exactly the rule's)
-    and reads |S| in the manifest; the planner takes decoys only when W (with no unplaced row)
-    is not a valid set alone. Its posterior for a withheld person must stay below 1/l."""
-    config = write_config(tmp_path, shared_data, protected=RARE)  # l = 2, k' = 3
-    snaps = adult_series(shared_data, tmp_path, 20, rounds=12, seed=seed)
-    out, private = tmp_path / "out", tmp_path / "out.private"
-    assert main(["anonymize", "--config", str(config), "--out", str(out), *map(str, snaps)]) == 0
-    report = audit_directory(out)
-    assert report.ok, report.table()  # so W is what the adversary computes from the files
-    worst: tuple[Fraction, int, str] = (Fraction(0), 0, "")
-    triggered = 0
-    for k in range(1, len(snaps) + 1):
-        manifest = json.loads((out / f"manifest-{k:04d}.json").read_text())
-        record = json.loads((private / f"private-{k:04d}.json").read_text())["suppressed"]
-        withheld, size = len(record["withheld"]), int(manifest["suppressed_set"]["rows"])
-        if not withheld or record["unplaced"] or withheld > 8:
-            continue  # the inference below assumes no unplaced row (checked, not guessed)
-        larger = size > withheld
-        triggered += larger
-        posterior = withheld_posterior(
-            {str(v): int(c) for v, c in record["sensitive"].items()},
-            withheld,
-            ell=float(manifest["l"]),
-            protected=set(RARE),
-            larger_than_withheld=larger,
-        )
-        for value in RARE:
-            if posterior.get(value, Fraction(0)) > worst[0]:
-                worst = (posterior[value], k, value)
-    assert triggered  # the case arises: a set larger than its withheld rows
-    assert worst[0] < Fraction(1, 2), (
-        f"release {worst[1]}: P(withheld holds {worst[2]}) = {worst[0]}"
-    )
-
-
 def _published(out: Path) -> list[dict[str, object]]:
     return [json.loads(p.read_text()) for p in sorted(out.glob("manifest-*.json"))]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review-26 finding 2: the horizon is a claim, not a check before release: a series "
-    "whose k' and horizon are raised mid-way (the refusal's own advice) publishes releases "
-    "inside the new horizon with 34 people past 1/l; only the audit notices, afterwards",
-)
 def test_no_release_inside_its_horizon_publishes_anyone_past_1_over_l(tmp_path: Path) -> None:
     """README: inside the horizon nobody is withheld for their history and nobody's breach
     passes 1/l. The wage panel is published for two years under k' = horizon = 2, then the
@@ -121,12 +70,6 @@ def _write(path: Path, rows: list[tuple[str, int, int, str]]) -> Path:
     return path
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review-26 finding 3: the planner withholds in floats (plan 8.000000000000002 > cap "
-    "8) where the audit's exact rule does not (P = 2/3 exactly: plan 8 = cap), so the audit "
-    "fails a release the planner made by its own rule",
-)
 def test_the_audit_and_the_planner_withhold_the_same_rows_at_the_cap(tmp_path: Path) -> None:
     """Geometric, l = 2, alpha = 2, cap 8 (base 4 x max_group_factor 2). Five people are
     published together in a group of five, then of six, each value once: every pair they

@@ -19,15 +19,23 @@ row's value:
   rows whose plan for *some* protected value of their history exceeds the cap (or is at the
   bound: Theorem 1's ratio infinite), whatever value they hold now. Its inputs are the
   histories, which the public files and membership determine, the strategy and the cap;
-* **decoys** (``D``, :func:`decoy_order`): whole published groups, taken in an order that
-  reads no value (the groups whose members plan the lowest ratios first, ties in a random
-  order the caller keys with a secret), each taken whatever it holds, until the set is valid;
-* **unplaced** (``U``): rows no group could take after every try (the grouping's own
-  leftovers). Which rows these are depends on the values, as any grouping does; they join
-  the set like decoys, and no published count tells them apart from the decoys.
+* **decoys** (``D``, :func:`decoy_order`, :func:`decoy_count`): single rows of the snapshot
+  taken before grouping, in an order that reads no value (the rows that plan the lowest
+  ratios first, ties in a random order the caller keys with a secret), each whatever it holds,
+  in a number that is a function of counts and public figures only: rows withheld are topped
+  up to a set large enough to dilute one row of any value, and no decoy joins more of them;
+  the set must then hold, or the release is refused. So the set's size does not depend on the
+  withheld rows' values (had the decoys been taken *only when* the withheld rows alone fell
+  short, a set larger than them would have said that one value holds a large share of them),
+  and no decoy is constrained by its value (a decoy taken as a whole published group would
+  be: a group of three holds no protected value, so it dilutes nothing);
+* **unplaced** (``U``): rows no group could take after every try, a last one allowing groups
+  past the cap (the grouping's own leftovers). Which rows these are depends on the values, as
+  any grouping does; decoys are drawn for them as if they all held one value, the rest is
+  grouped again, and no published count tells them apart from the decoys.
 
-Permuting the values among the rows of ``W`` changes neither ``W``, nor the grouping of the
-other rows, nor the decoys, nor the set's multiset: every published byte is the same.
+Permuting the values among the withheld rows and the decoys changes neither who they are, nor
+the grouping of the other rows, nor the set's multiset: every published byte is the same.
 
 The set's rule
 --------------
@@ -39,8 +47,10 @@ The set keeps Theorem 1 of [WFLWX10] like a group. For every protected value ``s
 with ``plan(o,s)`` the strategy's ratio for the pair (its base without history) and the safe
 margin ``\epsilon`` of :data:`~stream_release.core.privacy.breach.RATIO_RTOL`. Every member not
 withheld is held to its plan, as in a published group, so that its later releases stay on the
-strategy's schedule (a set that kept only Theorem 1's bound would spend a new member's whole
-budget for a value in one release, and withhold it from then on). A withheld member, whose
+strategy's schedule; past the series' horizon the decoys drawn for withheld rows are held to
+Theorem 1's bound ``\tilde n`` instead (their breach stays within ``1/l``, their budget goes
+faster than planned), since a drawn set keeps a ratio near ``l`` far more surely than a plan's
+``n_c``, which the protected values' frequencies come close to. A withheld member, whose
 plan for some value the release cannot meet, is held to the **per-release** bound: every
 protected value holds less than ``1/l`` of the set, so this release alone links it to no
 value with probability ``1/l`` or more. Its pairs for the set's protected values are
@@ -60,10 +70,8 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
-from numba import njit
 from numpy.typing import NDArray
 
 from stream_release.core.grouping.merge import renumber
@@ -72,7 +80,9 @@ from stream_release.core.privacy.breach import RATIO_RTOL
 from stream_release.errors import GuaranteeUnsatisfiable
 
 __all__ = [
+    "SPREAD",
     "SuppressedSet",
+    "decoy_count",
     "decoy_order",
     "protect_suppressed_set",
     "withheld_for_history",
@@ -84,14 +94,17 @@ class SuppressedSet:
     """The suppressed rows of a release, as one more group.
 
     ``rows`` (m,) int64 ascending: every suppressed row; ``counts`` (V,) int64: rows per local
-    value; ``ratio`` (V,) float64: ``R(S,s)`` per protected value held (0 elsewhere).
+    value; ``ratio`` (V,) float64: ``R(S,s)`` per protected value held (0 elsewhere);
+    ``keep_plan``: whether its members not withheld are held to their plan (else to Theorem
+    1's bound).
     ``withheld`` (w,) int64: the members withheld for their history
     (:func:`withheld_for_history`); ``unplaced`` (u,): those no group could take; ``decoys``
-    (d,): the members taken from published groups. ``exempt_row``, ``exempt_value`` (x,)
-    int64: the pairs held to the per-release bound only (the withheld members' pairs for the
-    protected values the set holds; local value codes); ``exempt_members`` (e,) ascending:
-    the members with one. Only ``rows``, ``counts`` and ``ratio`` are functions of public
-    knowledge and the set's multiset; the rest is kept private.
+    (d,): the decoys. ``exempt_row``, ``exempt_value`` (x,) int64: the pairs held to the
+    per-release bound only (the withheld members' pairs for the protected values the set
+    holds, and past the horizon the unplaced members'; local value codes);
+    ``exempt_members`` (e,) ascending: the members with one. Only ``rows``, ``counts`` and
+    ``ratio`` are functions of public knowledge and the set's multiset; the rest is kept
+    private.
     """
 
     rows: NDArray[np.int64]
@@ -103,6 +116,7 @@ class SuppressedSet:
     exempt_row: NDArray[np.int64]
     exempt_value: NDArray[np.int64]
     exempt_members: NDArray[np.int64]
+    keep_plan: bool = True
 
     @property
     def size(self) -> int:
@@ -144,38 +158,78 @@ def withheld_for_history(
     return out
 
 
+SPREAD = 2.5
+"""The smallest set holds :data:`SPREAD` times what one row of any value needs at the set's
+target share (:func:`decoy_count`): decoys are drawn, not chosen, so their values spread around
+the release's, and a small set strays far from it."""
+
+
+def decoy_count(hard: int, alike: int, *, ratio: float, share_max: float) -> int:
+    r"""How many decoys join the ``hard`` rows of the suppressed set: a function of counts and
+    of figures the adversary has (never of the rows' values), so the number tells nothing of
+    them.
+
+    The set must keep every protected value's share at most ``1/ratio``. A decoy holds a
+    value about as often as the release's rows do (``share_max``: the largest share of a
+    protected value among them, which the snapshot's totals state). ``alike`` of the hard
+    rows may hold one value (for the grouping's leftovers, all of them; the rows withheld for
+    their history get 0: by the time a series passes its horizon they are many and hold
+    varied values, and a set of them alone holds unless one value holds ``1/l`` of it). The
+    decoys aim at a share ``1/(c \cdot ratio)``, halfway from the decoys' expected share to
+    the limit (``c`` at most 2), so that their draw rarely takes the set past it:
+
+    .. math:: m = \max\Bigl(N_{min} - hard,\ \frac{c \cdot ratio \cdot alike - hard}
+                                                {1 - c \cdot ratio \cdot share\_max}\Bigr),
+              \qquad N_{min} = SPREAD \, \frac{c \cdot ratio}{1 - c \cdot ratio \cdot share\_max}.
+
+    ``0`` for no hard row. When the release's values leave no room (a share too close to
+    ``1/ratio``, as a value protected near the limit of a plan's ratio is), the count is more
+    than any release holds: every candidate becomes a decoy, and the set is then checked like
+    any, the release refused when it fails.
+    """
+    if hard <= 0:
+        return 0
+    c = 2.0 if share_max <= 0 else min(2.0, 0.5 * (1.0 + 1.0 / (ratio * share_max)))
+    room = 1.0 - c * ratio * share_max
+    if room <= 0.0:
+        return np.iinfo(np.int64).max // 4
+    smallest = int(np.ceil(SPREAD * c * ratio / room))
+    diluted = int(np.ceil(max(0.0, c * ratio * max(alike, 1) - hard) / room))
+    return max(smallest - hard, diluted, 0)
+
+
 def decoy_order(
-    group: NDArray[np.int64],
+    candidates: NDArray[np.bool_],
     requirements: Requirements,
-    absent: NDArray[np.bool_],
     rng: np.random.Generator,
 ) -> NDArray[np.int64]:
-    """The published groups that may join the suppressed set, in the order they join it.
+    """The rows that may become decoys, in the order they are taken.
 
-    Never a group with an ``absent`` member (a virtual candidate: not in the snapshot, so never
-    suppressed); the others by the largest ratio a member plans for any protected value (the
-    ``base`` without a higher requirement), lowest first, so that a decoy raises the set's
-    ratios as little as it can; ties in the order of a permutation drawn from ``rng``, which
-    the caller keys with a secret and the release's sequence (the same people are not the
-    first candidates in every release). Reads no sensitive value: a decoy is taken for its
-    place in this order, whatever it holds.
+    The ``candidates`` (n,) (the snapshot's rows not withheld for their history) by the largest
+    ratio each plans for a protected value (the ``base`` without a higher requirement), then by
+    the largest of its Theorem 1 ratios (``l`` without history), lowest first, so that a decoy
+    raises the set's ratios as little as it can, whether it is held to its plan or to the
+    bound; ties in the order of a permutation drawn from ``rng``, which the caller keys with a
+    secret and the release's sequence (nobody without the key can tell who comes first, and
+    the same people are not the first in every release). Reads no sensitive value: a decoy is
+    taken for its place in this order, whatever it holds.
 
     Returns
     -------
-    (g,) int64 group ids.
+    (c,) int64 row indexes.
     """
-    n_groups = int(group.max(initial=-1)) + 1
-    if n_groups == 0:
-        return np.zeros(0, dtype=np.int64)
-    grouped = group >= 0
-    demand = np.full(n_groups, requirements.base, dtype=np.float64)
-    rows = np.flatnonzero(grouped).astype(np.int64)
+    rows = np.flatnonzero(candidates).astype(np.int64)
+    at = np.arange(rows.shape[0])
+    plan = np.full(rows.shape[0], requirements.base, dtype=np.float64)
     ptr, entries = csr_rows(requirements.ptr, rows)
-    np.maximum.at(demand, np.repeat(group[rows], np.diff(ptr)), requirements.ratio[entries])
-    virtual = np.bincount(group[grouped & absent], minlength=n_groups) > 0
-    shuffled = rng.permutation(n_groups).astype(np.int64)
-    order = shuffled[np.argsort(demand[shuffled], kind="stable")]
-    return order[~virtual[order]]
+    np.maximum.at(plan, np.repeat(at, np.diff(ptr)), requirements.ratio[entries])
+    bound = np.zeros(rows.shape[0], dtype=np.float64)
+    least_ptr, least_value, least = requirements.theorem_1()
+    del least_value
+    ptr, entries = csr_rows(least_ptr, rows)
+    np.maximum.at(bound, np.repeat(at, np.diff(ptr)), least[entries])
+    shuffled = rng.permutation(rows.shape[0])
+    return rows[shuffled[np.lexsort((bound[shuffled], plan[shuffled]))]]
 
 
 def protect_suppressed_set(
@@ -184,29 +238,35 @@ def protect_suppressed_set(
     requirements: Requirements,
     group: NDArray[np.int64],
     withheld: NDArray[np.bool_],
-    order: NDArray[np.int64],
+    decoys: NDArray[np.bool_],
     *,
     floor: float,
     absent: NDArray[np.bool_] | None = None,
     value_floor: NDArray[np.float64] | None = None,
+    keep_plan: bool = True,
 ) -> tuple[NDArray[np.int64], SuppressedSet]:
-    """Make the rows ``group`` leaves ungrouped a valid set (module docstring), taking whole
-    groups of ``order`` into it while it falls short.
+    """The rows ``group`` leaves ungrouped as the release's suppressed set, checked to be one
+    more valid group (module docstring).
 
     Parameters
     ----------
     sensitive : (n,) int32 local value codes of the release's rows
     protected : (V,) bool over the local codes
     requirements : the plans of the release's pairs (base, and the rows' higher ratios)
-    group : (n,) the grouping of every row not withheld, ``-1`` = not grouped
+    group : (n,) the grouping of every row not withheld nor a decoy, ``-1`` = not grouped
     withheld : (n,) bool, the rows withheld for their history (:func:`withheld_for_history`)
-    order : (g,) the groups that may become decoys, in their order (:func:`decoy_order`)
+    decoys : (n,) bool, the rows taken as decoys (a prefix of :func:`decoy_order`)
     floor : ``l``: no protected value holds ``1/l`` of the set or more
     absent : (n,) bool, rows not in the snapshot (virtual candidates): never members
     value_floor : (V,) float64, the least ratio ``R(S,s)`` the set must hold for each value
         (safe margin included): a part of a release cut on shards holds what every part's
         members need, so that the union of the parts' sets, which an adversary sees as one
         set, holds it too
+    keep_plan : inside the series' horizon (nobody may leave the schedule there): the members
+        not withheld (decoys, unplaced rows) are held to their plan. Past it: the decoys to
+        Theorem 1's bound only (they keep the global guarantee but spend their budget faster
+        than planned), and the unplaced rows, which no group of the release could take, to
+        the per-release bound, like the withheld
 
     Returns
     -------
@@ -216,130 +276,57 @@ def protect_suppressed_set(
     Raises
     ------
     GuaranteeUnsatisfiable
-        Every group taken, the set still falls short (names the value).
+        The set does not hold (names the ratio, never its counts: they would tell the
+        withheld rows' values).
     """
     n, v = sensitive.shape[0], protected.shape[0]
     absent = absent if absent is not None else np.zeros(n, dtype=np.bool_)
-    if np.any(withheld & (group >= 0)):
-        raise ValueError("a row withheld for its history is in a group")
+    if np.any((withheld | decoys) & (group >= 0)):
+        raise ValueError("a row withheld for its history, or a decoy, is in a group")
     member = (group < 0) & ~absent
     counts = np.bincount(sensitive[member], minlength=v).astype(np.int64)
     ratio = np.full(v, float(floor) * (1.0 + RATIO_RTOL), dtype=np.float64)
     if value_floor is not None:
         ratio = np.maximum(ratio, value_floor)
-    free = member & ~withheld
-    if free.any():
-        ratio = np.maximum(ratio, requirements.base)
-    _, entries = csr_rows(requirements.ptr, np.flatnonzero(free).astype(np.int64))
-    np.maximum.at(ratio, requirements.value[entries], requirements.ratio[entries])
-    by_group = np.argsort(group, kind="stable")
-    by_group = by_group[group[by_group] >= 0]
-    g_ptr = np.zeros(int(group.max(initial=-1)) + 2, dtype=np.int64)
-    np.cumsum(np.bincount(group[by_group], minlength=g_ptr.shape[0] - 1), out=g_ptr[1:])
-    taken = _take_until_valid(
-        np.ascontiguousarray(order, dtype=np.int64),
-        g_ptr,
-        by_group.astype(np.int64),
-        np.ascontiguousarray(sensitive),
-        np.ascontiguousarray(protected, dtype=np.bool_),
-        requirements.ptr,
-        requirements.value,
-        requirements.ratio,
-        float(requirements.base),
-        counts,
-        ratio,
-        int(np.count_nonzero(member)),
-        bool(free.any()),
-    )
-    if taken < 0:
-        size = int(np.count_nonzero(member)) + int(g_ptr[-1])
-        terms = np.where(protected & (counts > 0), counts * ratio, 0.0)
-        worst = int(np.argmax(terms))
+    exempt = withheld if keep_plan else withheld | (member & ~decoys)
+    free = np.flatnonzero(member & ~exempt).astype(np.int64)
+    if keep_plan:  # their plans, as in a group
+        if free.size:
+            ratio = np.maximum(ratio, requirements.base)
+        _, entries = csr_rows(requirements.ptr, free)
+        np.maximum.at(ratio, requirements.value[entries], requirements.ratio[entries])
+    else:  # their Theorem 1 ratios, with the safe margin
+        ptr, value, least = requirements.theorem_1()
+        _, entries = csr_rows(ptr, free)
+        np.maximum.at(ratio, value[entries], least[entries] * (1.0 + RATIO_RTOL))
+    held = protected & (counts > 0)
+    size = int(np.count_nonzero(member))
+    short = held & (counts * ratio > size)
+    if short.any():
+        worst = int(np.flatnonzero(short)[np.argmax(ratio[short])])
         raise GuaranteeUnsatisfiable(
-            f"the suppressed rows cannot be made safe: with every published group taken as "
-            f"decoys, {int(counts[worst])} of the {size} rows would hold one protected value, "
-            f"which needs a ratio of {ratio[worst]:.4g}; plan the series for its length "
-            "(privacy.horizon with k_prime = horizon), protect only the values rare enough for "
-            "its ratio (`stream-release plan` lists them), or add a population register",
+            f"the suppressed rows cannot be made safe: a protected value holds more of them "
+            f"than the ratio {ratio[worst]:.4g} their members need allows; plan the series "
+            "for its length (privacy.horizon with k_prime = horizon), protect only the values "
+            "rare enough for its ratio (`stream-release plan` lists them), or add a "
+            "population register",
             public=True,
         )
-    decoy_groups = order[:taken]
-    decoy = np.zeros(n, dtype=np.bool_)
-    if taken:
-        decoy[by_group[csr_rows(g_ptr, decoy_groups)[1]]] = True
-    members = member | decoy
     out = group.copy()
-    out[members] = -1
+    out[member] = -1
     out = renumber(out)
-    rows = np.flatnonzero(members).astype(np.int64)
-    held = np.flatnonzero(protected & (counts > 0)).astype(np.int64)
-    mine = np.flatnonzero(withheld & members).astype(np.int64)
-    exempt_row = np.repeat(mine, held.shape[0])
-    exempt_value = np.tile(held, mine.shape[0])
+    held_values = np.flatnonzero(held).astype(np.int64)
+    mine = np.flatnonzero(exempt & member).astype(np.int64)
     suppressed = SuppressedSet(
-        rows=rows,
+        rows=np.flatnonzero(member).astype(np.int64),
         counts=counts,
-        ratio=np.where(protected & (counts > 0), ratio, 0.0),
-        withheld=mine,
-        unplaced=np.flatnonzero(member & ~withheld).astype(np.int64),
-        decoys=np.flatnonzero(decoy).astype(np.int64),
-        exempt_row=exempt_row,
-        exempt_value=exempt_value,
-        exempt_members=mine if held.size else np.zeros(0, dtype=np.int64),
+        ratio=np.where(held, ratio, 0.0),
+        withheld=np.flatnonzero(withheld & member).astype(np.int64),
+        unplaced=np.flatnonzero(member & ~withheld & ~decoys).astype(np.int64),
+        decoys=np.flatnonzero(decoys & member).astype(np.int64),
+        exempt_row=np.repeat(mine, held_values.shape[0]),
+        exempt_value=np.tile(held_values, mine.shape[0]),
+        exempt_members=mine if held_values.size else np.zeros(0, dtype=np.int64),
+        keep_plan=keep_plan,
     )
     return out, suppressed
-
-
-@njit(cache=True, nogil=True)
-def _take_until_valid(  # pragma: no cover - jit
-    order: NDArray[np.int64],
-    g_ptr: NDArray[np.int64],
-    g_rows: NDArray[np.int64],
-    sensitive: NDArray[Any],
-    protected: NDArray[np.bool_],
-    req_ptr: NDArray[np.int64],
-    req_value: NDArray[Any],
-    req_ratio: NDArray[np.float64],
-    base: float,
-    counts: NDArray[np.int64],
-    ratio: NDArray[np.float64],
-    size: int,
-    free: bool,
-) -> int:
-    """How many groups of ``order`` must join the set (``counts``, ``ratio``, ``size``; the
-    first two updated in place) before ``size >= counts[s] * ratio[s]`` for every protected
-    value held; ``-1`` if all of them are not enough. Each group joins whole, whatever it
-    holds (the module docstring: a decoy is chosen for its place in the order)."""
-    n_values = counts.shape[0]
-    if _holds(counts, ratio, protected, size):
-        return 0
-    for t in range(order.shape[0]):
-        g = order[t]
-        for k in range(g_ptr[g], g_ptr[g + 1]):
-            r = g_rows[k]
-            counts[sensitive[r]] += 1
-            size += 1
-            for e in range(req_ptr[r], req_ptr[r + 1]):
-                if req_ratio[e] > ratio[req_value[e]]:
-                    ratio[req_value[e]] = req_ratio[e]
-        if not free:  # a decoy is held to its plan: the base, at least
-            for s in range(n_values):
-                if ratio[s] < base:
-                    ratio[s] = base
-            free = True
-        if _holds(counts, ratio, protected, size):
-            return t + 1
-    return -1
-
-
-@njit(cache=True, nogil=True)
-def _holds(  # pragma: no cover - jit
-    counts: NDArray[np.int64],
-    ratio: NDArray[np.float64],
-    protected: NDArray[np.bool_],
-    size: int,
-) -> bool:
-    for s in range(counts.shape[0]):
-        if protected[s] and counts[s] > 0 and counts[s] * ratio[s] > size:
-            return False
-    return True

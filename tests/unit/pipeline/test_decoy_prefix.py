@@ -1,11 +1,11 @@
-"""The decoys are the first groups of :func:`decoy_order`, whatever they hold (review of
-issue 26): the series of ``test_suppressed_set.py`` never takes a decoy, so a planner that
-reordered or skipped groups by their values passed the whole suite. Here a hand-built release
-needs decoys, and the groups taken must be exactly a prefix of the order ``decoy_order``
-returned, passed on unchanged."""
+"""The decoys are the first rows of :func:`decoy_order`, as many as :func:`decoy_count` gives
+for the counts (review of issue 26): a planner that reordered, skipped or counted rows by their
+values (taking decoys only when the withheld rows alone fell short, say) would fail here. Here a
+hand-built release has rows withheld for their history, all holding one value."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -53,34 +53,46 @@ def test_the_decoys_are_a_prefix_of_the_value_blind_order(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
 ) -> None:
     table, history = _release(tmp_path)
-    seen: dict[str, Any] = {}
-    order_of, protect = plan_module.decoy_order, plan_module.protect_suppressed_set
+    seen: dict[str, Any] = {"counts": []}
+    order_of, count_of = plan_module.decoy_order, plan_module.decoy_count
 
     def record_order(*args: Any, **kwargs: Any) -> Any:
         seen["order"] = order_of(*args, **kwargs)
         return seen["order"]
 
-    def record_set(*args: Any, **kwargs: Any) -> Any:
-        seen["passed"], seen["group"] = args[5], args[3]
-        return protect(*args, **kwargs)
+    def record_count(*args: Any, **kwargs: Any) -> Any:
+        seen["counts"].append((args, kwargs, count_of(*args, **kwargs)))
+        return seen["counts"][-1][2]
 
     monkeypatch.setattr(plan_module, "decoy_order", record_order)
-    monkeypatch.setattr(plan_module, "protect_suppressed_set", record_set)
-    plan = plan_release(
-        table,
-        history,
-        ("z",),
-        STRATEGY,
-        protected=("a", "z"),  # groups differ in what they hold: some hold a protected value
-        min_group_size=2,
-        grouping=GroupingSettings(max_group_factor=4.0),
-        rng=np.random.default_rng(seed),
-    )
-    suppressed = plan.suppressed_set
+    monkeypatch.setattr(plan_module, "decoy_count", record_count)
+
+    def planned(table: Any) -> Any:
+        return plan_release(
+            table,
+            history,
+            ("z",),
+            STRATEGY,
+            protected=("a", "z"),
+            min_group_size=2,
+            grouping=GroupingSettings(max_group_factor=4.0),
+            rng=np.random.default_rng(seed),
+        )
+
+    suppressed = planned(table).suppressed_set
     assert suppressed.withheld.size == 3 and suppressed.decoys.size  # the case arises
-    order, group = seen["order"], seen["group"]
-    np.testing.assert_array_equal(seen["passed"], order)  # passed on as drawn
-    taken = set(group[suppressed.decoys].tolist())
-    assert taken == set(order[: len(taken)].tolist())  # a prefix, whatever the groups hold
-    for g in taken:  # each taken whole
-        assert set(np.flatnonzero(group == g).tolist()) <= set(suppressed.decoys.tolist())
+    [(args, _, taken)] = seen["counts"]  # no unplaced row: one count
+    assert args[0] == 3  # counted from the withheld rows' number ...
+    taken = min(taken, seen["order"].size)  # no more than the candidates
+    assert suppressed.decoys.size == taken
+    # ... and they are the first rows of the order, whatever they hold
+    np.testing.assert_array_equal(np.sort(seen["order"][:taken]), suppressed.decoys)
+    # the withheld rows' values swapped with three others' (the snapshot's totals unchanged):
+    # the same count, the same decoys
+    moved = table.sensitive.copy()
+    others = np.flatnonzero(moved != moved[0])[:3]
+    moved[:3], moved[others] = moved[others], moved[:3].copy()
+    seen["counts"].clear()
+    again = planned(dataclasses.replace(table, sensitive=moved)).suppressed_set
+    assert [min(c[2], seen["order"].size) for c in seen["counts"]] == [taken]
+    np.testing.assert_array_equal(again.decoys, suppressed.decoys)

@@ -44,9 +44,9 @@ BEYOND_CAP = 0.52
 """A history ``P`` whose Theorem 1 ratio, ``0.52 / 0.02 = 26``, is above the cap (20): a row
 with it is withheld for its history, whatever value it holds."""
 
-LINKED = 0.53
-"""A history ``P`` whose Theorem 1 ratio is ``0.53 / 0.03 = 17.7`` (below the cap): a row not
-withheld with it needs a set 17.7 times the rows holding that value."""
+LINKED = 0.5265
+"""A history ``P`` whose Theorem 1 ratio is ``0.5265 / 0.0265 = 19.9`` (just below the cap): a
+row not withheld with it needs a set 19.9 times the rows holding that value."""
 
 AT_BOUND = 0.45
 """A history ``P`` at the bound (``P <= 1 - 1/l``): any further linkage breaches."""
@@ -164,8 +164,8 @@ def breach_for(part: PlannedRelease, row_id: str, value: str) -> float:
 def test_a_value_one_part_lacks_is_held_to_its_members_need_by_the_part_that_holds_it(
     tmp_path: Path,
 ) -> None:
-    """B's ``m`` was linked to ``x`` before (``P = 0.53``: it needs a set 17.7 times the rows
-    holding ``x``), and B holds no ``x`` now; A's withheld ``f`` holds ``x``. The need is in
+    """B's ``m`` was linked to ``x`` before (``P = 0.5265``: it needs a set 19.9 times the
+    rows holding ``x``), and B holds no ``x`` now; A's withheld ``f`` holds ``x``. The need is in
     B's vote, A planned with it as its floor holds it, and ``m``, linked to the union, stays
     within ``1/l``; the union of A planned without the floor is too small for ``m``."""
     b_table = part_table(tmp_path, part_b_rows())
@@ -174,10 +174,11 @@ def test_a_value_one_part_lacks_is_held_to_its_members_need_by_the_part_that_hol
     b_history = part_history(b_table, {"m": [("x", LINKED)], "g": [("w", BEYOND_CAP)]}, b_values)
     b = plan_part(b_table, b_history, b_values)
     assert withheld_ids(b) == ["g"]
-    assert "m" in suppressed_ids(b)  # the case arises: m's group joined B's set as decoys
+    assert "m" in suppressed_ids(b)  # the case arises: m joined B's set as a decoy
     ratios, base = b.set_needs(())
     need = ratios["x"]  # a value B's table lacks: its vote states it all the same
-    assert need == pytest.approx(0.53 / 0.03, rel=1e-6) and need > 0.53 / 0.03
+    ratio = LINKED / (LINKED - 0.5)  # Theorem 1, l = 2
+    assert need == pytest.approx(ratio, rel=1e-6) and need > ratio
     assert base == STRATEGY.base_ratio  # B's set has members not withheld
 
     a_table = part_table(tmp_path, part_a_rows("x"))
