@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from support.data import adult_series, write_config
+from support.hostile_files import HOSTILE_SNAPSHOTS, HostileSnapshot
 
 from stream_release.cli.main import main
 
@@ -23,52 +24,34 @@ def _anonymize(
     return _run(capsys, "anonymize", "--config", str(config), "--out", str(out), *map(str, snaps))
 
 
-@pytest.fixture
-def series(shared_data: Path, tmp_path: Path) -> list[Path]:
-    return adult_series(shared_data, tmp_path, 20, rounds=2)
+@pytest.fixture(scope="module")
+def series(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Two snapshots of the Adult series, written once for the module (the tests only read
+    them)."""
+    return adult_series(shared_data, tmp_path_factory.mktemp("series"), 20, rounds=2)
 
 
 def _nothing_written(out: Path) -> bool:
-    return not list(out.glob("*-0001.*")) and not (out / "history" / "history.npz").exists()
+    """Neither the public directory ``out`` nor its private one (``out.private``: the
+    history, its key) exists: a refused run writes nothing anywhere."""
+    return not out.exists() and not out.with_name(out.name + ".private").exists()
 
 
-def test_missing_column(
-    shared_data: Path, tmp_path: Path, series: list[Path], capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("hostile", HOSTILE_SNAPSHOTS, ids=lambda h: h.name)
+def test_a_hostile_snapshot_gets_one_line_and_publishes_nothing(
+    shared_data: Path,
+    tmp_path: Path,
+    series: list[Path],
+    hostile: HostileSnapshot,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    text = series[1].read_text().splitlines()
-    header = text[0].split(";")
-    drop = header.index("education")
-    series[1].write_text(
-        "\n".join(";".join(f for j, f in enumerate(r.split(";")) if j != drop) for r in text)
-    )
+    # after a valid snapshot: the run publishes neither
+    path = hostile.write(series[1], tmp_path / "hostile.csv")
     out = tmp_path / "out"
-    code, err = _anonymize(capsys, write_config(tmp_path, shared_data), out, *series)
+    code, err = _anonymize(capsys, write_config(tmp_path, shared_data), out, series[0], path)
     assert code == 2
-    assert len(err.splitlines()) == 1 and "'education'" in err
-    assert _nothing_written(out)  # the first, valid snapshot was not published either
-
-
-def test_unknown_hierarchy_value(
-    shared_data: Path, tmp_path: Path, series: list[Path], capsys: pytest.CaptureFixture[str]
-) -> None:
-    text = series[0].read_text().replace(";Bachelors;", ";Bachelor;", 1)
-    series[0].write_text(text)
-    out = tmp_path / "out"
-    code, err = _anonymize(capsys, write_config(tmp_path, shared_data), out, series[0])
-    assert code == 2
-    assert "'Bachelor'" in err and "education" in err and "line" in err
-    assert _nothing_written(out)
-
-
-def test_duplicate_id(
-    shared_data: Path, tmp_path: Path, series: list[Path], capsys: pytest.CaptureFixture[str]
-) -> None:
-    lines = series[0].read_text().splitlines()
-    series[0].write_text("\n".join([*lines, lines[5]]) + "\n")
-    out = tmp_path / "out"
-    code, err = _anonymize(capsys, write_config(tmp_path, shared_data), out, series[0])
-    assert code == 2
-    assert "more than once" in err and "line" in err
+    assert len(err.splitlines()) == 1, err
+    assert repr(str(path)) in err and all(s in err for s in hostile.says), err
     assert _nothing_written(out)
 
 
