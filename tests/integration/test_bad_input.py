@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 from support.data import adult_series, write_config
-from support.hostile_files import HOSTILE_SNAPSHOTS, HostileSnapshot
+from support.hostile_files import (
+    HOSTILE_SETTINGS,
+    HOSTILE_SNAPSHOTS,
+    HostileSetting,
+    HostileSnapshot,
+)
 
 from stream_release.cli.main import main
 
@@ -55,25 +60,26 @@ def test_a_hostile_snapshot_gets_one_line_and_publishes_nothing(
     assert _nothing_written(out)
 
 
-def test_infeasible_parameters_name_the_value_and_the_largest_setting(
-    shared_data: Path, tmp_path: Path, series: list[Path], capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("hostile", HOSTILE_SETTINGS, ids=lambda h: h.name)
+def test_a_hostile_setting_gets_one_line_and_publishes_nothing(
+    shared_data: Path,
+    tmp_path: Path,
+    series: list[Path],
+    hostile: HostileSetting,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # k' = 5 at l = 2 needs ratio 7.73; the most frequent occupation allows about 7.5
     out = tmp_path / "out"
-    config = write_config(tmp_path, shared_data, k_prime=5)
+    config = write_config(tmp_path, shared_data, **hostile.privacy)
     code, err = _anonymize(capsys, config, out, series[0])
     assert code == 2
-    assert "infeasible" in err and "largest feasible setting: k_prime = 4" in err
+    assert len(err.splitlines()) == 1 and all(s in err for s in hostile.says), err
     assert _nothing_written(out)
 
 
-def test_bad_configuration(
-    shared_data: Path, tmp_path: Path, series: list[Path], capsys: pytest.CaptureFixture[str]
+def test_a_configuration_that_does_not_exist(
+    series: list[Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = write_config(tmp_path, shared_data, l=1)
-    code, err = _anonymize(capsys, config, tmp_path / "o", series[0])
-    assert code == 2 and "privacy" in err and "l = 1" in err
-    code, err = _anonymize(capsys, tmp_path / "nope.toml", Path("o"), series[0])
+    code, err = _anonymize(capsys, tmp_path / "nope.toml", tmp_path / "o", series[0])
     assert code == 2 and "does not exist" in err
 
 
