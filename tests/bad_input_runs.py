@@ -14,9 +14,10 @@ the definitions ``tests/integration/test_bad_input.py`` uses:
   ``publish`` of each that reading refuses (no broker is needed: nothing is sent);
 - ``anonymize`` under each of ``HOSTILE_SETTINGS`` (the infeasible one runs the grouping's
   parallel kernel before it is refused);
-- bytes that are not UTF-8 (``spoil_line``) in the configuration, a hierarchy and the
-  population register (``anonymize``), and in the snapshot, the configuration, a hierarchy and
-  each public and private file of a published series (``audit``).
+- bytes that are not UTF-8 in the configuration, a hierarchy and the population register
+  (``hostile_configurations``: ``anonymize``), and in a snapshot, the configuration, a
+  hierarchy and each public and private file of a published series (``spoil_series``:
+  ``audit``).
 
 A run passes when it exits 2 with one line on stderr and, for ``anonymize``, leaves neither
 ``--out`` nor its private directory behind. The script prints one row per pair (runs, exit
@@ -52,12 +53,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from support.data import adult_register, adult_series, write_config
+from support.data import adult_series, write_config
 from support.hostile_files import (
     HOSTILE_SETTINGS,
     HOSTILE_SNAPSHOTS,
-    NOT_UTF8,
-    spoil_line,
+    PRIVATE_SERIES_FILES,
+    SERIES_FILES,
+    hostile_configurations,
+    spoil_series,
 )
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -160,21 +163,8 @@ def _pairs(data: Path, tmp: Path) -> list[Pair]:
         pairs.append(Pair(f"anonymize {setting.name}", argv, _both(out)))
 
     # bytes that are not UTF-8 in the other files anonymize reads
-    bad_config = spoil_line(config, hostile / "config.toml", 2)
-    hierarchy = data / "adult_hierarchy_education.csv"
-    bad_hierarchy = spoil_line(hierarchy, hostile / "education.csv", 2, NOT_UTF8[1])
-    config_text = config.read_text(encoding="utf-8")
-    bad_hierarchy_config = hostile / "bad-hierarchy.toml"
-    bad_hierarchy_config.write_text(config_text.replace(str(hierarchy), str(bad_hierarchy)))
-    register = adult_register(data, tmp / "register.csv")
-    bad_register = spoil_line(register, hostile / "register.csv", 11, NOT_UTF8[2])
-    bad_register_config = hostile / "bad-register.toml"
-    bad_register_config.write_text(config_text + f'[virtual]\nregistry = "{bad_register}"\n')
-    for name, path in [
-        ("configuration", bad_config),
-        ("hierarchy", bad_hierarchy_config),
-        ("register", bad_register_config),
-    ]:
+    configurations = hostile_configurations(config, data, hostile)
+    for name, (path, _, _) in configurations.items():
         out = tmp / f"out-{name}"
         argv = ["anonymize", "--config", str(path), "--out", str(out), str(series[0])]
         pairs.append(Pair(f"anonymize {name} not-utf8", argv, _both(out)))
@@ -185,26 +175,15 @@ def _pairs(data: Path, tmp: Path) -> list[Pair]:
     code, stderr = _run(valid)
     if code != "0":
         raise SystemExit(f"publishing the valid series failed ({code}): {stderr}")
-    private = published.with_name(published.name + ".private")
     not_utf8 = hostile / f"{HOSTILE_SNAPSHOTS[0].name}.csv"
     audit = ["audit", str(published)]
     pairs.append(Pair("audit snapshot not-utf8", [*audit, str(series[0]), str(not_utf8)]))
-    for name, path in [
-        ("configuration", bad_config),
-        ("hierarchy", bad_hierarchy_config),
-    ]:
+    for name in ("configuration", "hierarchy"):
+        path = configurations[name][0]
         pairs.append(Pair(f"audit {name} not-utf8", [*audit, "--config", str(path)]))
-    for name in ("manifest-0001.json", "release-0001.jsonl"):
-        copy = tmp / f"public-{name}"
-        shutil.copytree(published, copy)
-        shutil.copytree(private, copy.with_name(copy.name + ".private"))
-        spoil_line(published / name, copy / name, 1)
-        pairs.append(Pair(f"audit {name} not-utf8", ["audit", str(copy)]))
-    for name in ("assignments-0001.csv", "private-0001.json"):
-        copy = tmp / f"private-{name}"
-        shutil.copytree(published, copy)
-        shutil.copytree(private, copy.with_name(copy.name + ".private"))
-        spoil_line(private / name, copy.with_name(copy.name + ".private") / name, 2)
+    for name in (*SERIES_FILES, *PRIVATE_SERIES_FILES):
+        copy = tmp / f"spoiled-{name}"
+        spoil_series(published, name, copy)
         pairs.append(Pair(f"audit {name} not-utf8", ["audit", str(copy)]))
     return pairs
 

@@ -11,15 +11,19 @@ command line on them many times over.
   ragged row, an empty id, a missing or repeated column, a value outside its hierarchy, a
   repeated id, a file of a header only, an empty file.
 - :data:`HOSTILE_SETTINGS`: privacy settings refused on the first snapshot of the series.
-- :func:`spoil_line`: any other file a command reads (the configuration, a hierarchy, the
-  population register, a series' files) with bytes that are not UTF-8 on one line.
+- :func:`spoil_line`: any other file a command reads with bytes that are not UTF-8 on one
+  line; :func:`hostile_configurations` (the configuration, a hierarchy, the population
+  register) and :func:`spoil_series` (a series' public and private files) apply it.
 """
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from support.data import adult_register
 
 NOT_UTF8 = (b"\xff", b"\xc3(", b"\xed\xa0\x80", b"\x80", b"\xf0\x9f")
 """Byte strings that are not UTF-8 wherever they are inserted: a byte no UTF-8 text holds, a
@@ -214,3 +218,50 @@ def spoil_line(valid: Path, path: Path, line: int, bad: bytes = b"\xff") -> Path
     lines[line - 1] = bad + lines[line - 1]
     path.write_bytes(b"\n".join(lines))
     return path
+
+
+def hostile_configurations(
+    config: Path, data: Path, directory: Path
+) -> dict[str, tuple[Path, Path, int]]:
+    """Configurations whose files hold bytes that are not UTF-8, written in ``directory``.
+
+    Returns, by the name of the file spoiled, ``(configuration, spoiled file, its line)``:
+
+    - ``configuration``: a copy of ``config`` (the Adult configuration of
+      :func:`support.data.write_config`) spoiled on line 2;
+    - ``hierarchy``: ``config`` with the education hierarchy of ``data`` spoiled on line 2;
+    - ``register``: ``config`` with ``[virtual] registry``, Adult's register
+      (:func:`support.data.adult_register`) spoiled on line :data:`SPOILED_LINE`.
+    """
+    text = config.read_text(encoding="utf-8")
+    spoiled = spoil_line(config, directory / "configuration.toml", 2)
+    hierarchy = data / "adult_hierarchy_education.csv"
+    bad_hierarchy = spoil_line(hierarchy, directory / "education.csv", 2, NOT_UTF8[1])
+    with_hierarchy = directory / "bad-hierarchy.toml"
+    with_hierarchy.write_text(text.replace(str(hierarchy), str(bad_hierarchy)), encoding="utf-8")
+    register = adult_register(data, directory / "valid-register.csv")
+    bad_register = spoil_line(register, directory / "register.csv", SPOILED_LINE, NOT_UTF8[2])
+    with_register = directory / "bad-register.toml"
+    with_register.write_text(text + f'[virtual]\nregistry = "{bad_register}"\n', encoding="utf-8")
+    return {
+        "configuration": (spoiled, spoiled, 2),
+        "hierarchy": (with_hierarchy, bad_hierarchy, 2),
+        "register": (with_register, bad_register, SPOILED_LINE),
+    }
+
+
+SERIES_FILES = ("manifest-0001.json", "release-0001.jsonl")
+"""The public files of a series' first release, which the audit reads."""
+PRIVATE_SERIES_FILES = ("assignments-0001.csv", "private-0001.json")
+"""Its private files (in ``OUT.private``)."""
+
+
+def spoil_series(published: Path, name: str, copy: Path) -> Path:
+    """Copy the series in ``published`` (and ``published.private``) to ``copy`` (and
+    ``copy.private``) with bytes that are not UTF-8 on line 1 of its file ``name`` (one of
+    :data:`SERIES_FILES` and :data:`PRIVATE_SERIES_FILES`); returns the spoiled file."""
+    private, copy_private = (p.with_name(p.name + ".private") for p in (published, copy))
+    shutil.copytree(published, copy)
+    shutil.copytree(private, copy_private)
+    where, into = (private, copy_private) if name in PRIVATE_SERIES_FILES else (published, copy)
+    return spoil_line(where / name, into / name, 1)
