@@ -245,8 +245,9 @@ def _arrow_copy(view: NDArray[np.uint8]) -> pa.Buffer:
     on a loaded machine). Memory that pyarrow owns is released without the GIL, on any
     thread, at any time.
 
-    The copy is one pass over the body: on 1M Adult rows (83 MB) 40 ms against 450 ms for the
-    read, or 0.28 s against 1.3 s in a fresh process (first touch of the pages).
+    The copy is one pass over the body (40 ms for 83 MB in a warm process), within the noise of
+    a whole read: ``read_snapshot`` of 1M Adult rows (91 MB), best of 4 in each of 3 fresh
+    processes, took 1.29-1.42 s before the copy and 1.34-1.40 s with it.
     """
     buffer = pa.allocate_buffer(view.shape[0])
     np.frombuffer(buffer, dtype=np.uint8)[:] = view
