@@ -37,6 +37,40 @@ def default_private(directory: Path) -> Path:
     return private if private.is_dir() else directory
 
 
+SERIES_FILE = "stream-release writes UTF-8: the file was changed after it was written"
+"""What the error says of a series' own file that is not UTF-8."""
+USER_FILE = "save the file as UTF-8"
+"""The fix the error names for a file the user gives (configuration, hierarchy, snapshot)."""
+
+
+def read_text(path: Path, fix: str, encoding: str = "utf-8") -> str:
+    """The text of ``path``, its newlines translated as text mode does (``\\r\\n`` and a
+    lone ``\\r`` become ``\\n``).
+
+    Raises
+    ------
+    AuditInputError
+        The file cannot be read; or its bytes are not ``encoding`` (``utf-8``, or
+        ``utf-8-sig`` for a byte-order mark): the line, the bytes and ``fix``.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise AuditInputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    return _decoded(path, data, fix, encoding).replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _decoded(path: Path, data: bytes, fix: str, encoding: str) -> str:
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise AuditInputError(
+            f"{path}, line {line}: the bytes {data[exc.start : exc.end]!r} are not UTF-8 "
+            f"text; {fix}"
+        ) from None
+
+
 def read_json(path: Path) -> dict[str, Any]:
     """A JSON object from ``path``."""
     try:
@@ -53,10 +87,7 @@ def read_json(path: Path) -> dict[str, Any]:
 def read_lines(path: Path) -> list[dict[str, Any]]:
     """The JSON objects of a ``release-NNNN.jsonl``, each with ``group``, ``size`` and
     ``sensitive`` (an object of counts)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise AuditInputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    text = read_text(path, SERIES_FILE)
     lines = []
     for number, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
@@ -87,11 +118,7 @@ def read_assignments(path: Path) -> tuple[list[str], NDArray[np.int64], NDArray[
     """``id,group[,virtual]`` rows: the ids, their groups (``-1`` for an empty group:
     suppressed) and which are virtual members (``virtual`` 1; 0, empty or no column: a row
     of the snapshot)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise AuditInputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    return parse_assignments(text, str(path))
+    return parse_assignments(read_text(path, SERIES_FILE), str(path))
 
 
 def parse_assignments(
@@ -147,10 +174,7 @@ def read_snapshot(path: Path, id_column: str) -> Snapshot:
         data = path.read_bytes()
     except OSError as exc:
         raise AuditInputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise AuditInputError(f"{path}: not UTF-8 text") from None
+    text = _decoded(path, data, USER_FILE, "utf-8-sig")
     first = text.split("\n", 1)[0]
     delimiter = ";" if first.count(";") > first.count(",") else ","
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
@@ -183,11 +207,10 @@ class Hierarchies:
 
 
 def read_toml(config: Path) -> dict[str, Any]:
-    """A configuration file's TOML (one-line errors: unreadable, not TOML)."""
+    """A configuration file's TOML (one-line errors: unreadable, not UTF-8, not TOML)."""
+    text = read_text(config, USER_FILE)
     try:
-        return tomllib.loads(config.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise AuditInputError(f"{config}: cannot be read ({exc.strerror or exc})") from None
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise AuditInputError(f"{config}: not valid TOML ({exc})") from None
 
@@ -214,10 +237,7 @@ def read_hierarchies(config: Path) -> Hierarchies:
 
 def _hierarchy_rows(path: Path) -> list[list[str]]:
     """The rows ``leaf;level1;...;*`` of an ARX hierarchy, blank cells and lines dropped."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except OSError as exc:
-        raise AuditInputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    text = read_text(path, USER_FILE, "utf-8-sig")
     rows = []
     for row in csv.reader(io.StringIO(text, newline=""), delimiter=";"):
         cells = [c.strip() for c in row if c.strip() != ""]

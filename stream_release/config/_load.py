@@ -25,9 +25,24 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
     if path is not None:
         file = Path(path)
         try:
-            data = tomllib.loads(file.read_text(encoding="utf-8"))
+            raw = file.read_bytes()
         except FileNotFoundError:
             raise ConfigError(f"config file {str(file)!r} does not exist") from None
+        except OSError as exc:
+            raise ConfigError(
+                f"config file {str(file)!r} cannot be read: {exc.strerror or exc}"
+            ) from None
+        try:
+            # newlines translated as text mode does: \r\n and a lone \r are \n
+            text = raw.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+            data = tomllib.loads(text)
+        except UnicodeDecodeError as exc:
+            line = raw[: exc.start].count(b"\n") + 1
+            raise ConfigError(
+                f"config file {str(file)!r}, line {line}: the bytes "
+                f"{raw[exc.start : exc.end]!r} are not UTF-8 text; "
+                "save the file as UTF-8"
+            ) from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {str(file)!r} is not valid TOML: {exc}") from None
         base = file.resolve().parent

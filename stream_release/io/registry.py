@@ -88,8 +88,10 @@ def _read_columns(
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
         raise SchemaError(
-            f"virtual.registry {str(path)!r} cannot be read as UTF-8 text: {exc}"
+            f"virtual.registry {str(path)!r}, line {line}: the bytes "
+            f"{data[exc.start : exc.end]!r} are not UTF-8 text; save the file as UTF-8"
         ) from None
     first = text.split("\n", 1)[0]
     delimiter = ";" if first.count(";") > first.count(",") else ","

@@ -16,6 +16,9 @@ CSV dialect
   column become Python strings. Files with quotes go through :mod:`csv`, several times slower
   but identical in result: pyarrow takes a quote only as a field's first character, where
   :mod:`csv` (with ``skipinitialspace``) also takes it after spaces.
+
+pyarrow reads a copy of the body in memory pyarrow owns, never the file's bytes in place: see
+:func:`_arrow_copy` for why (a process that ended right after a refused snapshot aborted).
 """
 
 from __future__ import annotations
@@ -180,13 +183,13 @@ def _parse_plain(
     buf = np.frombuffer(data, dtype=np.uint8)[body:]
     table: pa.Table | None
     try:
-        table = _read_table(pa.py_buffer(data)[body:], delimiter, n_fields, positions, _BLOCK_SIZE)
+        table = _read_table(buf, delimiter, n_fields, positions, _BLOCK_SIZE)
     except pa.ArrowInvalid:  # a ragged row, a line of blanks or longer than a block
         table = None
     if table is None or _has_empty(table.column(0)):
         lines = _Lines(buf, delimiter)
         lines.check_widths(source, n_fields, delimiter)
-        table = _read_table(lines.rows_bytes(), delimiter, n_fields, positions, lines.block_size)
+        table = _read_table(lines.rows(), delimiter, n_fields, positions, lines.block_size)
         numbers = lines.row_numbers()
     else:
         numbers = np.arange(2, table.num_rows + 2, dtype=np.int64)
@@ -200,15 +203,19 @@ def _has_empty(column: pa.ChunkedArray) -> bool:
 
 
 def _read_table(
-    body: pa.Buffer, delimiter: str, n_fields: int, positions: list[int], block_size: int
+    body: NDArray[np.uint8], delimiter: str, n_fields: int, positions: list[int], block_size: int
 ) -> pa.Table:
-    """Columns ``positions`` (in that order) of the headerless CSV ``body``, as bytes."""
+    """Columns ``positions`` (in that order) of the headerless CSV ``body``, as bytes.
+
+    pyarrow's multithreaded reader reads a copy of ``body`` that pyarrow owns
+    (:func:`_arrow_copy`), never ``body`` itself.
+    """
     names = [f"f{i}" for i in range(n_fields)]
     wanted = [names[p] for p in positions]
-    if body.size == 0:
+    if body.shape[0] == 0:
         return pa.table({name: pa.array([], type=pa.binary()) for name in wanted})
     return pa_csv.read_csv(
-        pa.BufferReader(body),
+        pa.BufferReader(_arrow_copy(body)),
         read_options=pa_csv.ReadOptions(column_names=names, block_size=block_size),
         parse_options=pa_csv.ParseOptions(
             delimiter=delimiter, quote_char=False, ignore_empty_lines=False
@@ -217,6 +224,34 @@ def _read_table(
             column_types=dict.fromkeys(wanted, pa.binary()), include_columns=wanted
         ),
     )
+
+
+def _arrow_copy(view: NDArray[np.uint8]) -> pa.Buffer:
+    """A copy of ``view`` in memory that pyarrow allocates and owns (its default pool).
+
+    pyarrow's CSV reader must never be given memory that Python owns (``pa.py_buffer`` over
+    the file's ``bytes``, as it was until issue 26 item 8). Its multithreaded reader may
+    release its input on one of pyarrow's own threads after ``read_csv`` has returned: the last
+    reference to the reader (``AsyncThreadedTableReader``, which holds the input stream) is in
+    a callback of its read's future, run and dropped by the ``ThreadPool`` worker that
+    finishes the last task (``Future::MarkFinished``). A buffer over a Python object
+    (``arrow::py::PyBuffer``) takes the GIL in its destructor to release that object. When a
+    snapshot is refused right after the read (bytes that are not UTF-8, a ragged row, an empty
+    or repeated id), the command prints its one line and the interpreter finalizes at once;
+    CPython ends a thread that takes the GIL once finalization has begun with
+    ``pthread_exit``, whose forced unwind cannot pass the destructor (``noexcept``) and calls
+    ``std::terminate``: "terminate called without an active exception", SIGABRT, exit 134,
+    after the error line, in one run in 4 (the issue) to one in 200 (``tests/bad_input_runs.py``
+    on a loaded machine). Memory that pyarrow owns is released without the GIL, on any
+    thread, at any time.
+
+    The copy is one pass over the body (40 ms for 83 MB in a warm process), within the noise of
+    a whole read: ``read_snapshot`` of 1M Adult rows (91 MB), best of 4 in each of 3 fresh
+    processes, took 1.29-1.42 s before the copy and 1.34-1.40 s with it.
+    """
+    buffer = pa.allocate_buffer(view.shape[0])
+    np.frombuffer(buffer, dtype=np.uint8)[:] = view
+    return buffer
 
 
 def _factorize_column(source: str, column: pa.ChunkedArray, lines: NDArray[np.int64]) -> Factorized:
@@ -298,9 +333,9 @@ class _Lines:
         """(rows,) int64: the file line number of every row (the header is line 1)."""
         return (np.flatnonzero(~self.blank) + 2).astype(np.int64)
 
-    def rows_bytes(self) -> pa.Buffer:
-        """The body without its blank lines."""
-        return pa.py_buffer(self._buf[np.repeat(~self.blank, self._lengths)].tobytes())
+    def rows(self) -> NDArray[np.uint8]:
+        """The body without its blank lines (a copy)."""
+        return self._buf[np.repeat(~self.blank, self._lengths)]
 
 
 # --------------------------------------------------------------------------------------------

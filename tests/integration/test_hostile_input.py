@@ -50,6 +50,7 @@ from aiokafka import AIOKafkaProducer, ConsumerRecord
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.data import adult_snapshot, adult_table, write_config
+from support.hostile_files import NOT_UTF8
 from support.http import http_get, metric_samples
 from support.kafka_topics import read_topic
 from support.worker import (
@@ -142,8 +143,9 @@ PICKING = frozenset({"resend", "reencode", "duplicate", "truncated", "bad_utf8"}
 numbered like their position)."""
 keys = st.none() | st.binary(max_size=12)
 """Kafka keys of messages that are not records at all."""
-bad_bytes = st.sampled_from([b"\xff", b"\xc3(", b"\xed\xa0\x80", b"\x80", b"\xf0\x9f"])
-"""Byte strings that are not UTF-8 wherever they are inserted."""
+bad_bytes = st.sampled_from(NOT_UTF8)
+"""Byte strings that are not UTF-8 wherever they are inserted (the command line's hostile files
+use the same)."""
 
 
 def _not_a_number(text: str) -> bool:

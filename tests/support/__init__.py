@@ -12,6 +12,7 @@ test imports them as ``from support.<module> import ...``; no test module import
 - :mod:`support.worker`: ``stream-release worker`` as a subprocess, and the steps around it.
 - :mod:`support.http`: the worker's ``/metrics`` and ``/health`` over HTTP.
 - :mod:`support.mechanisms`: the configuration of each registered mechanism kind.
+- :mod:`support.hostile_files`: snapshots, hierarchies and registers the command line refuses.
 - :mod:`support.crash_runs`: one run of the crash-consistency tests.
 - :mod:`support.service_runs`: the release service on Redis without a worker process.
 - :mod:`support.worker_stubs`: stand-ins for the worker's producers and release service.
