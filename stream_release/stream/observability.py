@@ -67,6 +67,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import choose_encoder
 
+from stream_release.errors import NEW_SERIES_CAVEAT
 from stream_release.stream.logs import unexpected
 from stream_release.stream.messages import Rejected, RejectReason
 from stream_release.stream.staging import ReleaseStatus
@@ -322,8 +323,7 @@ def health_payload(
         notes.append(
             f"release {published} is past the series' horizon of {horizon} releases: "
             "individuals withheld for their history are held to the per-release bound only; "
-            "plan a new series (a new history restarts every individual's count while the old "
-            "releases stay public)"
+            f"plan a new series, knowing that {NEW_SERIES_CAVEAT}"
         )
     body = {
         "status": "ok" if ok else "degraded",
