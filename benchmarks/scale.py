@@ -85,11 +85,14 @@ def open_series(
 
 
 def private_counts(private: Path, release: int) -> tuple[int, int]:
-    """``(forced, exhausted)`` individuals of release ``release`` (1-based) from its private
-    record in the directory ``private``."""
+    """``(withheld, unplaced)`` individuals of release ``release`` (1-based) from its private
+    record in the directory ``private`` (a record written before the rows withheld for their
+    history were chosen without reading a value: its ``forced`` and ``exhausted``)."""
     record = (
         json.loads((private / f"private-{release:04d}.json").read_text()).get("suppressed") or {}
     )
+    if "withheld" in record:
+        return len(record["withheld"]), len(record.get("unplaced", []))
     return len(record.get("forced", [])), len(record.get("exhausted", {}))
 
 

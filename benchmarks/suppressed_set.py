@@ -132,8 +132,12 @@ def measure(data_dir: Path, rounds: int) -> list[dict[str, Any]]:
                 record = _private_record(work / "out", k)
                 row.update(
                     suppressed=int(star.sum()),
-                    decoys=block.get("decoys"),
-                    forced=_count(record.get("forced", manifest.get("suppressed_by_history"))),
+                    decoys=record.get("decoys", block.get("decoys")),
+                    forced=_count(
+                        record.get(
+                            "withheld", record.get("forced", manifest.get("suppressed_by_history"))
+                        )
+                    ),
                     unplaced=_count(record.get("unplaced")),
                     exhausted=_count(record.get("exhausted", manifest.get("exhausted"))),
                     spent=record.get("exempt_members", block.get("spent")),
