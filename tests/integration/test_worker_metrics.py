@@ -85,6 +85,9 @@ def test_worker_serves_metrics_and_health(
         assert json.loads(body) == {
             "status": "ok",
             "reasons": [],
+            "notes": [],
+            "horizon": manifest["strategy"]["horizon"],
+            "past_horizon": False,
             "redis": True,
             "kafka": True,
             "publication_ok": True,
