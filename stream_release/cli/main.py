@@ -115,7 +115,10 @@ def _parser() -> argparse.ArgumentParser:
         "committing nothing, and prints per setting and release: feasibility (else the "
         "refusal and the largest feasible setting), suppression, the individuals withheld "
         "for their history, group sizes and query error; and a forecast of the individuals a "
-        "long series will withhold at the measured churn.",
+        "long series will withhold at the measured churn. With [kafka] partitions above 1 it cuts "
+        "each snapshot as the partitioner does, plans each shard's parts as a series of its own, "
+        "and prints the digest ([privacy] planned) a worker on shards needs to run a setting "
+        "every part publishes for the horizon.",
     )
     plan.add_argument("--config", type=Path, required=True, help="the TOML configuration")
     plan.add_argument(
@@ -372,6 +375,12 @@ def _print_planned(planned: PlannedSetting, horizon: int) -> None:
         )
     if planned.refused is not None:
         print(f"  refused: {planned.refused}")
+    if planned.digest is not None:
+        print(
+            f'  planned = "{planned.digest}": every shard\'s part of every snapshot shown is '
+            f"published for the horizon of {horizon}; put it in [privacy] with this setting "
+            "(a worker on shards refuses a horizon without it)"
+        )
     forecast = planned.forecast(horizon)
     if forecast is not None:
         print(

@@ -13,7 +13,8 @@ The package's modules are private; every name is imported from here: the section
 (:mod:`._sections`, ``[mechanism]`` in :mod:`._mechanism`), the environment source
 (:mod:`._environment`), :class:`Settings` (:mod:`._settings`), the one-line error of a
 configuration that does not validate (:mod:`._describe`), :func:`load_settings`
-(:mod:`._load`) and the spelling rules of ``privacy.protected`` (:mod:`._protected`).
+(:mod:`._load`), the spelling rules of ``privacy.protected`` (:mod:`._protected`) and the
+check of a horizon on shards against ``stream-release plan``'s digest (:mod:`._planned`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 from stream_release.config._horizon import Horizon, horizon_of
 from stream_release.config._load import load_settings
 from stream_release.config._mechanism import MechanismSettings
+from stream_release.config._planned import check_planned, plan_digest
 from stream_release.config._protected import (
     closest_match,
     corrected,
@@ -57,10 +59,12 @@ __all__ = [
     "Settings",
     "TopicSettings",
     "VirtualSettings",
+    "check_planned",
     "closest_match",
     "corrected",
     "describe_misses",
     "horizon_of",
     "load_settings",
+    "plan_digest",
     "same_value",
 ]

@@ -12,7 +12,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from stream_release.core.privacy.strategy import Strategy, make_strategy
 from stream_release.errors import InvalidParameter
@@ -74,6 +74,16 @@ class PrivacySettings(Section):
     (constant-ratio needs ``k_prime >= horizon``: Wong et al. 2010, §6.1). Unset: the
     releases the setting lasts (:mod:`stream_release.config._horizon`). Past it, the series
     goes on, and its manifests say so (``past_horizon``)."""
+    planned: str | None = None
+    """With ``horizon`` on shards (``kafka.partitions`` > 1): the digest ``stream-release
+    plan`` prints for a setting every shard's part of every snapshot it was shown publishes
+    for the horizon; a worker on shards refuses to start without it
+    (:mod:`stream_release.config._planned`). Empty: unset (``SR_PRIVACY_PLANNED=``)."""
+
+    @field_validator("planned")
+    @classmethod
+    def _empty_is_unset(cls, value: str | None) -> str | None:
+        return value or None
 
     def make_strategy(self) -> Strategy:
         """The validated :class:`Strategy` these settings describe."""
@@ -142,11 +152,12 @@ class OutputSettings(Section):
 class GroupingSettings(Section):
     max_group_factor: float = Field(default=2.0, ge=1.0)
     """A group is never grown beyond this multiple of ``max(base ratio, min_group_size)``
-    (the cap); a row whose own value would need more is *forced* into the suppressed set
-    (Wong et al. 2010, §6.3), where its pairs whose Theorem 1 ratio exceeds the cap, for values a
-    forced row holds, are not held to the bound (README, "What is promised"). A larger cap
-    forces fewer rows but makes groups larger (``benchmarks/suppressed_set.py`` measures the
-    suppression and refusals of a setting)."""
+    (the cap). A row whose plan for some protected value of its history exceeds the cap is
+    *withheld* into the suppressed set before grouping, whatever value it holds now (README,
+    "What is promised": the rule reads no sensitive value); inside the series' horizon no
+    row is, and past it a withheld row is held to the per-release bound. A larger cap lets a
+    setting last longer (geometric) but makes groups larger (``benchmarks/suppressed_set.py``
+    measures the suppression and refusals of a setting)."""
     insertion_window: int = Field(default=32, ge=0)
     """How far (rows in k-d order, each side) a leftover row looks for a group that stays valid
     with it before it is suppressed. Larger: less suppression, wider groups (higher NCP and, on

@@ -26,13 +26,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stream_release.config import Settings, VirtualSettings, horizon_of, load_settings
+import numpy as np
+
+from stream_release.config import (
+    Settings,
+    VirtualSettings,
+    horizon_of,
+    load_settings,
+    plan_digest,
+)
 from stream_release.core.table import EncodedTable
 from stream_release.errors import GuaranteeUnsatisfiable
 from stream_release.io.encoding import encode
 from stream_release.io.hierarchy import load_hierarchies
 from stream_release.io.snapshot_csv import read_snapshot
-from stream_release.pipeline.diagnosis import Diagnosis, diagnose, proposals
+from stream_release.pipeline.diagnosis import Diagnosis, diagnose, proposals, shard_of
+from stream_release.pipeline.parts import merge_part_manifests
 from stream_release.pipeline.publisher import PreparedRelease, Publisher
 
 __all__ = [
@@ -91,6 +100,10 @@ class PlannedSetting:
     """The releases the setting keeps everyone inside its plan (``None``: no horizon)."""
     skipped: bool = False
     """Not run: the setting does not last the horizon the plan is made for."""
+    digest: str | None = None
+    """On shards, for a setting that lasts the horizon and publishes every snapshot on every
+    shard: what ``[privacy] planned`` must hold for a worker to run it with that horizon
+    (:func:`~stream_release.config.plan_digest`)."""
 
     @property
     def feasible(self) -> bool:
@@ -230,6 +243,10 @@ def plan_report(
             return PlannedSetting(name, privacy, lasts=lasts, skipped=True)
         out = _what_if(candidate, name, privacy, tables, history)
         out.lasts = lasts
+        shards = candidate.kafka.partitions
+        if out.feasible and shards > 1 and (lasts is None or lasts >= planned_for):
+            c = candidate
+            out.digest = plan_digest(c.privacy, c.grouping, c.schema, shards, planned_for)
         return out
 
     planned = [run(name, chosen) for name, chosen in candidates(settings)]
@@ -245,39 +262,70 @@ def _what_if(
     tables: list[tuple[EncodedTable, str]],
     history: str | Path | None,
 ) -> PlannedSetting:
+    """The what-if series of one setting. On shards (``kafka.partitions`` ``P > 1``) each
+    snapshot is cut as the worker cuts it (:func:`~stream_release.pipeline.diagnosis.shard_of`)
+    and each shard's parts are a series of their own, planned against the histories of the
+    shard's individuals as its owner plans them; a release is feasible when every part is, and
+    its figures are the parts' merged as the worker merges them
+    (:func:`~stream_release.pipeline.parts.merge_part_manifests`)."""
     planned = PlannedSetting(name, privacy)
+    shards = settings.kafka.partitions
+    parts = _parts(tables, shards)
     with tempfile.TemporaryDirectory(prefix="stream-release-plan-") as tmp:
         out = Path(tmp) / "out"
         publisher = Publisher.open(
             settings, out, history, private_dir=Path(tmp) / "private", what_if=True
         )
         try:
-            releases = publisher.what_if([(table, label, None) for table, label in tables])
-            for i, prepared in enumerate(_until_refused(releases, planned)):
-                planned.releases.append(_measure(settings, tables[i][0], prepared))
+            # each call keeps its own overlay of the history: the shards' series side by side
+            series = [
+                publisher.what_if([(table, label, None) for table, label in part]) for part in parts
+            ]
+            for table, label in tables:
+                prepared = []
+                for shard, releases in enumerate(series):
+                    try:
+                        prepared.append(next(releases))
+                    except GuaranteeUnsatisfiable as exc:
+                        where = f"shard {shard} of {shards}: " if shards > 1 else ""
+                        planned.refused = f"{where}{exc}"
+                        return planned
+                planned.releases.append(_measure(table, label, prepared))
         finally:
             publisher.close()
     return planned
 
 
-def _until_refused(releases: Any, planned: PlannedSetting) -> Any:
-    """The prepared releases until the first refusal, which ``planned`` records."""
-    try:
-        yield from releases
-    except GuaranteeUnsatisfiable as exc:
-        planned.refused = str(exc)
+def _parts(
+    tables: list[tuple[EncodedTable, str]], shards: int
+) -> list[list[tuple[EncodedTable, str]]]:
+    """Each shard's parts of ``tables`` (one part per table, empty ones included: a shard's
+    sequence is the release's); the tables themselves on one shard."""
+    if shards == 1:
+        return [tables]
+    out: list[list[tuple[EncodedTable, str]]] = [[] for _ in range(shards)]
+    for table, label in tables:
+        shard = shard_of([str(i) for i in table.ids.tolist()], shards)
+        for number, part in enumerate(out):
+            part.append((table.take(np.flatnonzero(shard == number)), label))
+    return out
 
 
-def _measure(settings: Settings, table: EncodedTable, prepared: PreparedRelease) -> PlannedRelease:
-    manifest = prepared.manifest
-    record = prepared.files.private.get("suppressed") or {}
+def _measure(table: EncodedTable, label: str, parts: list[PreparedRelease]) -> PlannedRelease:
+    """The figures of one release of a what-if series from its parts (one on one shard)."""
+    manifests = [p.manifest for p in parts]
+    sequence = parts[0].sequence
+    manifest = manifests[0] if len(parts) == 1 else merge_part_manifests(label, sequence, manifests)
+    withheld = [
+        w for p in parts for w in (p.files.private.get("suppressed") or {}).get("withheld", [])
+    ]
     u = manifest["utility"]
     return PlannedRelease(
-        sequence=prepared.sequence,
-        label=prepared.label,
+        sequence=sequence,
+        label=label,
         rows=table.n_rows,
         suppressed=int(manifest["suppressed"]),
-        withheld=tuple(record.get("withheld", [])),
+        withheld=tuple(withheld),
         avg_group=float(u["avg_group_size"]),
         max_group=int(u["max_group_size"]),
         error_mean=_figure(u, "query_error"),

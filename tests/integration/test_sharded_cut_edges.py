@@ -39,13 +39,11 @@ from support.sharded_staging import shard_of, shard_settings, stage
 
 from stream_release.audit import audit_directory
 from stream_release.devtools.datasets import ADULT_SENSITIVE, Table, read_csv_table
+from stream_release.errors import ConfigError
 from stream_release.history.redis_client import connect
-from stream_release.io.encoding import encode
-from stream_release.io.hierarchy import load_hierarchies
-from stream_release.io.snapshot_csv import read_snapshot
-from stream_release.pipeline.diagnosis import diagnose, proposals
 from stream_release.pipeline.plan import SuppressedUnion
 from stream_release.pipeline.publisher import PlannedRelease, Publisher
+from stream_release.pipeline.what_if import PlanReport, plan_report
 from stream_release.stream.sharded.cut import CutResult, ShardedCut
 
 pytestmark = pytest.mark.integration
@@ -390,25 +388,66 @@ def test_an_empty_part_adds_no_query_to_the_releases_utility(
         assert utility[name] == pytest.approx(mean), name
 
 
+def plan_on_six_shards(config: Path, snaps: list[Path]) -> PlanReport:
+    """``stream-release plan --horizon 8`` of ``config`` on six shards over ``snaps``."""
+    six = {"kafka": {"partitions": 6}}
+    return plan_report(config, snaps, settings_overrides=six, advise=True, horizon=8)
+
+
+def test_a_panel_on_six_shards_is_refused_by_plan_where_the_worker_refuses_it(
+    tmp_path: Path, redis_url: str, redis_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The wage panel (545 men, 8 years) on six shards protecting '3' and '8' at ``k' = 8``:
+    '3' (5.3 % of the rows, 1 in 12.05 allowed) is too frequent in one part of 1983. ``plan``
+    cuts the snapshots as the partitioner does and plans each shard's parts as a series of its
+    own: it refuses the setting at release 4 on the shard where the worker refuses it, prints
+    no digest for it, and the worker, given a digest of other settings, refuses to start."""
+    snaps = wage_panel_series(tmp_path)
+    config = wage_panel_config(tmp_path, protected=["3", "8"], k_prime=8, horizon=8)
+    report = plan_on_six_shards(config, snaps)
+    configured = report.settings[0]
+    assert configured.name.endswith("(configured)")
+    assert len(configured.releases) == 3 and configured.digest is None
+    assert configured.refused is not None and configured.refused.startswith("shard 4 of 6: ")
+    assert "'3'" in configured.refused
+    [proposal] = [p for p in report.proposals if p.privacy.get("protected") == ["8"]]
+    assert proposal.digest is not None
+    settings = shard_settings(config, KEY, redis_prefix, 6)
+    with pytest.raises(ConfigError, match=r"privacy\.planned is not set"):
+        ShardedCut(settings, connect(redis_url), range(6), tmp_path / "a", tmp_path / "p")
+    stale = shard_settings(config, KEY, redis_prefix, 6, privacy={"planned": proposal.digest})
+    with pytest.raises(ConfigError, match="printed for other settings"):
+        ShardedCut(stale, connect(redis_url), range(6), tmp_path / "a", tmp_path / "p")
+    # the worker, started all the same (no horizon: nothing promised), refuses where plan did
+    unplanned = shard_settings(config, KEY, redis_prefix, 6, privacy={"horizon": None})
+    cut = ShardedCut(unplanned, connect(redis_url), range(6), tmp_path / "a", tmp_path / "p")
+    for k, snap in enumerate(snaps[:4], start=1):
+        stage(cut, unplanned, snap, snap.stem)
+        result = cut.step()
+        if k < 4:
+            assert [m["sequence"] for m in result.manifests] == [k]
+    assert [n.release for n in result.refused] == [snaps[3].stem] and not result.manifests
+    assert {shard.store.last_sequence() for shard in cut.shards} == {3}
+    assert "shard 4's part cannot be made" in caplog.text
+
+
 def test_a_panel_on_six_shards_publishes_every_release_of_the_planned_horizon(
     tmp_path: Path, redis_url: str, redis_prefix: str
 ) -> None:
-    """The wage panel (545 men, 8 years) on six shards: each part plans its ~90 people alone,
-    so a value must be rare enough in every part, not only in the release. ``plan``'s
-    proposal for a horizon of 8 on six shards (the snapshots cut as the partitioner cuts
-    them) protects only occupation '8' ('3', rare enough in the whole release, is not in some
-    part of some year); under it every release is published, inside the horizon, nobody
-    withheld and nobody past ``1/l``, and the series passes the audit."""
+    """The wage panel on six shards under ``plan``'s proposal for a horizon of 8 on six
+    shards (the snapshots cut as the partitioner cuts them): it protects only occupation '8'
+    ('3', rare enough in the whole release, is not in some part of some year), and its digest
+    in ``[privacy] planned`` lets the worker start; every release is published, inside the
+    horizon, nobody withheld and nobody past ``1/l``, and the series passes the audit."""
     snaps = wage_panel_series(tmp_path)
     config = wage_panel_config(tmp_path, k_prime=8, horizon=8)
-    settings = shard_settings(config, KEY, redis_prefix, 6)
-    hierarchies = load_hierarchies(settings.schema)
-    tables = [
-        encode(read_snapshot(s, settings.schema), settings.schema, hierarchies) for s in snaps
-    ]
-    [(_, proposal)] = proposals(settings, diagnose(settings, tables), 8)
-    assert proposal["protected"] == ["8"]
-    config = wage_panel_config(tmp_path, protected=proposal["protected"], k_prime=8, horizon=8)
+    report = plan_on_six_shards(config, snaps)
+    proposal = report.proposals[0]
+    assert proposal.privacy["protected"] == ["8"] and proposal.feasible
+    assert len(proposal.releases) == len(snaps) and proposal.digest is not None
+    config = wage_panel_config(
+        tmp_path, protected=["8"], k_prime=8, horizon=8, planned=proposal.digest
+    )
     settings = shard_settings(config, KEY, redis_prefix, 6)
     archive, private = tmp_path / "archive", tmp_path / "private"
     cut = ShardedCut(settings, connect(redis_url), range(6), archive, private)
@@ -418,6 +457,7 @@ def test_a_panel_on_six_shards_publishes_every_release_of_the_planned_horizon(
         [manifest] = run_until_idle([cut])
         assert manifest["sequence"] == k and manifest["past_horizon"] is False
         assert (manifest["breach"]["spent"], manifest["breach"]["spent_people"]) == (0, 0)
+        assert manifest["suppressed"] == proposal.releases[k - 1].suppressed == 0
     cut.file_finished()
     for k in range(1, len(snaps) + 1):
         record = json.loads((private / f"private-{k:04d}.json").read_text())["suppressed"]

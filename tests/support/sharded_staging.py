@@ -1,20 +1,17 @@
 """A series cut on shards without Kafka: its settings, and a snapshot staged as the worker
 stages it (each row in the shard of its id's partition under Kafka's default partitioner, the
 one ``stream-release publish`` and third-party producers key records with, then the seal with
-each shard's count)."""
+each shard's count). :func:`shard_of` is the one ``stream-release plan`` cuts snapshots with."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from aiokafka.partitioner import DefaultPartitioner
-from numpy.typing import NDArray
-
 from stream_release.config import Settings, load_settings
 from stream_release.history.pseudonym import Pseudonymizer, load_key
 from stream_release.io.hierarchy import load_hierarchies
+from stream_release.pipeline.diagnosis import shard_of
 from stream_release.stream.intake import RecordValidator
 from stream_release.stream.messages import SnapshotRecord, decode_record
 from stream_release.stream.sharded.cut import ShardedCut
@@ -33,13 +30,6 @@ def shard_settings(
         redis={"cluster": cluster},
         **sections,
     )
-
-
-def shard_of(ids: list[str], shards: int) -> NDArray[np.int64]:
-    """The shard of each id: its partition of ``shards`` under Kafka's default partitioner."""
-    place = DefaultPartitioner()
-    partitions = list(range(shards))
-    return np.array([place(i.encode(), partitions, partitions) for i in ids], dtype=np.int64)
 
 
 def stage(cut: ShardedCut, settings: Settings, snapshot: Path, label: str) -> list[int]:

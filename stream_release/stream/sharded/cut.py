@@ -45,7 +45,7 @@ from typing import Any, cast
 import numpy as np
 import orjson
 
-from stream_release.config import Settings
+from stream_release.config import Settings, check_planned
 from stream_release.devtools.faults import kill_point
 from stream_release.errors import (
     NEW_SERIES_CAVEAT,
@@ -132,6 +132,10 @@ class ShardedCut:
         pseudonymizer: Pseudonymizer | None = None,
         hierarchies: dict[str, Hierarchy] | None = None,
     ) -> None:
+        # a horizon on shards is planned on data first: refused here, before any release
+        check_planned(
+            settings.privacy, settings.grouping, settings.schema, settings.kafka.partitions
+        )
         self.settings = settings
         self.partitions = settings.kafka.partitions
         prefix = settings.history.prefix
