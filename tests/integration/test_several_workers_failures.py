@@ -231,10 +231,10 @@ def test_workers_added_and_removed_between_and_during_releases(
     first, _ = run.worker("w0"), run.worker("w1")
     run.send(snaps[:1])
     run.wait(lambda m: len(m) >= 1, "release 1")
-    run.worker("w2")
+    run.joined(run.worker("w2"))  # joined before release 2, not merely started
     run.send(snaps[1:2])
     assert first.stop() == 0, first.tail()  # while release 2 is staged or cut
-    run.worker("w3")
+    run.joined(run.worker("w3"))
     run.wait(lambda m: len(m) >= 2, "release 2")
     run.send(snaps[2:])
     finish_like(run, uninterrupted, redis_cluster.url, redis_cluster_prefix)

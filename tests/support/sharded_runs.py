@@ -92,6 +92,17 @@ class Run:
                 )
             time.sleep(0.2)
 
+    def joined(self, worker: Worker) -> None:
+        """Wait until ``worker`` logged shards assigned to it: it has started and joined the
+        group (on a loaded machine a worker's start can outlast a release; a SIGTERM before
+        its handlers exist ends it with -15, not the clean stop under test)."""
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while not assigned_shards(worker):
+            worker.check_alive()
+            if time.monotonic() > deadline:
+                pytest.fail(f"no shard assigned within {RUN_TIMEOUT_S:.0f} s:\n{worker.tail()}")
+            time.sleep(0.2)
+
     def manifests(self) -> dict[int, bytes]:
         """The manifests on the broker, by sequence (copies of one must be identical)."""
         by_sequence: dict[int, bytes] = {}
@@ -118,6 +129,7 @@ class Run:
         manifests = self.wait(lambda m: len(m) >= RELEASES, f"{RELEASES} releases")
         for worker in self.workers:
             if worker.proc is not None and worker.proc.poll() is None:
+                self.joined(worker)
                 assert worker.stop() == 0, worker.tail()
         report = audit_directory(self.archive, config=self.config)
         assert report.ok and len(report.releases) == RELEASES, report.table()
