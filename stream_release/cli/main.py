@@ -17,7 +17,7 @@ from stream_release.cli.reconstruct import add_reconstruct_parser
 from stream_release.errors import StreamReleaseError
 
 if TYPE_CHECKING:
-    from stream_release.pipeline.what_if import PlannedSetting
+    from stream_release.pipeline.what_if import PlannedSetting, PlanReport
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -334,8 +334,14 @@ def _plan(args: argparse.Namespace) -> int:
         f"planned for a horizon of {report.horizon} releases"
         + (f", on {report.diagnosis.shards} shards" if report.diagnosis.shards > 1 else "")
     )
+    if report.diagnosis.shards > 1 and report.fixed_key:
+        print(
+            "planned under a fixed what-if key (no history.key_file nor SR_HISTORY_KEY): the "
+            "series' key orders rows otherwise, so plan with it for the figures and the "
+            "verdict the worker will meet"
+        )
     for planned in report.settings:
-        _print_planned(planned, report.horizon)
+        _print_planned(planned, report)
     feasible = [p for p in report.settings if p.feasible]
     if feasible:
         best = min(feasible, key=lambda p: sum(r.suppression for r in p.releases))
@@ -345,9 +351,10 @@ def _plan(args: argparse.Namespace) -> int:
     configured = next(p for p in report.settings if p.name.endswith("(configured)"))
     print("\n".join(report.diagnosis.lines(configured.name.removesuffix(" (configured)"))))
     for planned in report.proposals:
-        _print_planned(planned, report.horizon)
+        _print_planned(planned, report)
     troubled = not configured.feasible or max(report.diagnosis.stuck, default=0.0) > 0
-    if troubled and not any("register" in p.name for p in report.proposals):
+    on_shards = report.diagnosis.shards > 1
+    if troubled and not on_shards and not any("register" in p.name for p in report.proposals):
         print(
             f"a population register ([virtual] registry: ids and QIDs of people who may be "
             f"absent from a snapshot, Wong et al. 2010, §8) would let every value be protected "
@@ -357,7 +364,8 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_planned(planned: PlannedSetting, horizon: int) -> None:
+def _print_planned(planned: PlannedSetting, report: PlanReport) -> None:
+    horizon = report.horizon
     if planned.skipped:
         print(f"{planned.name}: lasts {planned.lasts} of the {horizon} releases planned: not run")
         return
@@ -377,9 +385,9 @@ def _print_planned(planned: PlannedSetting, horizon: int) -> None:
         print(f"  refused: {planned.refused}")
     if planned.digest is not None:
         print(
-            f'  planned = "{planned.digest}": every shard\'s part of every snapshot shown is '
-            f"published for the horizon of {horizon}; put it in [privacy] with this setting "
-            "(a worker on shards refuses a horizon without it)"
+            f'  planned = "{planned.digest}": every shard\'s part of the {report.snapshots} '
+            f"snapshots shown is published for the horizon of {horizon}; put it in [privacy] "
+            "with this setting (a worker on shards refuses a horizon without it)"
         )
     forecast = planned.forecast(horizon)
     if forecast is not None:
@@ -502,11 +510,14 @@ def _publish(args: argparse.Namespace) -> int:
 
 
 def _worker(args: argparse.Namespace) -> int:
-    from stream_release.config import load_settings
+    from stream_release.config import check_planned, load_settings
     from stream_release.history.pseudonym import load_key
 
     settings = load_settings(args.config)
-    # no key, no worker: refused before anything is imported, connected or created
+    # a horizon on shards planned on data, and a key: refused before anything is imported,
+    # connected or created
+    s = settings
+    check_planned(s.privacy, s.grouping, s.schema, s.kafka.partitions)
     load_key(settings.history)
 
     import asyncio

@@ -15,14 +15,16 @@ at the release where a part first falls short.
 
 The digest covers what decides whether a part can be made: the privacy setting (``l``, the
 strategy and its parameter, the protected values, ``min_group_size``, the horizon), the
-grouping, the columns (``schema``: id, sensitive, QIDs) and the number of shards; not paths,
-keys or the service's addresses. It is a checksum of settings that are themselves in the file,
-never of data.
+grouping, the columns (``schema``: id, sensitive, QIDs, which are numeric), the contents of
+the hierarchies (the QIDs' generalization; the sensitive attribute's domain, which decides
+whether a protected value is spelled as the data spells it) and the number of shards; not
+paths, keys or the service's addresses. It is a checksum of the configuration, never of data.
 """
 
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import orjson
 
@@ -52,6 +54,10 @@ def plan_digest(
         "horizon": horizon,
         "grouping": grouping.model_dump(mode="json"),
         "columns": [schema.id, schema.sensitive, *schema.qid],
+        "numeric": None if schema.numeric is None else list(schema.numeric),
+        "hierarchies": {
+            column: _content(column, path) for column, path in sorted(schema.hierarchies.items())
+        },
         "shards": shards,
     }
     if privacy.strategy == "constant-ratio":
@@ -60,6 +66,17 @@ def plan_digest(
         setting["alpha"] = privacy.alpha
     canonical = orjson.dumps(setting, option=orjson.OPT_SORT_KEYS)
     return DIGEST_PREFIX + hashlib.sha256(canonical).hexdigest()[:16]
+
+
+def _content(column: str, path: Path) -> str:
+    """The SHA-256 of a hierarchy file's bytes."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as exc:
+        raise ConfigError(
+            f"schema.hierarchies.{column} = {str(path)!r} cannot be read ({exc.strerror}): "
+            "give the path of the hierarchy's CSV file"
+        ) from None
 
 
 def check_planned(
@@ -91,6 +108,6 @@ def check_planned(
         "in every part of every release, which only the data can tell; run `stream-release "
         f"plan --config <this file> --horizon {horizon} <snapshots>` on the series' snapshots "
         "(or earlier ones like them) and set privacy.planned to the digest it prints for the "
-        "setting you choose, or use kafka.partitions = 1, or remove privacy.horizon (no "
-        "horizon is then promised)"
+        "setting you choose, or use kafka.partitions = 1 (without privacy.horizon the series "
+        "is not planned: a part refuses any release its rows cannot make)"
     )

@@ -195,7 +195,8 @@ def proposals(
     * the largest ``l`` at that ``k'`` whose ratio every protected value allows, when it is
       below the configured one and above 1 / 0.9 (a weaker bound for every value instead of
       the configured bound for some);
-    * with a register, every configured value at that ``k'``.
+    * with a register, every configured value at that ``k'`` (not on shards, where a
+      register cannot run).
 
     ``overrides`` are ``[privacy]`` keys, ``horizon`` among them (and ``virtual`` ``None`` to
     drop the register)."""
@@ -224,7 +225,7 @@ def proposals(
                     {**planned, "l": weaker, "virtual": {"registry": None}},
                 )
             )
-    if settings.virtual.registry is not None:
+    if settings.virtual.registry is not None and diagnosis.shards == 1:
         out.append(
             (
                 f"proposal: constant-ratio l={ell:g} k'={horizon} + register",

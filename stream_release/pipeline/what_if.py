@@ -26,9 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from stream_release.config import (
+    SchemaSettings,
     Settings,
     VirtualSettings,
     horizon_of,
@@ -36,9 +35,10 @@ from stream_release.config import (
     plan_digest,
 )
 from stream_release.core.table import EncodedTable
-from stream_release.errors import GuaranteeUnsatisfiable
+from stream_release.errors import ConfigError, GuaranteeUnsatisfiable
 from stream_release.io.encoding import encode
-from stream_release.io.hierarchy import load_hierarchies
+from stream_release.io.hierarchy import Hierarchy, load_hierarchies
+from stream_release.io.snapshot import RawSnapshot, snapshot_from_columns
 from stream_release.io.snapshot_csv import read_snapshot
 from stream_release.pipeline.diagnosis import Diagnosis, diagnose, proposals, shard_of
 from stream_release.pipeline.parts import merge_part_manifests
@@ -132,10 +132,12 @@ class PlannedSetting:
 def candidates(settings: Settings) -> list[tuple[str, dict[str, Any]]]:
     """``(name, [privacy] overrides)``: the configured setting first, then the grid; with a
     register, each setting with it (its name ending in ``+ register``) then without it
-    (``virtual`` ``{"registry": None}`` in the overrides)."""
+    (``virtual`` ``{"registry": None}`` in the overrides); on shards, without it only."""
     plain = _grid(settings)
     if settings.virtual.registry is None:
         return plain
+    if settings.kafka.partitions > 1:  # a register cannot run on shards: ShardedCut refuses it
+        return [(name, {**privacy, "virtual": {"registry": None}}) for name, privacy in plain]
     out = []
     for name, privacy in plain:
         out.append((f"{name} + register", privacy))
@@ -179,6 +181,11 @@ class PlanReport:
     """The releases the series is planned for (``--horizon``, else ``[privacy] horizon``,
     else the number of snapshots): the candidates that do not last it are not run, and the
     proposals last it."""
+    snapshots: int = 0
+    """The snapshots the series was planned on."""
+    fixed_key: bool = False
+    """Planned under :data:`WHAT_IF_KEY` (no key configured): the figures are those of its row
+    order, not the series key's."""
 
 
 WHAT_IF_KEY = "stream-release what-if series key, not a secret"
@@ -218,15 +225,23 @@ def plan_report(
     configured one, which is run whatever it lasts."""
     overrides = settings_overrides or {}
     settings = load_settings(config, **overrides)
-    if history is None and settings.history.key is None and settings.history.key_file is None:
+    fixed_key = settings.history.key is None and settings.history.key_file is None
+    if history is None and fixed_key:
         history_overrides = {**overrides.get("history", {}), "key": WHAT_IF_KEY}
         overrides = {**overrides, "history": history_overrides}
         settings = load_settings(config, **overrides)
-    hierarchies = load_hierarchies(settings.schema)
-    tables = [
-        (encode(read_snapshot(path, settings.schema), settings.schema, hierarchies), path.stem)
-        for path in snapshots
-    ]
+    schema, shards = settings.schema, settings.kafka.partitions
+    if history is not None and shards > 1:
+        raise ConfigError(
+            f"plan --history with kafka.partitions = {shards}: a series on shards keeps each "
+            "shard's histories under its own tag, which plan does not read; plan the series "
+            "from its first snapshot (without --history), or with kafka.partitions = 1"
+        )
+    hierarchies = load_hierarchies(schema)
+    raws = [(read_snapshot(path, schema), path.stem) for path in snapshots]
+    tables = [(encode(raw, schema, hierarchies), label) for raw, label in raws]
+    parts = [tables] if shards == 1 else _parts(raws, shards, schema, hierarchies)
+    del raws
 
     planned_for = horizon or settings.privacy.horizon or len(tables)
 
@@ -241,10 +256,9 @@ def plan_report(
         lasts = horizon_of(candidate.privacy, candidate.grouping).lasts
         if lasts is not None and lasts < planned_for and not name.endswith(CONFIGURED):
             return PlannedSetting(name, privacy, lasts=lasts, skipped=True)
-        out = _what_if(candidate, name, privacy, tables, history)
+        out = _what_if(candidate, name, privacy, parts, history)
         out.lasts = lasts
-        shards = candidate.kafka.partitions
-        if out.feasible and shards > 1 and (lasts is None or lasts >= planned_for):
+        if out.feasible and shards > 1 and lasts is not None and lasts >= planned_for:
             c = candidate
             out.digest = plan_digest(c.privacy, c.grouping, c.schema, shards, planned_for)
         return out
@@ -252,25 +266,23 @@ def plan_report(
     planned = [run(name, chosen) for name, chosen in candidates(settings)]
     diagnosis = diagnose(settings, [table for table, _ in tables])
     offered = proposals(settings, diagnosis, planned_for) if advise else []
-    return PlanReport(planned, diagnosis, [run(n, c) for n, c in offered], planned_for)
+    offered_runs = [run(n, c) for n, c in offered]
+    return PlanReport(planned, diagnosis, offered_runs, planned_for, len(tables), fixed_key)
 
 
 def _what_if(
     settings: Settings,
     name: str,
     privacy: dict[str, Any],
-    tables: list[tuple[EncodedTable, str]],
+    parts: list[list[tuple[EncodedTable, str]]],
     history: str | Path | None,
 ) -> PlannedSetting:
-    """The what-if series of one setting. On shards (``kafka.partitions`` ``P > 1``) each
-    snapshot is cut as the worker cuts it (:func:`~stream_release.pipeline.diagnosis.shard_of`)
-    and each shard's parts are a series of their own, planned against the histories of the
-    shard's individuals as its owner plans them; a release is feasible when every part is, and
-    its figures are the parts' merged as the worker merges them
-    (:func:`~stream_release.pipeline.parts.merge_part_manifests`)."""
+    """The what-if series of one setting over each shard's ``parts`` (:func:`_parts`; the
+    snapshots themselves on one shard). Each shard's parts are a series of their own, planned
+    against the histories of the shard's individuals as its owner plans them; a release is
+    feasible when every part is, and its figures are the parts' merged as the worker merges
+    them (:func:`~stream_release.pipeline.parts.merge_part_manifests`)."""
     planned = PlannedSetting(name, privacy)
-    shards = settings.kafka.partitions
-    parts = _parts(tables, shards)
     with tempfile.TemporaryDirectory(prefix="stream-release-plan-") as tmp:
         out = Path(tmp) / "out"
         publisher = Publisher.open(
@@ -281,38 +293,53 @@ def _what_if(
             series = [
                 publisher.what_if([(table, label, None) for table, label in part]) for part in parts
             ]
-            for table, label in tables:
+            for release in zip(*parts, strict=True):
                 prepared = []
                 for shard, releases in enumerate(series):
                     try:
                         prepared.append(next(releases))
                     except GuaranteeUnsatisfiable as exc:
-                        where = f"shard {shard} of {shards}: " if shards > 1 else ""
+                        where = (
+                            f"shard {shard} of {len(parts)}, its part: " if len(parts) > 1 else ""
+                        )
                         planned.refused = f"{where}{exc}"
                         return planned
-                planned.releases.append(_measure(table, label, prepared))
+                rows = sum(table.n_rows for table, _ in release)
+                planned.releases.append(_measure(rows, release[0][1], prepared))
         finally:
             publisher.close()
     return planned
 
 
 def _parts(
-    tables: list[tuple[EncodedTable, str]], shards: int
+    raws: list[tuple[RawSnapshot, str]],
+    shards: int,
+    schema: SchemaSettings,
+    hierarchies: dict[str, Hierarchy],
 ) -> list[list[tuple[EncodedTable, str]]]:
-    """Each shard's parts of ``tables`` (one part per table, empty ones included: a shard's
-    sequence is the release's); the tables themselves on one shard."""
-    if shards == 1:
-        return [tables]
+    """Each shard's parts of the snapshots, cut as the worker's records are (a row in the
+    partition of its id under Kafka's default partitioner,
+    :func:`~stream_release.pipeline.diagnosis.shard_of`) and each encoded from its own rows,
+    as the worker encodes the rows a shard staged (its values, its QID ranges); one part per
+    snapshot, empty ones included: a shard's sequence is the release's."""
     out: list[list[tuple[EncodedTable, str]]] = [[] for _ in range(shards)]
-    for table, label in tables:
-        shard = shard_of([str(i) for i in table.ids.tolist()], shards)
+    for raw, label in raws:
+        shard = shard_of([str(i) for i in raw.ids.tolist()], shards)
         for number, part in enumerate(out):
-            part.append((table.take(np.flatnonzero(shard == number)), label))
+            mine = shard == number
+            rows = snapshot_from_columns(
+                raw.ids[mine],
+                {name: column[mine] for name, column in raw.qid.items()},
+                raw.sensitive[mine],
+                source=f"{raw.source} (shard {number})",
+            )
+            part.append((encode(rows, schema, hierarchies), label))
     return out
 
 
-def _measure(table: EncodedTable, label: str, parts: list[PreparedRelease]) -> PlannedRelease:
-    """The figures of one release of a what-if series from its parts (one on one shard)."""
+def _measure(rows: int, label: str, parts: list[PreparedRelease]) -> PlannedRelease:
+    """The figures of one release of ``rows`` rows of a what-if series from its parts (one on
+    one shard)."""
     manifests = [p.manifest for p in parts]
     sequence = parts[0].sequence
     manifest = manifests[0] if len(parts) == 1 else merge_part_manifests(label, sequence, manifests)
@@ -323,7 +350,7 @@ def _measure(table: EncodedTable, label: str, parts: list[PreparedRelease]) -> P
     return PlannedRelease(
         sequence=sequence,
         label=label,
-        rows=table.n_rows,
+        rows=rows,
         suppressed=int(manifest["suppressed"]),
         withheld=tuple(withheld),
         avg_group=float(u["avg_group_size"]),

@@ -408,7 +408,9 @@ def test_a_panel_on_six_shards_is_refused_by_plan_where_the_worker_refuses_it(
     configured = report.settings[0]
     assert configured.name.endswith("(configured)")
     assert len(configured.releases) == 3 and configured.digest is None
-    assert configured.refused is not None and configured.refused.startswith("shard 4 of 6: ")
+    assert configured.refused is not None and configured.refused.startswith(
+        "shard 4 of 6, its part: "
+    )
     assert "'3'" in configured.refused
     [proposal] = [p for p in report.proposals if p.privacy.get("protected") == ["8"]]
     assert proposal.digest is not None

@@ -14,9 +14,12 @@ from stream_release.errors import ConfigError
 BASE = {"k_prime": 8, "horizon": 8, "protected": ["8"]}
 
 
-def settings(tmp_path: Path, **sections: Any) -> Settings:
+def settings(tmp_path: Path, hierarchy: str = "", **sections: Any) -> Settings:
     path = tmp_path / "c.toml"
-    path.write_text('[schema]\nid = "nr"\nsensitive = "occupation"\nqid = ["educ", "exper"]\n')
+    path.write_text(
+        '[schema]\nid = "nr"\nsensitive = "occupation"\nqid = ["educ", "exper"]\n'
+        + (f'[schema.hierarchies]\neduc = "{hierarchy}"\n' if hierarchy else "")
+    )
     privacy = {**BASE, **sections.pop("privacy", {})}
     kafka = {"partitions": 6, **sections.pop("kafka", {})}
     return load_settings(path, privacy=privacy, kafka=kafka, **sections)
@@ -92,3 +95,26 @@ def test_a_horizon_on_shards_without_a_digest_is_refused_with_the_command(
 @pytest.mark.parametrize("change", [{"kafka": {"partitions": 1}}, {"privacy": {"horizon": None}}])
 def test_one_shard_or_no_horizon_needs_no_digest(tmp_path: Path, change: dict[str, Any]) -> None:
     check(settings(tmp_path, **change))
+
+
+def test_the_digest_covers_a_hierarchy_s_contents_not_its_path(tmp_path: Path) -> None:
+    """A QID's generalization shapes the groups (and the sensitive hierarchy decides how a
+    protected value is spelled): another file's contents is another plan; the same contents
+    elsewhere (plan on a laptop, the worker in a container) is the same."""
+    first, moved, other = tmp_path / "h.csv", tmp_path / "moved.csv", tmp_path / "other.csv"
+    first.write_text("10;10-19;*\n11;10-19;*\n")
+    moved.write_text(first.read_text())
+    other.write_text("10;10-14;*\n11;10-14;*\n")
+    planned = digest(settings(tmp_path, hierarchy=first.name))
+    assert digest(settings(tmp_path, hierarchy=moved.name)) == planned
+    assert digest(settings(tmp_path, hierarchy=other.name)) != planned
+    assert digest(settings(tmp_path)) != planned
+
+
+def test_an_unreadable_hierarchy_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "h.csv"
+    path.write_text("10;10-19;*\n")
+    loaded = settings(tmp_path, hierarchy=path.name)
+    path.unlink()
+    with pytest.raises(ConfigError, match=r"schema\.hierarchies\.educ = .*h\.csv"):
+        check(loaded)
