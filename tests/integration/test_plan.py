@@ -5,10 +5,24 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.data import adult_series, wage_panel_config, wage_panel_series, write_config
+from support.data import (
+    adult_register,
+    adult_series,
+    wage_panel_config,
+    wage_panel_series,
+    write_config,
+)
 
 from stream_release.cli.main import main
-from stream_release.pipeline.what_if import PlannedRelease, PlannedSetting, plan_series
+from stream_release.config import load_settings
+from stream_release.errors import ConfigError
+from stream_release.pipeline.what_if import (
+    PlannedRelease,
+    PlannedSetting,
+    candidates,
+    plan_report,
+    plan_series,
+)
 
 
 def test_plan_reports_every_candidate_and_writes_nothing(
@@ -90,3 +104,23 @@ def test_plan_names_values_kept_year_after_year_and_proposes_what_works(
     after = out[out.index(proposal) :]
     assert after.count("suppressed 0 (0.00 %)") == 8  # every year, nothing suppressed
     assert "a population register ([virtual] registry" in out
+
+
+def test_plan_on_shards_reads_no_history_and_offers_no_register(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    """A series on shards keeps each shard's histories under its own tag and cannot run a
+    register (the worker refuses both): ``plan --history`` on shards is refused with the fix,
+    and the candidates on shards are run without the register."""
+    snapshots = adult_series(shared_data, tmp_path, 20, rounds=2)
+    config = write_config(tmp_path, shared_data)
+    shards = {"kafka": {"partitions": 3}}
+    with pytest.raises(ConfigError, match=r"plan --history with kafka\.partitions = 3"):
+        plan_report(config, snapshots, history=tmp_path / "h", settings_overrides=shards)
+    register = adult_register(shared_data, tmp_path / "register.csv")
+    settings = load_settings(config, virtual={"registry": register})
+    assert any(name.endswith("+ register") for name, _ in candidates(settings))
+    on_shards = load_settings(config, virtual={"registry": register}, **shards)
+    offered = candidates(on_shards)
+    assert offered and not any(name.endswith("+ register") for name, _ in offered)
+    assert all(privacy["virtual"] == {"registry": None} for _, privacy in offered)

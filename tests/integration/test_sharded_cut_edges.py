@@ -258,6 +258,11 @@ def test_a_protected_value_one_shard_lacks_entirely_is_the_unions_all_the_same(
         assert record["suppressed"]["rows"] == union.size
     report = audit_directory(archive, private=private, config=config, snapshots=snaps)
     assert report.ok and len(report.releases) == len(snaps), report.table()
+    # plan, cutting the snapshots as the partitioner does and encoding each part as its owner
+    # does (shard 2's part without the value), finds what the worker found: every release
+    planned = plan_report(config, snaps, settings_overrides={"kafka": {"partitions": SHARDS}})
+    configured = planned.settings[0]
+    assert configured.refused is None and len(configured.releases) == len(snaps)
 
 
 def test_parts_withhold_their_rows_for_their_history_and_the_union_holds_every_need(
