@@ -27,10 +27,12 @@ from __future__ import annotations
 import argparse
 import cProfile
 import hashlib
+import json
 import pstats
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_DATA_DIR = HERE.parent.parent / "shared" / "data"
@@ -38,7 +40,13 @@ KEY = "plan-series-benchmark-key-0123456789abcdef"
 
 
 def run(
-    rows: int, releases: int, keep: float, change: float, data_dir: Path, profile: bool
+    rows: int,
+    releases: int,
+    keep: float,
+    change: float,
+    data_dir: Path,
+    profile: bool,
+    privacy: dict[str, Any],
 ) -> None:
     from stream_release.cli.demo import write_demo_config
     from stream_release.config import load_settings
@@ -48,6 +56,7 @@ def run(
         ChurnPopulation,
         read_csv_table,
     )
+    from stream_release.errors import GuaranteeUnsatisfiable
     from stream_release.io.encoding import encode
     from stream_release.io.hierarchy import load_hierarchies
     from stream_release.io.snapshot import snapshot_from_columns
@@ -64,10 +73,12 @@ def run(
     )
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        settings = load_settings(write_demo_config(work), history={"key": KEY})
+        config = write_demo_config(work, releases)
+        settings = load_settings(config, history={"key": KEY}, privacy=privacy)
         hierarchies = load_hierarchies(settings.schema)
         publisher = Publisher.open(settings, work / "out", work / "history")
         print(f"{rows:,} rows, {releases} releases, keep {keep}, change {change}")
+        print(f"privacy: {settings.privacy.model_dump(exclude_defaults=True)}")
         print("release | publish s | plan s | suppressed | files (sha256)")
         print("--- | --- | --- | --- | ---")
         profiler = cProfile.Profile()
@@ -80,7 +91,12 @@ def run(
             if last:
                 profiler.enable()
             pseudonyms = publisher.pseudonymizer.pseudonyms(table.ids)
-            planned = publisher.plan(table, label=f"S{r}", pseudonyms=pseudonyms)
+            try:
+                planned = publisher.plan(table, label=f"S{r}", pseudonyms=pseudonyms)
+            except GuaranteeUnsatisfiable as exc:
+                refused = time.perf_counter() - started
+                print(f"{r} | refused after {refused:.2f} s: {str(exc)[:160]}", flush=True)
+                break
             plan_s = time.perf_counter() - started
             manifest = publisher.apply(publisher.render(planned))
             if last:
@@ -107,8 +123,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--change", type=float, default=0.2)
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument(
+        "--privacy",
+        type=json.loads,
+        default={},
+        help='[privacy] overrides as JSON, e.g. \'{"k_prime": 3, "horizon": null}\'',
+    )
     args = parser.parse_args(argv)
-    run(args.rows, args.releases, args.keep, args.change, args.data_dir, args.profile)
+    run(args.rows, args.releases, args.keep, args.change, args.data_dir, args.profile, args.privacy)
     return 0
 
 

@@ -154,6 +154,44 @@ class GroupValidity:
             )
         )
 
+    def valid_swaps(self, members: NDArray[np.int64], x: int) -> NDArray[np.bool_]:
+        """(len(members),) whether ``members`` without each one and with row ``x`` form a valid
+        group: :meth:`valid` of every swap in one call (O(|G|^2) entries)."""
+        out = np.zeros(members.shape[0], dtype=np.bool_)
+        _valid_swaps(
+            np.ascontiguousarray(members, dtype=np.int64), x, self.sensitive, self.protected,
+            self.req.base, self.req.ptr, self.req.value, self.req.ratio, self.min_size,
+            self._tally, out,
+        )  # fmt: skip
+        return out
+
+
+@njit(cache=True)
+def _valid_swaps(  # pragma: no cover - jit
+    members: NDArray[np.int64],
+    x: int,
+    sensitive: NDArray[np.int32],
+    protected: NDArray[np.bool_],
+    base: float,
+    ptr: NDArray[np.int64],
+    value: NDArray[np.int32],
+    ratio: NDArray[np.float64],
+    min_size: int,
+    tally: Tally,
+    out: NDArray[np.bool_],
+) -> None:
+    """:func:`_valid` of ``members`` with ``x`` in place of each member in turn, into ``out``."""
+    cnt, req, touched = tally
+    for i in range(members.shape[0]):
+        n_touched = add_row(x, sensitive, protected, base, ptr, value, ratio, cnt, req, touched,
+                            0)  # fmt: skip
+        for j in range(members.shape[0]):
+            if j != i:
+                n_touched = add_row(members[j], sensitive, protected, base, ptr, value, ratio,
+                                    cnt, req, touched, n_touched)  # fmt: skip
+        out[i] = is_valid(members.shape[0], min_size, protected, cnt, req, touched, n_touched)
+        reset_tally(cnt, req, touched, n_touched)
+
 
 @njit(cache=True)
 def _valid(  # pragma: no cover - jit

@@ -124,28 +124,33 @@ class Placer:
         if rows.size == 0 or not np.any(group >= 0):
             return group.copy()
         state = self._sync(group)
+        elsewhere: dict[int, NDArray[np.int64]] = {}
+        """Each member's two nearest groups that take it, while no row moves."""
+        seen = state.version
         for x in rows.tolist():
             if state.group[x] >= 0:
                 continue
+            if state.version != seen:
+                elsewhere.clear()
+                seen = state.version
             taking = self._taking(state, x, 1)
             if taking.size:
                 state.move(x, int(taking[0]))
                 continue
             for g in self._nearest(state, x, SWAP_GROUPS).tolist():
                 members = state.members.of(g)
-                for y in members.tolist():
-                    trial = np.append(members[members != y], x)
-                    if not self.check.valid(trial):
-                        continue
-                    state.move(x, g)
-                    state.move(y, -1)
-                    elsewhere = self._taking(state, y, 2)
-                    elsewhere = elsewhere[elsewhere != g]
-                    if elsewhere.size:
-                        state.move(y, int(elsewhere[0]))
+                for y in members[self.check.valid_swaps(members, x)].tolist():
+                    # the nearest group other than g that takes y is the same whether x has
+                    # taken y's place in g or not (only g differs, and two are asked for), so
+                    # the swap is tried without moving a row, and the answer kept for y
+                    near = elsewhere.get(y)
+                    if near is None:
+                        near = elsewhere[y] = self._taking(state, y, 2)
+                    near = near[near != g]
+                    if near.size:
+                        state.move(x, g)
+                        state.move(y, int(near[0]))
                         break
-                    state.move(y, g)
-                    state.move(x, -1)
                 if state.group[x] >= 0:
                     break
         return state.group.copy()
@@ -380,12 +385,15 @@ class _State:
             self.members, placer.sensitive, placer.req, index, capacity, placer.protected.size
         )
         self.refusals = _Refusals(capacity)
+        self.version = 0
+        """Rows moved so far: what was looked up at one version holds until the next."""
 
     def move(self, x: int, g: int) -> None:
         """Put row ``x`` into group ``g`` (``-1``: into none)."""
         old = int(self.group[x])
         if old == g:
             return
+        self.version += 1
         self.group[x] = g
         if g >= 0:
             self.members.add(x, g)
@@ -515,13 +523,27 @@ class _ValueCounts:
 
     def _largest(self, g: int, t: int) -> float:
         """``R(g, t)`` from the members' requirements."""
-        req, largest = self.req, float(self.req.base)
-        for r in self.members.of(g).tolist():
-            lo, hi = int(req.ptr[r]), int(req.ptr[r + 1])
-            mine = req.ratio[lo:hi][req.value[lo:hi] == t]
-            if mine.size:
-                largest = max(largest, float(mine.max()))
-        return largest
+        req = self.req
+        return _largest_ratio(self.members.of(g), req.ptr, req.value, req.ratio, t, req.base)
+
+
+@njit(cache=True)
+def _largest_ratio(  # pragma: no cover - jit
+    rows: NDArray[np.int64],
+    ptr: NDArray[np.int64],
+    value: NDArray[Any],
+    ratio: NDArray[np.float64],
+    t: int,
+    base: float,
+) -> float:
+    """The largest requirement of ``rows`` for value ``t``, at least ``base``: O(their
+    entries)."""
+    largest = base
+    for r in rows:
+        for e in range(ptr[r], ptr[r + 1]):
+            if value[e] == t and ratio[e] > largest:
+                largest = ratio[e]
+    return largest
 
 
 class _GroupTree:
