@@ -16,9 +16,9 @@ from stream_release.core.grouping.extent import KernelTable
 from stream_release.core.grouping.merge import merge_leftovers
 from stream_release.core.grouping.passes import group_rows
 from stream_release.core.grouping.placer import Placer
-from stream_release.core.grouping.requirements import Requirements
+from stream_release.core.grouping.requirements import Requirements, csr_rows
 from stream_release.core.grouping.tally import GroupRules
-from stream_release.core.table import EncodedTable
+from stream_release.core.table import Attribute, EncodedTable
 
 
 def form_groups(
@@ -149,6 +149,8 @@ def place_in_groups(
                 break
             _, near = placer.nearest(group, x, k)
             rows_again = np.union1d(near, [x]).astype(np.int64)  # ascending: the table's order
+            if not may_all_group(table.sensitive, protected, requirements, rows_again):
+                continue  # no grouping of them all is valid: form_groups would leave some
             # grouped as a table of their own (the same groups: the passes read rows in
             # order, never their numbers), not as the eligible rows of the whole release,
             # which costs arrays of the release's size per call (hundreds of calls)
@@ -163,6 +165,29 @@ def place_in_groups(
     return group
 
 
+def may_all_group(
+    sensitive: NDArray[np.int32],
+    protected: NDArray[np.bool_],
+    requirements: Requirements,
+    rows: NDArray[np.int64],
+) -> bool:
+    """Whether ``rows`` pass a test every set of rows split into valid groups passes: for each
+    protected value ``t``, ``|rows| >= sum over the rows o holding t of r(o, t)`` (each group
+    ``G`` has ``|G| >= n(G,t) R(G,t)``, at least the sum of its holders' ratios ``r(o,t)``,
+    at least the base; summed over the groups). False: no grouping of them all exists.
+    O(their rows and requirement entries)."""
+    own = sensitive[rows]
+    mine = protected[own]
+    need = np.where(mine, float(requirements.base), 0.0)
+    ptr, entries = csr_rows(requirements.ptr, rows)
+    owner = np.repeat(np.arange(rows.shape[0]), np.diff(ptr))
+    same = requirements.value[entries] == own[owner]
+    np.maximum.at(need, owner[same], requirements.ratio[entries][same])
+    need[~mine] = 0.0
+    total = np.bincount(own, weights=need, minlength=protected.shape[0])
+    return bool(np.all(total <= rows.shape[0]))
+
+
 def attribute_scale(table: EncodedTable) -> NDArray[np.float64]:
     """(d,) ``1 / (codes - 1)`` per attribute (0 for one code): code distances in ``[0, 1]``."""
     sizes = np.array([a.size for a in table.attributes], dtype=np.float64)
@@ -174,9 +199,30 @@ def group_size_cap(base: float, min_group_size: int, max_group_factor: float) ->
     return math.ceil(max(base, min_group_size) * max_group_factor)
 
 
-def hierarchy_spans(
-    table: EncodedTable,
-) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+Spans = tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]
+
+_SPANS: dict[int, tuple[tuple[Attribute, ...], Spans]] = {}
+""":func:`hierarchy_spans` of the last few attribute tuples, by identity (a release's tables
+share theirs: :meth:`~stream_release.core.table.EncodedTable.take` keeps it)."""
+SPANS_KEPT = 8
+
+
+def hierarchy_spans(table: EncodedTable) -> Spans:
+    """:func:`attribute_spans` of ``table``'s attributes, computed once for each attribute
+    tuple among the last :data:`SPANS_KEPT` (the regrouping of a release builds hundreds of
+    small tables of the same attributes). The arrays are shared: read them, never write."""
+    attributes = table.attributes
+    hit = _SPANS.get(id(attributes))
+    if hit is not None and hit[0] is attributes:
+        return hit[1]
+    spans = attribute_spans(attributes)
+    if len(_SPANS) >= SPANS_KEPT:
+        _SPANS.pop(next(iter(_SPANS)))
+    _SPANS[id(attributes)] = (attributes, spans)
+    return spans
+
+
+def attribute_spans(attributes: tuple[Attribute, ...]) -> Spans:
     """Leaf ranges of every hierarchy node, for the kernels' NCP arithmetic.
 
     Returns ``height`` (d,) int64, the number of levels of attribute j's hierarchy (0 for a
@@ -184,14 +230,14 @@ def hierarchy_spans(
     leaf code under code c's ancestor at level h (leaves are in depth-first order, so the leaves
     under a node are contiguous).
     """
-    d = len(table.attributes)
-    hierarchies = [a for a in table.attributes if a.kind == "hierarchy" and a.levels is not None]
+    d = len(attributes)
+    hierarchies = [a for a in attributes if a.kind == "hierarchy" and a.levels is not None]
     h_max = max((a.levels.shape[1] for a in hierarchies if a.levels is not None), default=1)
     c_max = max((a.size for a in hierarchies), default=1)
     height = np.zeros(d, dtype=np.int64)
     span_lo = np.zeros((d, h_max, c_max), dtype=np.int64)
     span_hi = np.zeros((d, h_max, c_max), dtype=np.int64)
-    for j, attribute in enumerate(table.attributes):
+    for j, attribute in enumerate(attributes):
         if attribute.kind != "hierarchy" or attribute.levels is None:
             continue
         levels = attribute.levels
