@@ -30,6 +30,7 @@ failed.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -208,6 +209,7 @@ def audit_directory(
     config: Path | None = None,
     snapshots: list[Path] | tuple[Path, ...] = (),
     ledger: Path | None = None,
+    on_step: Callable[[int, int, str], None] | None = None,
 ) -> AuditReport:
     """Audit every release in ``directory`` in sequence order.
 
@@ -222,6 +224,7 @@ def audit_directory(
         records (else by file name = release label, else in order)
     ledger : the series ledger (default ``DIR.ledger`` when it exists): the archive against
         every release it records
+    on_step : ``on_step(done, total, release)`` after each release is audited
 
     Raises
     ------
@@ -289,6 +292,8 @@ def audit_directory(
                 0, f"sequence {number} where {expected} was expected (a release is missing)"
             )
         report.releases.append(result)
+        if on_step is not None:
+            on_step(expected, len(loaded), str(manifest.get("release", number)))
     for kind, releases in series.items():
         verify_mechanism(kind, releases)
     report.not_done.extend(context.undone.lines())

@@ -291,6 +291,7 @@ def _bounds(args: argparse.Namespace) -> int:
 
 
 def _anonymize(args: argparse.Namespace) -> int:
+    from stream_release.cli.progress import progress
     from stream_release.config import load_settings
     from stream_release.pipeline.anonymize import anonymize_files
 
@@ -312,24 +313,29 @@ def _anonymize(args: argparse.Namespace) -> int:
             f"query error {_error(u)}"
         )
 
-    anonymize_files(
-        settings,
-        args.out,
-        args.snapshots,
-        args.history,
-        private_dir=args.private,
-        on_release=report,
-        ledger=args.ledger,
-    )
+    with progress("planning", "release") as step:
+        anonymize_files(
+            settings,
+            args.out,
+            args.snapshots,
+            args.history,
+            private_dir=args.private,
+            on_release=report,
+            ledger=args.ledger,
+            on_planned=step,
+        )
     return 0
 
 
 def _plan(args: argparse.Namespace) -> int:
+    from stream_release.cli.progress import progress
     from stream_release.pipeline.what_if import plan_report
 
-    report = plan_report(
-        args.config, args.snapshots, history=args.history, advise=True, horizon=args.horizon
-    )
+    with progress("plan", "setting") as step:
+        report = plan_report(
+            args.config, args.snapshots, history=args.history, advise=True,
+            horizon=args.horizon, on_step=step,
+        )  # fmt: skip
     print(
         f"planned for a horizon of {report.horizon} releases"
         + (f", on {report.diagnosis.shards} shards" if report.diagnosis.shards > 1 else "")
@@ -439,15 +445,18 @@ def describe_breach(worst: float, bound: float) -> str:
 
 def _audit(args: argparse.Namespace) -> int:
     from stream_release.audit import GLOBAL_GUARANTEE, audit_directory
+    from stream_release.cli.progress import progress
 
-    report = audit_directory(
-        args.directory,
-        args.l,
-        args.private,
-        config=args.config,
-        snapshots=args.snapshots,
-        ledger=args.ledger,
-    )
+    with progress("audit", "release") as step:
+        report = audit_directory(
+            args.directory,
+            args.l,
+            args.private,
+            config=args.config,
+            snapshots=args.snapshots,
+            ledger=args.ledger,
+            on_step=step,
+        )
     if args.json:
         releases = []
         for r in report.releases:

@@ -29,13 +29,15 @@ def anonymize_files(
     private_dir: Path | None = None,
     on_release: Callable[[dict[str, Any]], None] | None = None,
     ledger: Path | None = None,
+    on_planned: Callable[[int, int, str], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Publish each CSV snapshot, in order, as the next release; returns the manifests.
 
     Every snapshot is read, validated and planned (against an in-memory overlay of the
     history) before the first is written, so a bad or infeasible snapshot publishes nothing.
     ``ledger``: the series ledger (default ``[output] ledger``, else ``out_dir.ledger``;
-    :meth:`Publisher.open`).
+    :meth:`Publisher.open`). ``on_planned(done, total, label)`` after each release is
+    planned; ``on_release(manifest)`` after each is written.
     """
     hierarchies = load_hierarchies(settings.schema)
     tables = []
@@ -46,7 +48,12 @@ def anonymize_files(
     publisher = Publisher.open(settings, out_dir, history, private_dir=private_dir, ledger=ledger)
     manifests = []
     try:
-        for prepared in publisher.dry_run(tables):
+        prepared_all = []
+        for prepared in publisher.what_if(tables):
+            prepared_all.append(prepared)
+            if on_planned is not None:
+                on_planned(len(prepared_all), len(tables), prepared.label)
+        for prepared in prepared_all:
             manifests.append(publisher.apply(prepared))
             if on_release is not None:
                 on_release(manifests[-1])

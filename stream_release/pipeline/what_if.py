@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -216,13 +216,15 @@ def plan_report(
     settings_overrides: dict[str, Any] | None = None,
     advise: bool = False,
     horizon: int | None = None,
+    on_step: Callable[[int, int, str], None] | None = None,
 ) -> PlanReport:
     """:func:`plan_series`, and with ``advise`` the diagnosis of the configured setting
     (:mod:`~stream_release.pipeline.diagnosis`) and the what-if series of its proposals for a
     series of ``horizon`` releases (default ``[privacy] horizon``, else as many as
     ``snapshots``). A candidate that does not last the horizon
     (:meth:`~stream_release.core.privacy.strategy.Strategy.lasts`) is listed, not run, but the
-    configured one, which is run whatever it lasts."""
+    configured one, which is run whatever it lasts. ``on_step(done, total, name)`` after each
+    setting (``total`` grows by the proposals once the diagnosis has made them)."""
     overrides = settings_overrides or {}
     settings = load_settings(config, **overrides)
     fixed_key = settings.history.key is None and settings.history.key_file is None
@@ -263,10 +265,20 @@ def plan_report(
             out.digest = plan_digest(c.privacy, c.grouping, c.schema, shards, planned_for)
         return out
 
-    planned = [run(name, chosen) for name, chosen in candidates(settings)]
+    listed = candidates(settings)
+    total = len(listed)
+
+    def step(name: str, chosen: dict[str, Any], done: int) -> PlannedSetting:
+        out = run(name, chosen)
+        if on_step is not None:
+            on_step(done, total, name)
+        return out
+
+    planned = [step(name, chosen, i) for i, (name, chosen) in enumerate(listed, start=1)]
     diagnosis = diagnose(settings, [table for table, _ in tables])
     offered = proposals(settings, diagnosis, planned_for) if advise else []
-    offered_runs = [run(n, c) for n, c in offered]
+    total += len(offered)
+    offered_runs = [step(n, c, len(listed) + i) for i, (n, c) in enumerate(offered, start=1)]
     return PlanReport(planned, diagnosis, offered_runs, planned_for, len(tables), fixed_key)
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -124,3 +127,50 @@ def test_plan_on_shards_reads_no_history_and_offers_no_register(
     offered = candidates(on_shards)
     assert offered and not any(name.endswith("+ register") for name, _ in offered)
     assert all(privacy["virtual"] == {"registry": None} for _, privacy in offered)
+
+
+class _Terminal(io.StringIO):
+    """A stderr that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_long_commands_show_progress_on_a_terminal_only(
+    shared_data: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``anonymize``, ``plan`` and ``audit`` draw a bar on stderr when it is a terminal (per
+    release planned or audited, per setting run: its count and its last label), and write
+    nothing to it otherwise (a pipe, a file, ``TERM=dumb``)."""
+    snapshots = adult_series(shared_data, tmp_path, 20, rounds=2)
+    config = write_config(tmp_path, shared_data)
+    out = tmp_path / "out"
+    anonymize = ["anonymize", "--config", str(config), "--out", str(out), *map(str, snapshots)]
+    plan = ["plan", "--config", str(config), *map(str, snapshots)]
+    audit = ["audit", str(out)]
+    assert main(anonymize) == 0 and main(plan) == 0 and main(audit) == 0
+    assert capsys.readouterr().err == ""  # pytest's capture is not a terminal
+
+    monkeypatch.setenv("TERM", "xterm")
+    shutil.rmtree(out)
+    shutil.rmtree(tmp_path / "out.private")
+    (tmp_path / "out.ledger").unlink()
+    for argv, bar, last in (
+        (anonymize, "planning", "2/2"),
+        (plan, "plan", "setting"),
+        (audit, "audit", "2/2"),
+    ):
+        terminal = _Terminal()
+        monkeypatch.setattr(sys, "stderr", terminal)
+        assert main(argv) == 0
+        drawn = terminal.getvalue()
+        assert drawn.startswith(f"\r{bar}") and last in drawn, (argv[0], drawn)
+        assert snapshots[-1].stem in drawn or argv is plan, (argv[0], drawn)
+    monkeypatch.setenv("TERM", "dumb")
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert main(audit) == 0
+    assert terminal.getvalue() == ""
