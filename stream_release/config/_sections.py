@@ -163,6 +163,11 @@ class GroupingSettings(Section):
     with it before it is suppressed. Larger: less suppression, wider groups (higher NCP and, on
     Adult, higher query error: 512 took geometric alpha = 3 from 9.1 % to 6.0 % suppression
     but NCP from 0.42 to 0.49)."""
+    threads: int = Field(default=0, ge=0)
+    """Most threads the parallel grouping kernel runs on: 0, the cores this process may run
+    on (``os.sched_getaffinity``: a container's share, not the machine's count); 1, one
+    thread. Whatever the cap, each release runs on one thread or on the cap, whichever has
+    been faster per row (another process may hold the cores); the groups are the same."""
 
 
 class VirtualSettings(Section):

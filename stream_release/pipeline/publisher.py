@@ -48,6 +48,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stream_release.config import Settings, horizon_of
+from stream_release.core.grouping.threads import set_thread_cap
 from stream_release.core.privacy.breach import RATIO_RTOL, minimum_ratio_from_log_product
 from stream_release.core.table import EncodedTable
 from stream_release.devtools.faults import kill_point
@@ -247,6 +248,7 @@ class Publisher:
         ledger: Path | None = None,
     ) -> None:
         self.settings = settings
+        set_thread_cap(settings.grouping.threads)  # the process's kernels: one setting each
         self.out_dir = Path(out_dir)
         self.store = store
         self.pseudonymizer = pseudonymizer

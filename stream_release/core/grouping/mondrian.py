@@ -21,14 +21,16 @@ The whole algorithm is in :mod:`stream_release.core.grouping.passes`.
 from __future__ import annotations
 
 import threading
+import time
 from typing import NamedTuple
 
 import numpy as np
-from numba import get_num_threads, njit, prange
+from numba import njit, prange, set_num_threads
 from numpy.typing import NDArray
 
 from stream_release.core.grouping.extent import KernelTable, extent
 from stream_release.core.grouping.tally import GroupRules
+from stream_release.core.grouping.threads import ThreadChoice
 
 __all__ = ["STRATIFIED_FROM", "mondrian_leaves"]
 
@@ -557,13 +559,28 @@ def mondrian_leaves(
     """Split ``perm`` (rows to group, reordered in place) into leaves; returns (L+1,) bounds.
 
     Uses ``rules``' ``protected``, ``base`` and ``min_size``. From :data:`PARALLEL_FROM` rows,
-    runs on the threads numba is given (:data:`FRONTIER`), callers on several Python threads
-    taking turns (:data:`KERNEL_TURNS`); below, on the caller's thread.
+    runs on the cores free to the process when that has been faster than one thread
+    (:data:`THREADS`, :data:`FRONTIER`), callers on several Python threads taking turns
+    (:data:`KERNEL_TURNS`); below, on the caller's thread. O(n log n): each level of the
+    k-d tree sorts its nodes' rows by one attribute (a counting sort for small code ranges).
     """
     if perm.shape[0] < PARALLEL_FROM:
         return _leaves_one_thread(table, rules, perm)
-    with KERNEL_TURNS:
-        return _leaves(table, rules, perm, get_num_threads())
+    threads = THREADS.pick()
+    started = time.perf_counter()
+    if threads == 1:
+        bounds = _leaves_one_thread(table, rules, perm)
+    else:
+        with KERNEL_TURNS:
+            set_num_threads(threads)
+            bounds = _leaves(table, rules, perm, threads)
+    THREADS.record(threads, perm.shape[0], time.perf_counter() - started)
+    return bounds
+
+
+THREADS = ThreadChoice()
+"""One thread or the free cores, whichever splits faster (:mod:`~stream_release.core.grouping.
+threads`): the same leaves either way."""
 
 
 @njit(cache=True)
