@@ -45,7 +45,7 @@ from stream_release.core.grouping.partition import (
     place_in_groups,
     placer_for,
 )
-from stream_release.core.grouping.placer import Placer
+from stream_release.core.grouping.placer import Placer, WorkBudget
 from stream_release.core.grouping.requirements import Requirements, csr_rows
 from stream_release.core.grouping.suppressed_set import (
     SuppressedSet,
@@ -555,6 +555,8 @@ class _ReleaseGrouping:
         self.table, self.is_protected, self.requirements = table, is_protected, requirements
         self.min_group_size = min_group_size
         self.factor, self.window = grouping.max_group_factor, grouping.insertion_window
+        self.budget = WorkBudget.for_rows(table.n_rows)
+        """The swaps and regroupings every placement of the release spends: O(n) in all."""
 
     def group_rows(self, rows: NDArray[np.bool_]) -> NDArray[np.int64]:
         """Groups the rows of the mask ``rows`` (n,): group per row, ``-1`` = not grouped."""
@@ -583,7 +585,7 @@ class _ReleaseGrouping:
         return place_in_groups(
             self.table, self.is_protected, self.requirements, group, rows,
             min_group_size=self.min_group_size, max_group_factor=self.factor,
-            insertion_window=self.window, placer=self.placer,
+            insertion_window=self.window, placer=self.placer, budget=self.budget,
         )  # fmt: skip
 
     def group_release(
@@ -673,7 +675,7 @@ class _ReleaseGrouping:
                 self.table, self.is_protected, self.requirements, group, left,
                 min_group_size=self.min_group_size,
                 max_group_factor=self.factor * WIDE_FACTOR, insertion_window=self.window,
-                placer=self.wide_placer,
+                placer=self.wide_placer, budget=self.budget,
             )  # fmt: skip
         return group
 

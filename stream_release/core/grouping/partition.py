@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 from stream_release.core.grouping.extent import KernelTable
 from stream_release.core.grouping.merge import merge_leftovers
 from stream_release.core.grouping.passes import group_rows
-from stream_release.core.grouping.placer import Placer
+from stream_release.core.grouping.placer import Placer, WorkBudget
 from stream_release.core.grouping.requirements import Requirements, csr_rows
 from stream_release.core.grouping.tally import GroupRules
 from stream_release.core.table import Attribute, EncodedTable
@@ -135,22 +135,27 @@ def place_in_groups(
     max_group_factor: float,
     insertion_window: int,
     placer: Placer,
+    budget: WorkBudget | None = None,
 ) -> NDArray[np.int64]:
     """Put ungrouped ``rows`` into the groups (``placer``: :func:`placer_for` these settings,
     kept for the release): into the nearest group that stays valid with one of them, or for a
     member another group takes (:meth:`~stream_release.core.grouping.placer.Placer.place`); failing
     that, the row and its :data:`REGROUP_GROUPS` nearest groups are grouped again
     (:func:`form_groups`), kept only when every one of their rows finds a group. New groups
-    take new ids."""
-    group = placer.place(group, rows)
+    take new ids. The swaps and the regrouping spend the release's ``budget``
+    (:class:`~stream_release.core.grouping.placer.WorkBudget`; none: unbounded): O(rows)
+    searches plus at most the budget's swaps and regrouped rows, O(n log n) in all."""
+    group = placer.place(group, rows, budget)
     for x in rows.tolist():
         for k in REGROUP_GROUPS:
-            if group[x] >= 0:
+            if group[x] >= 0 or (budget is not None and budget.regroup == 0):
                 break
             _, near = placer.nearest(group, x, k)
             rows_again = np.union1d(near, [x]).astype(np.int64)  # ascending: the table's order
             if not may_all_group(table.sensitive, protected, requirements, rows_again):
                 continue  # no grouping of them all is valid: form_groups would leave some
+            if budget is not None and not budget.spend_regroup(rows_again.shape[0]):
+                break
             # grouped as a table of their own (the same groups: the passes read rows in
             # order, never their numbers), not as the eligible rows of the whole release,
             # which costs arrays of the release's size per call (hundreds of calls)

@@ -9,7 +9,13 @@ from numpy.typing import NDArray
 
 from stream_release.core.grouping import placer as placer_module
 from stream_release.core.grouping.merge import GroupValidity
-from stream_release.core.grouping.placer import Placer, first_rows
+from stream_release.core.grouping.placer import (
+    REGROUP_WORK,
+    SWAP_WORK,
+    Placer,
+    WorkBudget,
+    first_rows,
+)
 from stream_release.core.grouping.requirements import Requirements
 
 
@@ -68,7 +74,11 @@ class _Exhaustive:
                 ok.append(g)
         return self.ordered(np.array(ok, dtype=np.int64), x, limit)
 
-    def place(self, rows: NDArray[np.int64], check: GroupValidity) -> NDArray[np.int64]:
+    def place(
+        self, rows: NDArray[np.int64], check: GroupValidity, swaps: int | None = None
+    ) -> NDArray[np.int64]:
+        """``swaps``: the members a swap may try in all (None: no bound), a group's members
+        tried only when all of them may be."""
         group = self.group
         for x in rows.tolist():
             if group[x] >= 0:
@@ -77,9 +87,16 @@ class _Exhaustive:
             if taking.size:
                 group[x] = taking[0]
                 continue
+            if swaps == 0:
+                continue
             _, sizes = self.groups()
             for g in self.ordered(np.flatnonzero(sizes > 0), x, 64).tolist():
                 members = np.flatnonzero(group == g)
+                if swaps is not None:
+                    if members.size > swaps:
+                        swaps = 0
+                        break
+                    swaps -= members.size
                 for y in members.tolist():
                     if not check.valid(np.append(members[members != y], x)):
                         continue
@@ -186,3 +203,37 @@ def test_the_scan_of_every_group_is_the_scan_group_by_group(seed: int) -> None:
         every, every_gap = placer_module._nearest_taking_every(*args)
         one_by_one, gap = placer_module._nearest_taking(np.arange(n_groups), *args)
         assert np.array_equal(every, one_by_one) and np.array_equal(every_gap, gap)
+
+
+@pytest.mark.parametrize("swaps", [0, 60, 400])
+def test_swaps_stop_where_the_releases_budget_ends(swaps: int) -> None:
+    """A release's :class:`WorkBudget` bounds the members its swaps try, in all its calls: the
+    rows after it is spent get only a group that takes them as they are (O(n) work whatever
+    the history); the answers up to there are the exhaustive search's."""
+    rng, qid, norm, sensitive, protected, req, group = _release(7)
+    cap = 5
+    placer = Placer(qid, norm, sensitive, protected, req, cap=cap, min_group_size=2)
+    check = GroupValidity(sensitive, protected, req, 2)
+    budget = WorkBudget(swaps=swaps, regroup=0)
+    left = swaps
+    for _ in range(3):
+        rows = rng.choice(group.shape[0], size=40, replace=False).astype(np.int64)
+        cut = group.copy()
+        cut[rows] = -1
+        got = placer.place(cut, rows, budget)
+        reference = _Exhaustive(cut.copy(), qid, norm, sensitive, protected, req, cap)
+        want = reference.place(rows, check, swaps=left)
+        assert np.array_equal(got, want)
+        left = budget.swaps
+        group = np.where(got >= 0, got, group)
+    assert budget.swaps <= swaps
+    if swaps == 0:
+        assert budget.swaps == 0
+
+
+def test_a_budget_spends_what_it_has_and_then_nothing() -> None:
+    budget = WorkBudget.for_rows(10)
+    assert (budget.swaps, budget.regroup) == (10 * SWAP_WORK, 10 * REGROUP_WORK)
+    assert budget.spend_regroup(30) and budget.regroup == 10 * REGROUP_WORK - 30
+    assert not budget.spend_regroup(budget.regroup + 1) and budget.regroup == 0
+    assert not budget.spend_regroup(1)
