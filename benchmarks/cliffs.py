@@ -11,10 +11,12 @@ overrides), one per setting:
 * ``geometric alpha=A``: geometric at A in {1.5, 2, 3, 5}, every occupation protected.
 
 ``--keep 1.0`` makes a panel (the same people every release, 20 % of their values redrawn
-each time); ``--keep 0.2`` the paper's churn. Per setting: release 1's publish time, the
-slowest later release and its ratio to release 1 (target: at most 2), the release that was
-refused if one was, and with ``--before REV`` the same for a git revision's package in the same
-run and whether every release's files are the same (the digests ``plan_series.py`` prints).
+each time); ``--keep 0.2`` the paper's churn. Per setting: release 1's publish time (each
+package's kernels compiled first by a small series), the slowest later release and its ratio
+to release 1 (target: at most 2), the release that was refused if one was, the rows
+suppressed over the series, the mean average group size and the median of the releases'
+median query errors; with ``--before REV`` the same for a git revision's package in the same
+run, and whether every release's files are the same (the digests ``plan_series.py`` prints).
 
 ``--plan``: the wall time of ``plan_report`` (``stream-release plan``: every candidate
 setting and the proposals) over the first three snapshots of the series, under ``k'=3 all``
@@ -32,6 +34,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -57,7 +60,9 @@ NAMES = {
     "k3": "k'=3 all",
     **{a: f"geometric alpha={a}" for a in ("1.5", "2", "3", "5")},
 }
-ROW = re.compile(r"^(\d+) \| ([0-9.]+) \| ([0-9.]+) \| (\d+) \| ([0-9a-f]{12})$")
+ROW = re.compile(
+    r"^(\d+) \| ([0-9.]+) \| ([0-9.]+) \| (\d+) \| ([0-9.]+) \| ([0-9.]+) \| ([0-9a-f]{12})$"
+)
 REFUSED = re.compile(r"^(\d+) \| refused after ([0-9.]+) s")
 
 
@@ -68,6 +73,8 @@ class Series:
     seconds: list[float] = field(default_factory=list)
     digests: list[str] = field(default_factory=list)
     suppressed: list[int] = field(default_factory=list)
+    group: list[float] = field(default_factory=list)
+    error: list[float] = field(default_factory=list)
     refused_at: int | None = None
     refused_s: float = 0.0
 
@@ -83,7 +90,10 @@ class Series:
             text += f" | refused at {self.refused_at} after {self.refused_s:.2f} s"
         else:
             text += f" | all {len(self.seconds)} published"
-        return text
+        return (
+            f"{text} | {sum(self.suppressed)} | {statistics.mean(self.group):.2f} | "
+            f"{statistics.median(self.error):.4f}"
+        )
 
 
 def run_series(
@@ -104,7 +114,9 @@ def run_series(
         if m := ROW.match(line):
             series.seconds.append(float(m.group(2)))
             series.suppressed.append(int(m.group(4)))
-            series.digests.append(m.group(5))
+            series.group.append(float(m.group(5)))
+            series.error.append(float(m.group(6)))
+            series.digests.append(m.group(7))
         elif m := REFUSED.match(line):
             series.refused_at, series.refused_s = int(m.group(1)), float(m.group(2))
     if not series.seconds and series.refused_at is None:
@@ -210,8 +222,13 @@ def report(args: argparse.Namespace, chosen: list[str], trees: list[tuple[str, P
         f"{args.rows:,} rows, {args.releases} releases, {kind}; load "
         f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
     )
-    print("setting | package | release 1 | slowest later | ratio | outcome | files")
-    print("--- | --- | --- | --- | --- | --- | ---")
+    print(
+        "setting | package | release 1 | slowest later | ratio | outcome | suppressed "
+        "(all releases) | avg group | median q.err (median of releases) | files"
+    )
+    print("--- | --- | --- | --- | --- | --- | --- | --- | --- | ---")
+    for _, tree in trees:  # warm: each package's kernels compiled or loaded once
+        run_series(tree, 2000, 2, args.keep, SETTINGS["planned"])
     for name in chosen:
         runs = []
         for label, tree in trees:

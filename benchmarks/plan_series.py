@@ -79,8 +79,10 @@ def run(
         publisher = Publisher.open(settings, work / "out", work / "history")
         print(f"{rows:,} rows, {releases} releases, keep {keep}, change {change}")
         print(f"privacy: {settings.privacy.model_dump(exclude_defaults=True)}")
-        print("release | publish s | plan s | suppressed | files (sha256)")
-        print("--- | --- | --- | --- | ---")
+        print(
+            "release | publish s | plan s | suppressed | avg group | median q.err | files (sha256)"
+        )
+        print("--- | --- | --- | --- | --- | --- | ---")
         profiler = cProfile.Profile()
         for r in range(1, releases + 1):
             table = encode(
@@ -106,8 +108,11 @@ def run(
                 (work / "out.private" / f"assignments-{r:04d}.csv").read_bytes()
                 + (work / "out" / f"release-{r:04d}.jsonl").read_bytes()
             ).hexdigest()[:12]
+            utility = manifest["utility"]
             print(
-                f"{r} | {publish_s:.2f} | {plan_s:.2f} | {manifest['suppressed']} | {digest}",
+                f"{r} | {publish_s:.2f} | {plan_s:.2f} | {manifest['suppressed']} | "
+                f"{utility['avg_group_size']:.2f} | {utility['query_error_median']:.4f} | "
+                f"{digest}",
                 flush=True,
             )
         publisher.close()

@@ -14,6 +14,7 @@ none of those is sure to be the answer, so the result is the one an exhaustive s
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,6 +36,10 @@ LOCAL_GROUPS = (32, 256)
 """How many of the nearest groups (k-d tree) a row checks, one round after another, before it
 checks every group: a nearby group that takes the row is the answer when it is nearer than
 every group the round left out."""
+TIE_MARGIN = 8
+"""Groups past the ``k``-th a tree query also returns: when the last of them is farther than
+the ``k``-th (beyond the tolerance), they hold every group within its distance and the ball
+query is not needed (one tree walk instead of two)."""
 TOLERANCE = 1e-9
 """Margin between the tree's distances and the exact ones (both sum at most d terms of
 ``[0, 1]``): the groups a row checks are those the tree puts within its radius plus this, so
@@ -60,7 +65,10 @@ call against a tree of 205)."""
 
 SWAP_WORK = 1
 """Members a release may try in swaps, per row of the release (:class:`WorkBudget`)."""
-REGROUP_WORK = 4
+SEARCH_WORK = 1 / 4
+"""Searches for another group for a swapped member (each a k-d tree query, about 0.2 ms), per
+row of the release."""
+REGROUP_WORK = 1
 """Rows a release may group again around rows no group takes, per row of the release."""
 
 
@@ -73,16 +81,27 @@ class WorkBudget:
     over (a panel under geometric alpha = 3: a quarter of its rows) tried 384 swaps and three
     regroupings of up to 64 groups for each, most in vain: 437 s where the release before took
     0.4 s. With it, those passes cost O(n) searches whatever the history; the rows the
-    budget no longer reaches go on to the next steps (grouped among themselves, placed into
+    budget no longer reaches (its swaps, its searches for a swapped member's other group, or its
+    regrouped rows spent) go on to the next steps (grouped among themselves, placed into
     groups up to the wide cap, else suppressed), as the rows the passes could not place did."""
 
     swaps: int
     regroup: int
+    searches: int
 
     @classmethod
     def for_rows(cls, n: int) -> WorkBudget:
         """The budget of a release of ``n`` rows."""
-        return cls(SWAP_WORK * n, REGROUP_WORK * n)
+        return cls(SWAP_WORK * n, REGROUP_WORK * n, math.ceil(SEARCH_WORK * n))
+
+    def spend_search(self) -> bool:
+        """Whether one more search for a swapped member's group may be made (spent if so);
+        once there are none, no swap is tried any more."""
+        if self.searches == 0:
+            self.swaps = 0
+            return False
+        self.searches -= 1
+        return True
 
     def spend_swaps(self, members: int) -> bool:
         """Whether ``members`` more may be tried in a swap (spent if so)."""
@@ -200,6 +219,8 @@ class Placer:
                     # the swap is tried without moving a row, and the answer kept for y
                     near = elsewhere.get(y)
                     if near is None:
+                        if budget is not None and not budget.spend_search():
+                            break
                         near = elsewhere[y] = self._taking(state, y, 2)
                     near = near[near != g]
                     if near.size:
@@ -648,9 +669,12 @@ class _GroupTree:
         if self.groups.size <= k:
             return None
         point = self.qid[x].astype(np.float64) * self.norm
-        gap, _ = self.tree.query(point, k=k, p=1)
-        radius = float(gap[-1])
-        at = self.tree.query_ball_point(point, radius + TOLERANCE, p=1, return_sorted=False)
+        gap, index = self.tree.query(point, k=k + TIE_MARGIN, p=1)
+        radius = float(gap[k - 1])
+        if gap[-1] > radius + TOLERANCE:  # every group within the radius is among these
+            at = index[gap <= radius + TOLERANCE]
+        else:  # ties past the margin: the ball itself
+            at = self.tree.query_ball_point(point, radius + TOLERANCE, p=1, return_sorted=False)
         near = self.groups[np.asarray(at, dtype=np.int64)]
         near = near[~self.stale[near]]
         if self.n_moved:  # stale, so none of them is in near already

@@ -3,6 +3,8 @@ be those of an exhaustive search over every group, call after call."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from numpy.typing import NDArray
@@ -11,6 +13,7 @@ from stream_release.core.grouping import placer as placer_module
 from stream_release.core.grouping.merge import GroupValidity
 from stream_release.core.grouping.placer import (
     REGROUP_WORK,
+    SEARCH_WORK,
     SWAP_WORK,
     Placer,
     WorkBudget,
@@ -75,17 +78,25 @@ class _Exhaustive:
         return self.ordered(np.array(ok, dtype=np.int64), x, limit)
 
     def place(
-        self, rows: NDArray[np.int64], check: GroupValidity, swaps: int | None = None
+        self,
+        rows: NDArray[np.int64],
+        check: GroupValidity,
+        swaps: int | None = None,
+        searches: int | None = None,
     ) -> NDArray[np.int64]:
         """``swaps``: the members a swap may try in all (None: no bound), a group's members
-        tried only when all of them may be."""
+        tried only when all of them may be; ``searches``: the searches for a swapped
+        member's other group (an answer kept while no row moves costs none), none left ending
+        the swaps. Returns the grouping; :attr:`left` holds what is left of both."""
         group = self.group
+        known: dict[int, NDArray[np.int64]] = {}
         for x in rows.tolist():
             if group[x] >= 0:
                 continue
             taking = self.taking(x, 1)
             if taking.size:
                 group[x] = taking[0]
+                known.clear()
                 continue
             if swaps == 0:
                 continue
@@ -100,15 +111,24 @@ class _Exhaustive:
                 for y in members.tolist():
                     if not check.valid(np.append(members[members != y], x)):
                         continue
-                    group[x], group[y] = g, -1
-                    elsewhere = self.taking(y, 2)
+                    if y not in known:
+                        if searches is not None:
+                            if searches == 0:
+                                swaps = 0
+                                break
+                            searches -= 1
+                        group[x], group[y] = g, -1
+                        known[y] = self.taking(y, 2)
+                        group[y], group[x] = g, -1
+                    elsewhere = known[y]
                     elsewhere = elsewhere[elsewhere != g]
                     if elsewhere.size:
-                        group[y] = elsewhere[0]
+                        group[x], group[y] = g, elsewhere[0]
+                        known.clear()
                         break
-                    group[y], group[x] = g, -1
-                if group[x] >= 0:
+                if group[x] >= 0 or swaps == 0:
                     break
+        self.left = (swaps, searches)
         return group
 
 
@@ -205,8 +225,8 @@ def test_the_scan_of_every_group_is_the_scan_group_by_group(seed: int) -> None:
         assert np.array_equal(every, one_by_one) and np.array_equal(every_gap, gap)
 
 
-@pytest.mark.parametrize("swaps", [0, 60, 400])
-def test_swaps_stop_where_the_releases_budget_ends(swaps: int) -> None:
+@pytest.mark.parametrize(("swaps", "searches"), [(0, 10), (60, 100), (400, 100), (400, 3)])
+def test_swaps_stop_where_the_releases_budget_ends(swaps: int, searches: int) -> None:
     """A release's :class:`WorkBudget` bounds the members its swaps try, in all its calls: the
     rows after it is spent get only a group that takes them as they are (O(n) work whatever
     the history); the answers up to there are the exhaustive search's."""
@@ -214,17 +234,18 @@ def test_swaps_stop_where_the_releases_budget_ends(swaps: int) -> None:
     cap = 5
     placer = Placer(qid, norm, sensitive, protected, req, cap=cap, min_group_size=2)
     check = GroupValidity(sensitive, protected, req, 2)
-    budget = WorkBudget(swaps=swaps, regroup=0)
-    left = swaps
+    budget = WorkBudget(swaps=swaps, regroup=0, searches=searches)
+    left = (swaps, searches)
     for _ in range(3):
         rows = rng.choice(group.shape[0], size=40, replace=False).astype(np.int64)
         cut = group.copy()
         cut[rows] = -1
         got = placer.place(cut, rows, budget)
         reference = _Exhaustive(cut.copy(), qid, norm, sensitive, protected, req, cap)
-        want = reference.place(rows, check, swaps=left)
+        want = reference.place(rows, check, swaps=left[0], searches=left[1])
         assert np.array_equal(got, want)
-        left = budget.swaps
+        assert (budget.swaps, budget.searches) == reference.left
+        left = (budget.swaps, budget.searches)
         group = np.where(got >= 0, got, group)
     assert budget.swaps <= swaps
     if swaps == 0:
@@ -232,8 +253,12 @@ def test_swaps_stop_where_the_releases_budget_ends(swaps: int) -> None:
 
 
 def test_a_budget_spends_what_it_has_and_then_nothing() -> None:
-    budget = WorkBudget.for_rows(10)
-    assert (budget.swaps, budget.regroup) == (10 * SWAP_WORK, 10 * REGROUP_WORK)
-    assert budget.spend_regroup(30) and budget.regroup == 10 * REGROUP_WORK - 30
+    budget = WorkBudget.for_rows(100)
+    assert (budget.swaps, budget.regroup) == (100 * SWAP_WORK, 100 * REGROUP_WORK)
+    assert budget.searches == math.ceil(100 * SEARCH_WORK)
+    while budget.searches:
+        assert budget.spend_search()
+    assert not budget.spend_search() and budget.swaps == 0
+    assert budget.spend_regroup(30) and budget.regroup == 100 * REGROUP_WORK - 30
     assert not budget.spend_regroup(budget.regroup + 1) and budget.regroup == 0
     assert not budget.spend_regroup(1)
