@@ -599,7 +599,9 @@ class _ReleaseGrouping:
     ) -> tuple[NDArray[np.int64], SuppressedSet]:
         """The release's groups (n,) (``-1`` = suppressed) and its suppressed set
         (:func:`protect_suppressed_set`); groups left with ``absent`` rows (virtual candidates)
-        only are dropped (:func:`trim_virtual`).
+        only are dropped (:func:`trim_virtual`). O(n log n) whatever the histories: two
+        groupings at most, and the rows they leave over placed within the release's
+        :class:`~stream_release.core.grouping.placer.WorkBudget`.
 
         The ``withheld`` rows (:func:`withheld_rows`) never start or join a group, nor do the
         decoys: the first rows of :func:`decoy_order` (drawn from ``rng``), as many as

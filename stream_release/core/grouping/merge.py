@@ -39,7 +39,8 @@ def merge_leftovers(
     cap: int,
     window: int,
 ) -> NDArray[np.int64]:
-    """Place each ungrouped row of ``kd_order`` by merging it with its nearest groups.
+    """Place each ungrouped row of ``kd_order`` by merging it with its nearest groups:
+    O(window + MERGE_GROUPS * cap) per ungrouped row.
 
     Parameters
     ----------

@@ -99,7 +99,8 @@ def _in_kd_order(rows: NDArray[np.int64], pos: NDArray[np.int64]) -> NDArray[np.
 def group_rows(
     table: KernelTable, rules: GroupRules, perm: NDArray[np.int64], window: int
 ) -> tuple[NDArray[np.int64], int]:
-    """All three passes. ``perm`` (m,) int64: the rows to group (reordered in place);
+    """All three passes, O(m log m) plus O(window) per row left over by the first two.
+    ``perm`` (m,) int64: the rows to group (reordered in place);
     ``window``: how far (in k-d order, each side) a leftover row looks for a group.
 
     Returns ``(group, n_groups)``: (n,) int64 group id per row, ``-1`` = not grouped

@@ -136,7 +136,8 @@ def withheld_for_history(
     *,
     cap: float,
 ) -> NDArray[np.bool_]:
-    """(n,) bool: the rows withheld for their history, whatever value they hold now.
+    """(n,) bool: the rows withheld for their history, whatever value they hold now: O(their
+    entries).
 
     A row is withheld when the strategy's plan for one of its protected pairs with history
     exceeds ``cap`` (the largest group a release may form) or is infinite (at the bound:
@@ -203,7 +204,7 @@ def decoy_order(
     requirements: Requirements,
     rng: np.random.Generator,
 ) -> NDArray[np.int64]:
-    """The rows that may become decoys, in the order they are taken.
+    """The rows that may become decoys, in the order they are taken: O(n log n + entries).
 
     The ``candidates`` (n,) (the snapshot's rows not withheld for their history) by the largest
     ratio each plans for a protected value (the ``base`` without a higher requirement), then by
