@@ -12,11 +12,12 @@ overrides), one per setting:
 
 ``--keep 1.0`` makes a panel (the same people every release, 20 % of their values redrawn
 each time); ``--keep 0.2`` the paper's churn. Per setting: release 1's publish time (each
-package's kernels compiled first by a small series), the slowest later release and its ratio
-to release 1 (target: at most 2), the release that was refused if one was, the rows
-suppressed over the series, the mean average group size and the median of the releases'
-median query errors; with ``--before REV`` the same for a git revision's package in the same
-run, and whether every release's files are the same (the digests ``plan_series.py`` prints).
+package's kernels compiled first by a small series of the setting), the slowest later
+release and its ratio to release 1 (target: at most 2), the release that was refused if
+one was, the rows suppressed over the series, the mean average group size and the median
+of the releases' median query errors; with ``--before REV`` the same for a git revision's
+package in the same run, and whether every release's files are the same (the digests
+``plan_series.py`` prints).
 
 ``--plan``: the wall time of ``plan_report`` (``stream-release plan``: every candidate
 setting and the proposals) over the first three snapshots of the series, under ``k'=3 all``
@@ -60,6 +61,8 @@ NAMES = {
     "k3": "k'=3 all",
     **{a: f"geometric alpha={a}" for a in ("1.5", "2", "3", "5")},
 }
+WARM_ROWS = 1000
+"""Rows of the small series each package runs under a setting before it is measured."""
 ROW = re.compile(
     r"^(\d+) \| ([0-9.]+) \| ([0-9.]+) \| (\d+) \| ([0-9.]+) \| ([0-9.]+) \| ([0-9a-f]{12})$"
 )
@@ -227,11 +230,12 @@ def report(args: argparse.Namespace, chosen: list[str], trees: list[tuple[str, P
         "(all releases) | avg group | median q.err (median of releases) | files"
     )
     print("--- | --- | --- | --- | --- | --- | --- | --- | --- | ---")
-    for _, tree in trees:  # warm: each package's kernels compiled or loaded once
-        run_series(tree, 2000, 2, args.keep, SETTINGS["planned"])
     for name in chosen:
         runs = []
         for label, tree in trees:
+            # warm: the kernels this setting reaches compiled into the cache (a series in a
+            # process of its own loads them at its first use, release 2's on a panel)
+            run_series(tree, WARM_ROWS, 2, args.keep, SETTINGS[name])
             started = time.perf_counter()
             series = run_series(tree, args.rows, args.releases, args.keep, SETTINGS[name])
             runs.append((label, series, time.perf_counter() - started))
