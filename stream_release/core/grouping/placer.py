@@ -262,15 +262,17 @@ class Placer:
         """The ``limit`` nearest groups that stay valid with ``x`` added, nearest first."""
         req = self.req
         own = int(self.sensitive[x])
-        mine_value = req.value[req.ptr[x] : req.ptr[x + 1]].astype(np.int64)
-        mine_ratio = req.ratio[req.ptr[x] : req.ptr[x + 1]]
-        values = sorted(set(mine_value.tolist()) | ({own} if self.protected[own] else set()))
+        lo, hi = int(req.ptr[x]), int(req.ptr[x + 1])
+        base = float(req.base)
+        largest: dict[int, float] = {own: base} if self.protected[own] else {}
+        for value, ratio in zip(req.value[lo:hi].tolist(), req.ratio[lo:hi].tolist(), strict=True):
+            largest[value] = max(ratio, largest.get(value, base))
+        values = sorted(largest)
         slots = state.values.slots(values)
-        plus = np.array([1 if s == own else 0 for s in values], dtype=np.int64)
-        mine = np.array(
-            [mine_ratio[mine_value == s].max(initial=req.base) for s in values], dtype=np.float64
-        )
-        key = (*values, -1, *plus.tolist())
+        added = [1 if s == own else 0 for s in values]
+        plus = np.array(added, dtype=np.int64)
+        mine = np.array([largest[s] for s in values], dtype=np.float64)
+        key = (*values, -1, *added)
         return self._search(state, x, limit, self.cap, slots, plus, mine, key)
 
     def _nearest(self, state: _State, x: int, limit: int) -> NDArray[np.int64]:
