@@ -151,13 +151,20 @@ def _release(seed: int, n: int = 1500, d: int = 4, values: int = 6) -> tuple:  #
 
 
 @pytest.mark.parametrize(
-    ("seed", "stale", "slots", "remembered"),
-    [(0, 16384, 16, 4096), (1, 16384, 16, 4096), (2, 4, 16, 4096), (3, 16384, 1, 4096),
-     (4, 16384, 16, 8)],
+    ("seed", "stale", "slots", "remembered", "scan"),
+    [(0, 16384, 16, 4096, 0), (1, 16384, 16, 4096, 0), (2, 4, 16, 4096, 0),
+     (3, 16384, 1, 4096, 0), (4, 16384, 16, 8, 0), (5, 16384, 16, 4096, 8192)],
 )  # fmt: skip
 def test_the_answers_of_an_exhaustive_search_call_after_call(
-    seed: int, stale: int, slots: int, remembered: int, monkeypatch: pytest.MonkeyPatch
+    seed: int,
+    stale: int,
+    slots: int,
+    remembered: int,
+    scan: int,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # 0: every search asks the tree first (the release's few hundred groups would be scanned)
+    monkeypatch.setattr(placer_module, "SCAN_GROUPS", scan)
     monkeypatch.setattr(placer_module, "STALE_GROUPS", stale)  # 4: the tree built again often
     # 8: what searches of every group found is forgotten after a few changes
     monkeypatch.setattr(placer_module, "REMEMBERED_CHANGES", remembered)
