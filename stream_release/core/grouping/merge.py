@@ -182,16 +182,15 @@ def _valid_swaps(  # pragma: no cover - jit
     out: NDArray[np.bool_],
 ) -> None:
     """:func:`_valid` of ``members`` with ``x`` in place of each member in turn, into ``out``."""
-    cnt, req, touched = tally
+    trial = np.empty(members.shape[0], np.int64)
     for i in range(members.shape[0]):
-        n_touched = add_row(x, sensitive, protected, base, ptr, value, ratio, cnt, req, touched,
-                            0)  # fmt: skip
+        trial[0] = x
+        k = 1
         for j in range(members.shape[0]):
             if j != i:
-                n_touched = add_row(members[j], sensitive, protected, base, ptr, value, ratio,
-                                    cnt, req, touched, n_touched)  # fmt: skip
-        out[i] = is_valid(members.shape[0], min_size, protected, cnt, req, touched, n_touched)
-        reset_tally(cnt, req, touched, n_touched)
+                trial[k] = members[j]
+                k += 1
+        out[i] = _valid(trial, sensitive, protected, base, ptr, value, ratio, min_size, tally)
 
 
 @njit(cache=True)

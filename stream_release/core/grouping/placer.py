@@ -101,27 +101,24 @@ class WorkBudget:
     def spend_search(self) -> bool:
         """Whether one more search for a swapped member's group may be made (spent if so);
         once there are none, no swap is tried any more."""
-        if self.searches == 0:
-            self.swaps = 0
-            return False
-        self.searches -= 1
-        return True
+        if self._spend("searches", 1):
+            return True
+        self.swaps = 0
+        return False
 
     def spend_swaps(self, members: int) -> bool:
         """Whether ``members`` more may be tried in a swap (spent if so)."""
-        if members > self.swaps:
-            self.swaps = 0
-            return False
-        self.swaps -= members
-        return True
+        return self._spend("swaps", members)
 
     def spend_regroup(self, rows: int) -> bool:
         """Whether ``rows`` more may be grouped again (spent if so)."""
-        if rows > self.regroup:
-            self.regroup = 0
-            return False
-        self.regroup -= rows
-        return True
+        return self._spend("regroup", rows)
+
+    def _spend(self, kind: str, amount: int) -> bool:
+        """Take ``amount`` of ``kind`` if that much is left; else none is left of it."""
+        left: int = getattr(self, kind)
+        setattr(self, kind, left - amount if amount <= left else 0)
+        return amount <= left
 
 
 @dataclass(frozen=True, eq=False)
