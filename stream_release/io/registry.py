@@ -65,13 +65,9 @@ def read_registry(
     ids, qid = _read_columns(Path(path), data, schema)
     raw = snapshot_from_columns(ids, qid, ["-"] * len(ids), source=str(path))
     n = raw.n_rows
-    blank = np.empty(n, dtype=object)
-    blank[:] = NO_VALUE
     first = np.zeros(1 if n else 0, dtype=np.int64)
     raw = replace(
-        raw,
-        sensitive=blank,
-        sensitive_column=Factorized((NO_VALUE,) if n else (), np.zeros(n, np.int32), first),
+        raw, sensitive_column=Factorized((NO_VALUE,) if n else (), np.zeros(n, np.int32), first)
     )
     try:
         table = encode(raw, schema, hierarchies)

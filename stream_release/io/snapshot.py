@@ -54,6 +54,8 @@ class Factorized:
         """(n,) object array of the rows' values (shared ``str`` objects)."""
         table = np.empty(len(self.values), dtype=object)
         table[:] = self.values
+        if len(self.values) == self.codes.shape[0]:  # all distinct: row i has code i
+            return table
         return table[self.codes]
 
 
@@ -66,9 +68,10 @@ class RawSnapshot:
     ids : (n,) object
         Identifiers (``str``), non-empty and distinct.
     qid : dict of str to (n,) object
-        Raw value (``str``) of every quasi-identifier, in ``schema.qid`` order.
+        Raw value (``str``) of every quasi-identifier, in ``schema.qid`` order (built from
+        ``qid_columns`` when first read: encoding reads only the factorized columns).
     sensitive : (n,) object
-        Sensitive value (``str``) of every row, non-empty.
+        Sensitive value (``str``) of every row, non-empty (built when first read).
     source : str
         The file path, or ``"<memory>"``.
     sha256 : str
@@ -87,8 +90,6 @@ class RawSnapshot:
     """
 
     ids: NDArray[np.object_]
-    qid: dict[str, NDArray[np.object_]]
-    sensitive: NDArray[np.object_]
     source: str
     digest: str | Callable[[], str] = field(repr=False)
     """``sha256``, or how to compute it."""
@@ -96,6 +97,14 @@ class RawSnapshot:
     qid_columns: dict[str, Factorized]
     sensitive_column: Factorized
     row_label: Literal["line", "record"] = "line"
+
+    @cached_property
+    def qid(self) -> dict[str, NDArray[np.object_]]:
+        return {name: column.decode() for name, column in self.qid_columns.items()}
+
+    @cached_property
+    def sensitive(self) -> NDArray[np.object_]:
+        return self.sensitive_column.decode()
 
     @cached_property
     def sha256(self) -> str:
@@ -310,8 +319,6 @@ def assemble_snapshot(
         )
     return RawSnapshot(
         ids=ids.decode(),
-        qid={name: column.decode() for name, column in qid.items()},
-        sensitive=sensitive.decode(),
         source=source,
         digest=digest,
         lines=lines,

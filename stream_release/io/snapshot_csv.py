@@ -27,7 +27,10 @@ import codecs
 import csv
 import hashlib
 import io
-from collections.abc import Sequence
+import os
+import re
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +40,7 @@ import pyarrow.csv as pa_csv
 from numpy.typing import NDArray
 
 from stream_release.config import SchemaSettings
+from stream_release.core.grouping.threads import available_threads
 from stream_release.errors import SchemaError
 from stream_release.io.snapshot import (
     BLANKS,
@@ -50,6 +54,10 @@ from stream_release.io.snapshot import (
 __all__ = ["read_snapshot"]
 
 _LF, _CR, _TAB, _SPACE = 10, 13, 9, 32
+
+_LINE_END = re.compile(rb"[\r\n]")
+_QUOTE = re.compile(rb'"')
+"""Searched for in a memoryview (``bytes.find`` needs a copy of the file as ``bytes``)."""
 
 _BLOCK_SIZE = 1 << 20
 """pyarrow's CSV block size (its default); a line longer than a block is read in one block."""
@@ -74,16 +82,46 @@ def read_snapshot(path: Path | str, schema: SchemaSettings) -> RawSnapshot:
     file = Path(path)
     source = str(file)
     try:
-        data = file.read_bytes()
+        data = _read_file(file)
     except FileNotFoundError:
         raise SchemaError(f"snapshot {source!r} does not exist; check the path") from None
     except OSError as exc:
         raise SchemaError(f"snapshot {source!r} cannot be read: {exc.strerror or exc}") from exc
-    digest = hashlib.sha256(data).hexdigest()
+    with ThreadPoolExecutor(max_workers=available_threads()) as pool:
+        # hashlib and pyarrow's compute functions let go of the GIL: the file's hash and the
+        # columns' factorizations run beside the parse
+        digest = pool.submit(_sha256, data)
+        return _read_body(source, data, schema, digest.result, pool)
 
-    start = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
-    header_end = _line_end(data, start)
-    header_bytes = data[start:header_end]
+
+def _read_file(file: Path) -> pa.Buffer:
+    """The file's bytes, read straight into memory pyarrow owns (:func:`_arrow_copy` says why
+    pyarrow's reader needs that; reading there saves copying a million rows' bytes)."""
+    with file.open("rb") as stream:
+        buffer = _arrow_buffer(os.fstat(stream.fileno()).st_size)
+        read = stream.readinto(memoryview(buffer))
+        more = stream.read()  # the file grew while it was read
+    if more:
+        return _arrow_copy(np.frombuffer(buffer.to_pybytes() + more, dtype=np.uint8))
+    return buffer.slice(0, read)
+
+
+def _sha256(data: pa.Buffer) -> str:
+    return hashlib.sha256(memoryview(data)).hexdigest()
+
+
+def _read_body(
+    source: str,
+    data: pa.Buffer,
+    schema: SchemaSettings,
+    digest: Callable[[], str],
+    pool: Executor,
+) -> RawSnapshot:
+    """The snapshot of the file's bytes ``data``, whose hash ``digest`` gives."""
+    view = memoryview(data)
+    start = len(codecs.BOM_UTF8) if bytes(view[:3]) == codecs.BOM_UTF8 else 0
+    header_end = _line_end(view, start)
+    header_bytes = bytes(view[start:header_end])
     if not header_bytes.strip():
         raise SchemaError(
             f"snapshot {source!r} is empty or its first line is blank; it needs a header row "
@@ -105,14 +143,18 @@ def read_snapshot(path: Path | str, schema: SchemaSettings) -> RawSnapshot:
     positions = _find_columns(source, names, wanted, roles)
 
     body = header_end
-    if data.startswith(b"\r\n", body):
+    if bytes(view[body : body + 2]) == b"\r\n":
         body += 2
-    elif body < len(data):
+    elif body < len(view):
         body += 1
-    if data.find(b'"', body) < 0:
-        columns, lines = _parse_plain(source, data, body, delimiter, len(names), positions)
+    if _QUOTE.search(view, body) is None:
+        columns, lines = _parse_plain(
+            source, data.slice(body), delimiter, len(names), positions, pool
+        )
     else:
-        columns, lines = _parse_quoted(source, data, body, delimiter, len(names), positions)
+        columns, lines = _parse_quoted(
+            source, data.to_pybytes(), body, delimiter, len(names), positions
+        )
     if len(lines) == 0:
         raise SchemaError(
             f"snapshot {source!r} has a header but no rows: a release of nobody says nothing "
@@ -153,9 +195,9 @@ def _quoted(names: Sequence[str]) -> str:
     return ", ".join(repr(n) for n in names)
 
 
-def _line_end(data: bytes, start: int) -> int:
-    ends = [i for i in (data.find(b"\n", start), data.find(b"\r", start)) if i >= 0]
-    return min(ends) if ends else len(data)
+def _line_end(data: memoryview, start: int) -> int:
+    end = _LINE_END.search(data, start)
+    return len(data) if end is None else end.start()
 
 
 def _ragged_row(source: str, line: int, fields: int, n_fields: int, delimiter: str) -> SchemaError:
@@ -170,7 +212,12 @@ def _ragged_row(source: str, line: int, fields: int, n_fields: int, delimiter: s
 
 
 def _parse_plain(
-    source: str, data: bytes, body: int, delimiter: str, n_fields: int, positions: list[int]
+    source: str,
+    body: pa.Buffer,
+    delimiter: str,
+    n_fields: int,
+    positions: list[int],
+    pool: Executor,
 ) -> tuple[list[Factorized], NDArray[np.int64]]:
     """The factorized columns at ``positions`` and each row's line number.
 
@@ -180,21 +227,25 @@ def _parse_plain(
     finds the first ragged row, or numbers the rows and pyarrow reads the body again without
     its blank lines.
     """
-    buf = np.frombuffer(data, dtype=np.uint8)[body:]
     table: pa.Table | None
     try:
-        table = _read_table(buf, delimiter, n_fields, positions, _BLOCK_SIZE)
+        table = _read_table(body, delimiter, n_fields, positions, _BLOCK_SIZE)
     except pa.ArrowInvalid:  # a ragged row, a line of blanks or longer than a block
         table = None
     if table is None or _has_empty(table.column(0)):
-        lines = _Lines(buf, delimiter)
+        lines = _Lines(np.frombuffer(body, dtype=np.uint8), delimiter)
         lines.check_widths(source, n_fields, delimiter)
-        table = _read_table(lines.rows(), delimiter, n_fields, positions, lines.block_size)
+        rows = _arrow_copy(lines.rows())
+        table = _read_table(rows, delimiter, n_fields, positions, lines.block_size)
         numbers = lines.row_numbers()
     else:
         numbers = np.arange(2, table.num_rows + 2, dtype=np.int64)
-    columns = [_factorize_column(source, table.column(k), numbers) for k in range(len(positions))]
-    return columns, numbers
+    # on ``pool``, the columns in order: the first column's error is the one raised
+    factorized = [
+        pool.submit(_factorize_column, source, table.column(k), numbers)
+        for k in range(len(positions))
+    ]
+    return [f.result() for f in factorized], numbers
 
 
 def _has_empty(column: pa.ChunkedArray) -> bool:
@@ -203,19 +254,18 @@ def _has_empty(column: pa.ChunkedArray) -> bool:
 
 
 def _read_table(
-    body: NDArray[np.uint8], delimiter: str, n_fields: int, positions: list[int], block_size: int
+    body: pa.Buffer, delimiter: str, n_fields: int, positions: list[int], block_size: int
 ) -> pa.Table:
     """Columns ``positions`` (in that order) of the headerless CSV ``body``, as bytes.
 
-    pyarrow's multithreaded reader reads a copy of ``body`` that pyarrow owns
-    (:func:`_arrow_copy`), never ``body`` itself.
+    ``body`` must be memory that pyarrow owns (:func:`_arrow_copy`).
     """
     names = [f"f{i}" for i in range(n_fields)]
     wanted = [names[p] for p in positions]
-    if body.shape[0] == 0:
+    if body.size == 0:
         return pa.table({name: pa.array([], type=pa.binary()) for name in wanted})
     return pa_csv.read_csv(
-        pa.BufferReader(_arrow_copy(body)),
+        pa.BufferReader(body),
         read_options=pa_csv.ReadOptions(column_names=names, block_size=block_size),
         parse_options=pa_csv.ParseOptions(
             delimiter=delimiter, quote_char=False, ignore_empty_lines=False
@@ -249,9 +299,14 @@ def _arrow_copy(view: NDArray[np.uint8]) -> pa.Buffer:
     a whole read: ``read_snapshot`` of 1M Adult rows (91 MB), best of 4 in each of 3 fresh
     processes, took 1.29-1.42 s before the copy and 1.34-1.40 s with it.
     """
-    buffer = pa.allocate_buffer(view.shape[0])
+    buffer = _arrow_buffer(view.shape[0])
     np.frombuffer(buffer, dtype=np.uint8)[:] = view
     return buffer
+
+
+def _arrow_buffer(size: int) -> pa.Buffer:
+    """``size`` writable bytes that pyarrow allocates and owns (its default pool)."""
+    return pa.allocate_buffer(size)
 
 
 def _factorize_column(source: str, column: pa.ChunkedArray, lines: NDArray[np.int64]) -> Factorized:

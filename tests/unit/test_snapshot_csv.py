@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +33,7 @@ from stream_release.devtools.datasets import ADULT_QID, ADULT_SENSITIVE
 from stream_release.errors import SchemaError
 from stream_release.io import snapshot_csv
 from stream_release.io.snapshot import Factorized
-from stream_release.io.snapshot_csv import _arrow_copy, _parse_plain, _parse_quoted, read_snapshot
+from stream_release.io.snapshot_csv import _arrow_copy, _parse_quoted, read_snapshot
 
 Parse = Callable[[str, bytes, int, str, int, list[int]], tuple[list[Factorized], NDArray[np.int64]]]
 Read = tuple[list[int], list[tuple[tuple[str, ...], list[int], list[int]]]] | str
@@ -47,6 +48,16 @@ rows = st.one_of(
     st.sampled_from([[""], [" "], [" \t "]]),  # a blank line
 )
 line_ends = st.sampled_from(["\n", "\r\n", "\r"])
+
+POOL = ThreadPoolExecutor(max_workers=2)
+"""The pool pyarrow's path factorizes its columns on, as ``read_snapshot`` gives it one."""
+
+
+def _parse_plain(
+    source: str, data: bytes, body: int, delimiter: str, n_fields: int, positions: list[int]
+) -> tuple[list[Factorized], NDArray[np.int64]]:
+    body_bytes = _arrow_copy(np.frombuffer(data, dtype=np.uint8)[body:])
+    return snapshot_csv._parse_plain(source, body_bytes, delimiter, n_fields, positions, POOL)
 
 
 def _read(parse: Parse, data: bytes, delimiter: str) -> Read:
@@ -122,14 +133,15 @@ def adult_300(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
 def test_pyarrow_reads_only_copies_it_owns(
     adult_300: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
-    # every buffer the reader reads lies in a copy _arrow_copy made, none in the file's bytes
-    # (Python's): the hostile snapshots that reach pyarrow, each refused after its read
+    # every buffer the reader reads lies in memory pyarrow allocated (the file read into it,
+    # or a copy of its rows), none in Python's: the hostile snapshots that reach pyarrow, each
+    # refused after its read
     copies: list[pa.Buffer] = []
     read: list[pa.Buffer] = []
-    real_copy, real_read = snapshot_csv._arrow_copy, pa_csv.read_csv
+    real_allocate, real_read = snapshot_csv._arrow_buffer, pa_csv.read_csv
 
-    def copy_spy(view: NDArray[np.uint8]) -> pa.Buffer:
-        copies.append(real_copy(view))
+    def allocate_spy(size: int) -> pa.Buffer:
+        copies.append(real_allocate(size))
         return copies[-1]
 
     def read_spy(input_file: pa.BufferReader, **options: object) -> pa.Table:
@@ -137,7 +149,7 @@ def test_pyarrow_reads_only_copies_it_owns(
         input_file.seek(0)
         return real_read(input_file, **options)
 
-    monkeypatch.setattr(snapshot_csv, "_arrow_copy", copy_spy)
+    monkeypatch.setattr(snapshot_csv, "_arrow_buffer", allocate_spy)
     monkeypatch.setattr(pa_csv, "read_csv", read_spy)
     hostile = {h.name: h for h in HOSTILE_SNAPSHOTS}[name]
     path = hostile.write(adult_300, tmp_path / "hostile.csv")
