@@ -48,10 +48,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 from numpy.typing import NDArray
 
 from stream_release.config import HistorySettings
 from stream_release.errors import ConfigError
+from stream_release.history._blake2b import keyed_digests
 from stream_release.history.types import PSEUDONYM_DTYPE
 
 __all__ = [
@@ -134,7 +136,7 @@ class Pseudonymizer:
         ``key`` is shorter than 16 bytes.
     """
 
-    __slots__ = ("_hasher", "_key")
+    __slots__ = ("_key",)
 
     def __init__(self, key: bytes) -> None:
         if not isinstance(key, bytes | bytearray):
@@ -147,8 +149,6 @@ class Pseudonymizer:
             )
         if len(key) > _MAX_BLAKE2B_KEY:
             key = hashlib.blake2b(key, digest_size=_MAX_BLAKE2B_KEY, person=_DERIVE_PERSON).digest()
-        # The keyed state after absorbing the key block; copying it skips one compression per id.
-        self._hasher = hashlib.blake2b(key=key, digest_size=_DIGEST_SIZE)
         self._key = key
 
     def __repr__(self) -> str:
@@ -182,9 +182,7 @@ class Pseudonymizer:
         """The same keyed hash of arbitrary bytes (16 bytes): for the UTF-8 bytes of an id,
         its pseudonym. Used to name a rejected message without showing it
         (:mod:`stream_release.stream.redaction`)."""
-        h = self._hasher.copy()
-        h.update(data)
-        return h.digest()
+        return hashlib.blake2b(data, key=self._key, digest_size=_DIGEST_SIZE).digest()
 
     def pseudonyms(
         self, ids: Sequence[str] | NDArray[np.object_] | NDArray[np.str_]
@@ -208,29 +206,35 @@ class Pseudonymizer:
         TypeError
             An element is not a str (the message gives its position, never its content).
         """
-        out = np.frombuffer(b"".join(self.digests(ids)), dtype=PSEUDONYM_DTYPE)
-        return out.copy()
+        items = ids.tolist() if isinstance(ids, np.ndarray) else ids
+        if isinstance(items, str):
+            raise TypeError("pseudonyms() takes a sequence of ids, not a single str")
+        if not isinstance(items, list | tuple):
+            items = list(items)
+        if not items:
+            return np.empty(0, dtype=PSEUDONYM_DTYPE)
+        if not all(issubclass(kind, str) for kind in set(map(type, items))):
+            for position, item in enumerate(items):
+                if not isinstance(item, str):
+                    kind = type(item).__name__
+                    raise TypeError(f"ids[{position}] is a {kind}; every id must be a str")
+        # the ids' UTF-8 bytes one after the other, with offsets: one pass in pyarrow (a
+        # surrogate raises UnicodeEncodeError, as str.encode does)
+        text = pa.array(items, type=pa.large_string())
+        _, offsets, data = text.buffers()
+        digests = keyed_digests(
+            self._key,
+            _DIGEST_SIZE,
+            np.zeros(0, np.uint8) if data is None else np.frombuffer(data, dtype=np.uint8),
+            np.frombuffer(offsets, dtype=np.int64)[: len(items) + 1],
+        )
+        return digests.reshape(-1).view(PSEUDONYM_DTYPE)
 
     def digests(self, ids: Sequence[str] | NDArray[np.object_] | NDArray[np.str_]) -> list[bytes]:
         """Pseudonyms of ``ids``, in order, as a list of exactly 16-byte ``bytes`` (what
         :meth:`pseudonyms` holds, without the array; parameters and errors as there)."""
-        items = ids.tolist() if isinstance(ids, np.ndarray) else ids
-        if isinstance(items, str):
-            raise TypeError("pseudonyms() takes a sequence of ids, not a single str")
-        copy = self._hasher.copy
-        encode = str.encode
-        digests: list[bytes] = []
-        append = digests.append
-        item: object = None
-        try:
-            for item in items:
-                h = copy()
-                h.update(encode(item, "utf-8"))
-                append(h.digest())
-        except TypeError:
-            kind = type(item).__name__
-            raise TypeError(f"ids[{len(digests)}] is a {kind}; every id must be a str") from None
-        return digests
+        packed = self.pseudonyms(ids).tobytes()
+        return [packed[at : at + _DIGEST_SIZE] for at in range(0, len(packed), _DIGEST_SIZE)]
 
 
 @dataclass(frozen=True)
