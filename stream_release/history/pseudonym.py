@@ -46,9 +46,9 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
-import pyarrow as pa
 from numpy.typing import NDArray
 
 from stream_release.config import HistorySettings
@@ -213,21 +213,8 @@ class Pseudonymizer:
             items = list(items)
         if not items:
             return np.empty(0, dtype=PSEUDONYM_DTYPE)
-        if not all(issubclass(kind, str) for kind in set(map(type, items))):
-            for position, item in enumerate(items):
-                if not isinstance(item, str):
-                    kind = type(item).__name__
-                    raise TypeError(f"ids[{position}] is a {kind}; every id must be a str")
-        # the ids' UTF-8 bytes one after the other, with offsets: one pass in pyarrow (a
-        # surrogate raises UnicodeEncodeError, as str.encode does)
-        text = pa.array(items, type=pa.large_string())
-        _, offsets, data = text.buffers()
-        digests = keyed_digests(
-            self._key,
-            _DIGEST_SIZE,
-            np.zeros(0, np.uint8) if data is None else np.frombuffer(data, dtype=np.uint8),
-            np.frombuffer(offsets, dtype=np.int64)[: len(items) + 1],
-        )
+        data, offsets = _utf8_packed(items)
+        digests = keyed_digests(self._key, _DIGEST_SIZE, data, offsets)
         return digests.reshape(-1).view(PSEUDONYM_DTYPE)
 
     def digests(self, ids: Sequence[str] | NDArray[np.object_] | NDArray[np.str_]) -> list[bytes]:
@@ -235,6 +222,35 @@ class Pseudonymizer:
         :meth:`pseudonyms` holds, without the array; parameters and errors as there)."""
         packed = self.pseudonyms(ids).tobytes()
         return [packed[at : at + _DIGEST_SIZE] for at in range(0, len(packed), _DIGEST_SIZE)]
+
+
+def _utf8_packed(items: Sequence[object]) -> tuple[NDArray[np.uint8], NDArray[np.int64]]:
+    """The UTF-8 bytes of ``items`` one after the other, and the (n + 1,) offsets of each.
+
+    Raises
+    ------
+    TypeError
+        An item is not a str (the message gives its position, never its content).
+    UnicodeEncodeError
+        An item holds a lone surrogate, as ``str.encode`` does.
+    """
+    texts = cast("Sequence[str]", items)
+    try:
+        joined = "".join(texts)  # refuses any item that is not a str
+    except TypeError:
+        position, item = next((i, x) for i, x in enumerate(items) if not isinstance(x, str))
+        kind = type(item).__name__
+        raise TypeError(f"ids[{position}] is a {kind}; every id must be a str") from None
+    if joined.isascii():  # one byte per character
+        data = joined.encode("ascii")
+        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    else:
+        encoded = [text.encode("utf-8") for text in texts]
+        data = b"".join(encoded)
+        lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(texts))
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return np.frombuffer(data, dtype=np.uint8), offsets
 
 
 @dataclass(frozen=True)

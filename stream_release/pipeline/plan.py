@@ -831,6 +831,7 @@ def warm_up() -> None:
     from stream_release.core.privacy.strategy import make_strategy
     from stream_release.core.table import Attribute
     from stream_release.core.utility.report import utility_report
+    from stream_release.history.pseudonym import Pseudonymizer
     from stream_release.history.resp import mset_command
     from stream_release.history.types import HistoryRows as _Rows
     from stream_release.io.file_assembly import encode_generalized_lines
@@ -881,3 +882,5 @@ def warm_up() -> None:
     mset_command(
         np.zeros((n, 8), dtype=np.uint8), np.arange(n), indptr, np.zeros(16 * n, np.uint8), 16
     )
+    # the pseudonyms' hash (stream_release.history._blake2b)
+    Pseudonymizer(b"warm-up key, not a secret").pseudonyms(table.ids)
