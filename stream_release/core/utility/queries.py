@@ -243,9 +243,11 @@ def _min_count(value: int) -> int:
 
 
 _Answer = Callable[
-    [NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]],
+    [NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], int],
     tuple[NDArray[np.float64], NDArray[np.float64]],
 ]
+"""Actual and estimated counts of a batch of queries; the estimate of a query whose actual
+count is below the last argument may be left out."""
 
 
 @dataclass(frozen=True)
@@ -287,7 +289,7 @@ def _draw(
         starts = np.floor(u * (sizes[attrs] - lengths[attrs] + 1)).astype(np.int64)
         ends = starts + lengths[attrs] - 1
         values = table.sensitive[pool[rng.integers(0, pool.shape[0], size=m)]].astype(np.int64)
-        act, est = answer(attrs, starts, ends, values)
+        act, est = answer(attrs, starts, ends, values, min_count)
         ok = act >= min_count
         parts.append((attrs[ok], starts[ok], ends[ok], values[ok]))
         actuals.append(act[ok])

@@ -9,6 +9,8 @@ of :mod:`~stream_release.core.utility.query_kernels`.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -41,8 +43,10 @@ class TableCounts:
         starts: NDArray[np.int64],
         ends: NDArray[np.int64],
         values: NDArray[np.int64],
+        min_count: int = 0,
     ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """Actual counts of queries (attrs, [starts, ends], values) and zeros, (m,) each."""
+        """Actual counts of queries (attrs, [starts, ends], values) and zeros, (m,) each
+        (``min_count``: as :meth:`ReleaseCounts.answer` takes it; every count here is cheap)."""
         counts: tuple[NDArray[np.float64], NDArray[np.float64]] = scan_combos(
             attrs, starts, ends, values, self.c_ptr, self.c_codes, self.c_actual, self.c_weight
         )
@@ -143,29 +147,54 @@ class ReleaseCounts:
         starts: NDArray[np.int64],
         ends: NDArray[np.int64],
         values: NDArray[np.int64],
+        min_count: int = 0,
     ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """Actual and estimated counts of queries (attrs, [starts, ends], values), (m,) each."""
+        """Actual and estimated counts of queries (attrs, [starts, ends], values), (m,) each.
+
+        The estimate of a query whose actual count is below ``min_count`` is not computed
+        (NaN): the workload drops it. In the generalized format each estimate scans every
+        group holding the query's value, O(groups) per query, the costliest figure of a large
+        release; the kept queries are scanned in two halves on two threads (the kernel
+        releases the GIL), each estimate the same as on one.
+        """
         act, est = scan_combos(
             attrs, starts, ends, values, self.c_ptr, self.c_codes, self.c_actual, self.c_weight
         )
-        if not self.anatomy:
-            est = scan_groups(
-                attrs,
-                starts,
-                ends,
-                values,
-                self.g_ptr,
-                self.g_id,
-                self.g_count,
-                self.g_lo,
-                self.g_hi,
-                self.kind,
-                self.mask_row,
-                self.masks,
-                self.set_ptr,
-                self.set_codes,
-            )
+        if self.anatomy:
+            return act, est
+        kept = np.flatnonzero(act >= min_count)
+        est = np.full(act.shape[0], np.nan)
+        halves = np.array_split(kept, 2)
+        with ThreadPoolExecutor(max_workers=len(halves)) as pool:
+            batch = [(attrs, starts, ends, values)] * len(halves)
+            for rows, part in zip(halves, pool.map(self._estimate, halves, batch), strict=True):
+                est[rows] = part
         return act, est
+
+    def _estimate(
+        self,
+        rows: NDArray[np.int64],
+        queries: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]],
+    ) -> NDArray[np.float64]:
+        """The generalized estimates of the queries ``rows`` of the batch ``queries``."""
+        attrs, starts, ends, values = (np.ascontiguousarray(q[rows]) for q in queries)
+        estimates: NDArray[np.float64] = scan_groups(
+            attrs,
+            starts,
+            ends,
+            values,
+            self.g_ptr,
+            self.g_id,
+            self.g_count,
+            self.g_lo,
+            self.g_hi,
+            self.kind,
+            self.mask_row,
+            self.masks,
+            self.set_ptr,
+            self.set_codes,
+        )
+        return estimates
 
 
 def _aggregate(
