@@ -33,6 +33,13 @@ old or the new history, never a mixture.
 Loads and commits are vectorised (sorted-array lookups with ``np.searchsorted``, CSR gathers
 with ``np.repeat``/``cumsum``): no Python loop runs per individual or per entry. The parsed
 history stays cached in memory and is re-read only when ``history.npz`` changes on disk.
+
+Cost: a load of n individuals is O(n log n + n log N); a commit rewrites the whole file,
+O(n log n + N + M) for N individuals and M entries stored. On a churn series N grows with
+every release (everyone ever seen keeps a history), so a commit, and the memory the store
+holds, grow with the series' length where the Redis store's do not
+(:class:`~stream_release.history.redis_store.RedisHistoryStore` writes only the release's
+individuals).
 """
 
 from __future__ import annotations

@@ -27,6 +27,9 @@ def merge_linkages(
     ``pair_ptr`` (G+1,) CSR over groups of their distinct values ``pair_value`` (global ids,
     ascending inside each group) and factors ``pair_factor = log1p(-n(G,s)/|G|)``.
     Returns the merged history, row i for ``rows[i]``.
+
+    O(m + sum_i |values of groups[i]|): one linear merge per row of its old entries (m in all)
+    with its group's values, both ascending.
     """
     indptr, value, log_p, links = _merge(
         old.indptr, old.value, old.log_p, old.links, rows, groups, pair_ptr, pair_value, pair_factor

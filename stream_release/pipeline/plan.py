@@ -481,7 +481,11 @@ def _link_and_check(
     """Link every member to its group's values (the suppressed rows to ``pairs``' last group),
     merge the histories and check every bound (Lemma 4, Theorem 1 of [WFLWX10]);
     ``exempt_pairs`` (table rows, global values): the exempt pairs when they are not the
-    suppressed set's own (:func:`relink_suppressed`)."""
+    suppressed set's own (:func:`relink_suppressed`).
+
+    O(n + m log m), m the merged entries: the merge is linear (:func:`merge_linkages`), the
+    bounds elementwise, the entries linked now found by a sorted search (:func:`linked_now`).
+    """
     table, history, absent, strategy = (
         linking.table,
         linking.history,

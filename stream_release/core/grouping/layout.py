@@ -80,6 +80,8 @@ def group_layout(group: NDArray[np.integer], n_rows: int | None = None) -> Group
         Group id of each row, in ``0..G-1`` with every id used, or ``-1`` for a suppressed row.
     n_rows : expected ``n`` (the table's rows), checked when given
 
+    O(n log n): one stable sort of the group ids.
+
     Raises
     ------
     InvalidParameter
@@ -170,7 +172,7 @@ def sensitive_pairs(
 
     Returns ``ptr`` (G+1,) int64, ``values`` (K,) int32 and ``counts`` (K,) int64: group ``g``
     holds ``counts[k]`` rows of value code ``values[k]`` for ``ptr[g] <= k < ptr[g+1]``, values
-    ascending.
+    ascending. O(n log n) in the published rows (a sort of their (group, value) keys).
     """
     n_values = max(len(table.sensitive_values), 1)
     keys = layout.group_of_sorted() * n_values + table.sensitive[layout.rows]
@@ -205,7 +207,8 @@ class GroupBounds:
 
     @classmethod
     def of(cls, table: EncodedTable, groups: GroupLayout) -> GroupBounds:
-        """The bounds of the groups ``groups`` forms over ``table``."""
+        """The bounds of the groups ``groups`` forms over ``table``: O(n d) for the code
+        ranges, O(G h) per hierarchy (h its depth), O(n log n) per set attribute."""
         lo, hi = _code_bounds(table, groups)
         ancestors: dict[int, tuple[NDArray[np.int64], NDArray[np.int64]]] = {}
         distinct: dict[int, tuple[NDArray[np.int64], NDArray[np.int32]]] = {}

@@ -68,7 +68,8 @@ def breach_from_log_product(log_p: ArrayLike) -> NDArray[np.float64]:
 
     ``log_p <= 0`` is the log of the running product ``P(o,s)``; ``0`` means no linkage yet
     (``p = 0``), ``-inf`` means a group made only of s (``p = 1``).
-    Evaluated as ``-expm1(log_p)``, exact for tiny probabilities.
+    Evaluated as ``-expm1(log_p)``, exact for tiny probabilities. O(m) in the entries, as
+    every bound of this module.
     """
     return -np.expm1(np.asarray(log_p, dtype=np.float64))
 

@@ -113,6 +113,12 @@ def relative_errors(
 ) -> NDArray[np.float64]:
     """Relative error of each random count query of the workload in the module docstring.
 
+    O(n log n) to index the release (its rows merged by QID combination and sensitive value,
+    its groups by value), then per query O(c_s) for the actual count and, in the generalized
+    format, O(g_s) for the estimate, c_s and g_s the combinations and groups holding the
+    query's value: O(q G) in all at worst, the costliest figure of a large release (5,000
+    queries on 250,000 groups: about 1 s on two threads).
+
     Parameters
     ----------
     table : the encoded snapshot, n rows, d >= 1 QIDs
