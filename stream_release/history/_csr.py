@@ -6,8 +6,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from stream_release.history._validate import argsort_pseudonyms
-from stream_release.history.types import PSEUDONYM_DTYPE, gather_rows
+from stream_release.history.types import PSEUDONYM_DTYPE, argsort_pseudonyms, gather_rows
 
 __all__ = ["gather_rows", "lookup_pseudonyms", "merge_rows"]
 

@@ -13,7 +13,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stream_release.errors import NEW_SERIES_CAVEAT
-from stream_release.history.types import ENTRY_DTYPE, PSEUDONYM_DTYPE, HistoryRows
+from stream_release.history.types import (
+    ENTRY_DTYPE,
+    PSEUDONYM_DTYPE,
+    HistoryRows,
+    argsort_pseudonyms,
+)
 
 _LINKS_MAX = int(np.iinfo(np.int32).max)
 
@@ -204,24 +209,6 @@ def check_state_keys(keys: object) -> list[bytes]:
             )
         out.append(bytes(key))
     return out
-
-
-def argsort_pseudonyms(pseudonyms: NDArray[np.bytes_]) -> NDArray[np.intp]:
-    """Permutation sorting an ``(n,) S16`` array bytewise (equal elements in any order).
-
-    Sorts on the first 8 bytes as a big-endian uint64 (an integer sort, several times faster
-    than numpy's string sort) and falls back to the string sort if two pseudonyms share their
-    first 8 bytes and come out of order.
-    """
-    n = pseudonyms.shape[0]
-    if n < 2:
-        return np.arange(n, dtype=np.intp)
-    high = pseudonyms.view(">u8")[0::2].astype(np.uint64)
-    order = np.argsort(high)
-    ordered = pseudonyms[order]
-    if np.any(ordered[1:] < ordered[:-1]):
-        order = np.argsort(pseudonyms, kind="stable")
-    return order
 
 
 def decode_entries(data: bytes, lengths: NDArray[np.int64]) -> HistoryRows:

@@ -57,6 +57,7 @@ from stream_release.core.grouping.suppressed_set import (
 from stream_release.core.grouping.virtual import no_value_code, trim_virtual
 from stream_release.core.privacy.breach import (
     RATIO_RTOL,
+    breach_bounds,
     log_survival_factor,
     minimum_ratio_from_log_product,
 )
@@ -513,12 +514,14 @@ def _link_and_check(
         values, value_of_local, linking.is_protected, linking.protected
     )
     is_protected_entry = protected_global[merged.value]
-    spent = spent_entries(merged, is_protected_entry, strategy)
+    lower, upper = breach_bounds(merged.log_p, merged.links)
+    spent = spent_entries(lower, is_protected_entry, strategy)
     linked_entries = linked_now(history, merged)
     breach_all = np.zeros(table.n_rows, dtype=np.float64)
     breach_all[committed] = individual_breach(merged, is_protected_entry & ~spent & ~exempt)
     check_bound(
         merged,
+        upper,
         is_protected_entry & linked_entries & ~exempt,
         committed,
         group,

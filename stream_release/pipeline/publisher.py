@@ -70,7 +70,7 @@ from stream_release.history.pseudonym import (
     resolve_key,
     write_key_file,
 )
-from stream_release.history.types import HistoryRows, HistoryStore
+from stream_release.history.types import HistoryRows, HistoryStore, argsort_pseudonyms
 from stream_release.io.hierarchy import load_hierarchy
 from stream_release.io.release_files import (
     ReleaseFiles,
@@ -559,7 +559,7 @@ class Publisher:
         committed = store.last_sequence()
         if store is self.store:
             self.check_continuity(committed)
-        order = np.argsort(pseudonyms, kind="stable")
+        order = argsort_pseudonyms(pseudonyms)  # distinct: one order
         if np.any(order != np.arange(order.shape[0])):
             table, pseudonyms = table.take(order), pseudonyms[order]
         self.check_kind(committed, store)

@@ -20,8 +20,7 @@ from stream_release.core.grouping.suppressed_set import SuppressedSet
 from stream_release.core.privacy.breach import (
     bound_limit,
     breach_from_log_product,
-    breach_lower_bound,
-    possibly_exceeds,
+    past_bound,
 )
 from stream_release.core.privacy.strategy import Strategy
 from stream_release.errors import GuaranteeUnsatisfiable
@@ -38,33 +37,32 @@ __all__ = [
 
 
 def spent_entries(
-    merged: HistoryRows, is_protected_entry: NDArray[np.bool_], strategy: Strategy
+    lower: NDArray[np.float64], is_protected_entry: NDArray[np.bool_], strategy: Strategy
 ) -> NDArray[np.bool_]:
     """(m,) the protected entries past the bound since a release linked them at the bound
-    (spent): kept out of ``breach.max`` and counted. Only the suppressed set's exemptions put
-    a pair past the bound under a strategy that checks it; the localized baseline's breaches
-    are its own and stay in ``breach.max``."""
-    return (
-        is_protected_entry
-        & strategy.uses_history
-        & (breach_lower_bound(merged.log_p, merged.links) > bound_limit(strategy.ell))
-    )
+    (spent), given the entries' lower bounds (:func:`~stream_release.core.privacy.breach.
+    breach_bounds`): kept out of ``breach.max`` and counted. Only the suppressed set's
+    exemptions put a pair past the bound under a strategy that checks it; the localized
+    baseline's breaches are its own and stay in ``breach.max``."""
+    return is_protected_entry & strategy.uses_history & (lower > bound_limit(strategy.ell))
 
 
 def check_bound(
     merged: HistoryRows,
+    upper: NDArray[np.float64],
     checked: NDArray[np.bool_],
     committed: NDArray[np.int64],
     group: NDArray[np.int64],
     breach_all: NDArray[np.float64],
     strategy: Strategy,
 ) -> None:
-    """Refuse the release if any ``checked`` entry (protected, linked now, not exempt) may
-    breach ``1/l`` (:func:`~stream_release.core.privacy.breach.possibly_exceeds`); a strategy
-    without history (the localized baseline) is reported, not refused."""
+    """Refuse the release if any ``checked`` entry (protected, linked now, not exempt) of
+    ``merged`` may breach ``1/l``, given the entries' upper bounds ``upper``
+    (:func:`~stream_release.core.privacy.breach.possibly_exceeds`); a strategy without
+    history (the localized baseline) is reported, not refused."""
     if not (strategy.uses_history and merged.n_entries):
         return
-    over = possibly_exceeds(merged.log_p, merged.links, strategy.ell) & checked
+    over = past_bound(upper, strategy.ell) & checked
     if over.any():
         row = int(committed[merged.owner()[np.flatnonzero(over)[0]]])
         where = "published" if group[row] >= 0 else "suppressed"

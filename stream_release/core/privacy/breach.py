@@ -255,20 +255,27 @@ def breach_upper_bound(log_p: ArrayLike, links: ArrayLike) -> NDArray[np.float64
     The returned bound doubles that: ``p + 2u (|L| (1 + (k + 4) P) + 2p)``, rounded up;
     ``-inf`` (a group made only of the value) gives 1.
     """
-    log_arr = np.asarray(log_p, dtype=np.float64)
-    p = breach_from_log_product(log_arr)
-    return np.where(
-        np.isfinite(log_arr), np.nextafter(p + _rounding(log_arr, links, p), np.inf), 1.0
-    )
+    return breach_bounds(log_p, links)[1]
 
 
 def breach_lower_bound(log_p: ArrayLike, links: ArrayLike) -> NDArray[np.float64]:
     """A lower bound on the exact breach probability of a stored entry: ``p`` less the
     rounding bound of :func:`breach_upper_bound`, rounded down (``-inf`` gives 1)."""
+    return breach_bounds(log_p, links)[0]
+
+
+def breach_bounds(
+    log_p: ArrayLike, links: ArrayLike
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``(lower, upper)``: :func:`breach_lower_bound` and :func:`breach_upper_bound` at once,
+    ``p`` and its rounding bound computed once (a release checks both over every entry)."""
     log_arr = np.asarray(log_p, dtype=np.float64)
     p = breach_from_log_product(log_arr)
-    lower = np.nextafter(p - _rounding(log_arr, links, p), -np.inf)
-    return np.where(np.isfinite(log_arr), lower, 1.0)
+    error = _rounding(log_arr, links, p)
+    finite = np.isfinite(log_arr)
+    lower = np.where(finite, np.nextafter(p - error, -np.inf), 1.0)
+    upper = np.where(finite, np.nextafter(p + error, np.inf), 1.0)
+    return lower, upper
 
 
 def _rounding(
@@ -286,3 +293,9 @@ def possibly_exceeds(log_p: ArrayLike, links: ArrayLike, ell: float) -> NDArray[
     """True where a stored entry's exact breach probability may exceed ``1/l``: the check
     before release, with its margin on the safe side (:func:`breach_upper_bound`)."""
     return breach_upper_bound(log_p, links) > bound_limit(ell)
+
+
+def past_bound(upper: NDArray[np.float64], ell: float) -> NDArray[np.bool_]:
+    """:func:`possibly_exceeds` of entries whose upper bounds (:func:`breach_bounds`) are
+    ``upper``."""
+    return upper > bound_limit(ell)
