@@ -598,9 +598,9 @@ def _share_out(
 
 
 KERNEL_TURNS = threading.Lock()
-"""Python threads take turns in :func:`mondrian_leaves`, the one parallel kernel: the
-``workqueue`` threading layer (numba's default without TBB or OpenMP) refuses a parallel kernel
-launched from two threads at once; the other passes need no turn."""
+"""Python threads take turns in the parallel kernels (passes 1 and 2): the ``workqueue``
+threading layer (numba's default without TBB or OpenMP) refuses a parallel kernel launched
+from two threads at once."""
 
 
 PARALLEL_FROM = 20_000

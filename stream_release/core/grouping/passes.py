@@ -37,15 +37,18 @@ Algorithm (three passes, each QID-local):
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
-from numba import njit
+from numba import njit, prange, set_num_threads
 from numpy.typing import NDArray
 
 from stream_release.core.grouping.bucketize import GroupingState, bucketize
 from stream_release.core.grouping.extent import KernelTable
 from stream_release.core.grouping.leftovers import insert_leftovers
-from stream_release.core.grouping.mondrian import mondrian_leaves
+from stream_release.core.grouping.mondrian import KERNEL_TURNS, PARALLEL_FROM, mondrian_leaves
 from stream_release.core.grouping.tally import GroupRules, Tally, new_tally
+from stream_release.core.grouping.threads import ThreadChoice
 
 __all__ = ["group_rows"]
 
@@ -104,26 +107,87 @@ def group_rows(
     ``window``: how far (in k-d order, each side) a leftover row looks for a group.
 
     Returns ``(group, n_groups)``: (n,) int64 group id per row, ``-1`` = not grouped
-    (suppressed, or not in ``perm``). Pass 1 runs on numba's threads (it is called from
-    Python: a parallel kernel inside a compiled caller runs on one thread).
+    (suppressed, or not in ``perm``). Passes 1 and 2 run on numba's threads from
+    :data:`~stream_release.core.grouping.mondrian.PARALLEL_FROM` rows, each on the count of
+    threads that has been fastest (they are called from Python: a parallel kernel inside a
+    compiled caller runs on one thread).
     """
     bounds = mondrian_leaves(table, rules, perm)
-    return _group_leaves(table, rules, perm, bounds, window)
-
-
-@njit(cache=True)
-def _group_leaves(
-    table: KernelTable,
-    rules: GroupRules,
-    perm: NDArray[np.int64],
-    bounds: NDArray[np.int64],
-    window: int,
-) -> tuple[NDArray[np.int64], int]:
-    """Passes 2 and 3 on the leaves ``perm[bounds[i]:bounds[i+1]]`` of pass 1."""
     n = table.qid.shape[0]
     state = GroupingState(np.full(n, -1, np.int64), np.empty(perm.shape[0], np.int64))
     tally = new_tally(rules.protected.shape[0])
-    next_gid, n_left = _bucketize_leaves(table, rules, tally, state, perm, bounds)
+    threads = 1 if perm.shape[0] < PARALLEL_FROM else PASS2_THREADS.pick()
+    started = time.perf_counter()
+    if threads == 1:
+        next_gid, n_left = _bucketize_leaves(table, rules, tally, state, perm, bounds)
+    else:
+        with KERNEL_TURNS:
+            set_num_threads(threads)
+            next_gid, n_left = _bucketize_leaves_parallel(
+                table, rules, state, perm, bounds, threads
+            )
+    if perm.shape[0] >= PARALLEL_FROM:
+        PASS2_THREADS.record(threads, perm.shape[0], time.perf_counter() - started)
+    return _group_leftovers(table, rules, tally, state, perm, next_gid, n_left, window)
+
+
+PASS2_THREADS = ThreadChoice()
+"""One thread or the free cores for pass 2, whichever has bucketized faster: the same groups
+either way (:func:`_bucketize_leaves_parallel`)."""
+
+
+@njit(cache=True, parallel=True)
+def _bucketize_leaves_parallel(
+    table: KernelTable,
+    rules: GroupRules,
+    state: GroupingState,
+    perm: NDArray[np.int64],
+    bounds: NDArray[np.int64],
+    n_threads: int,
+) -> tuple[int, int]:
+    """:func:`_bucketize_leaves` on ``n_threads`` threads, each a block of consecutive leaves
+    of about equal rows. A leaf's groups depend only on its own rows, so each is bucketized
+    with group ids from 0 and its leftovers in its own stretch of ``state.leftover``; then,
+    in leaf order, its ids are moved up by the groups of the leaves before it and its
+    leftovers moved down after theirs: the groups and leftovers one thread gives."""
+    n_leaves = bounds.shape[0] - 1
+    groups = np.zeros(n_leaves, np.int64)
+    lefts = np.zeros(n_leaves, np.int64)
+    first = np.searchsorted(bounds, bounds[-1] * np.arange(n_threads + 1) // n_threads)
+    for t in prange(n_threads):
+        tally = new_tally(rules.protected.shape[0])
+        for leaf in range(first[t], first[t + 1]):
+            lo, hi = bounds[leaf], bounds[leaf + 1]
+            own = GroupingState(state.group, state.leftover[lo:hi])
+            groups[leaf], lefts[leaf] = bucketize(perm[lo:hi], table, rules, tally, own, 0, 0)
+    next_gid = 0
+    n_left = 0
+    for leaf in range(n_leaves):
+        lo, hi = bounds[leaf], bounds[leaf + 1]
+        if next_gid > 0:
+            for i in range(lo, hi):
+                if state.group[perm[i]] >= 0:
+                    state.group[perm[i]] += next_gid
+        for i in range(lefts[leaf]):  # n_left <= lo: each row moves down, none overwritten
+            state.leftover[n_left + i] = state.leftover[lo + i]
+        next_gid += groups[leaf]
+        n_left += lefts[leaf]
+    return next_gid, n_left
+
+
+@njit(cache=True)
+def _group_leftovers(
+    table: KernelTable,
+    rules: GroupRules,
+    tally: Tally,
+    state: GroupingState,
+    perm: NDArray[np.int64],
+    next_gid: int,
+    n_left: int,
+    window: int,
+) -> tuple[NDArray[np.int64], int]:
+    """Pass 3 on the ``n_left`` leftovers of pass 2 over the leaves of ``perm``."""
+    n = table.qid.shape[0]
     pos = _kd_positions(perm, n)
     if n_left > 0:  # the leftovers bucketized together, then inserted one by one
         rows = _in_kd_order(_ungroup_leftovers(state, n_left), pos)

@@ -338,3 +338,41 @@ def test_leaves_split_on_threads_equal_one_thread_depth_first() -> None:
     small = np.arange(n, dtype=np.int64)
     assert mondrian_leaves(kernel, rules, small).tolist() == expected.tolist()
     assert small.tolist() == alone.tolist()
+
+
+def test_pass_2_on_threads_gives_the_groups_of_one_thread() -> None:
+    # each leaf is bucketized with ids from 0 in its own stretch of the leftovers, then moved
+    # into leaf order: the groups, their ids and the leftovers must be one thread's
+    from stream_release.core.grouping.bucketize import GroupingState
+    from stream_release.core.grouping.mondrian import _leaves_one_thread
+    from stream_release.core.grouping.passes import (
+        _bucketize_leaves,
+        _bucketize_leaves_parallel,
+    )
+    from stream_release.core.grouping.tally import new_tally
+
+    rng = np.random.default_rng(11)
+    n = 6000
+    table = make_table(rng.integers(0, 60, size=(n, 3)), rng.integers(0, 6, size=n))
+    rules = group_rules(
+        np.array([True, True, True, True, False, False]),
+        Requirements.uniform(3.0, n),
+        min_group_size=3,
+        cap=4 * 3,
+    )
+    kernel = kernel_table(table)
+    perm = np.arange(n, dtype=np.int64)
+    bounds = _leaves_one_thread(kernel, rules, perm)
+
+    def state() -> GroupingState:
+        return GroupingState(np.full(n, -1, np.int64), np.empty(n, np.int64))
+
+    alone = state()
+    expected = _bucketize_leaves(kernel, rules, new_tally(6), alone, perm, bounds)
+    assert expected[1] > 0  # some rows were left over: their order is checked too
+    for n_threads in (1, 2, 3, 5):
+        threaded = state()
+        got = _bucketize_leaves_parallel(kernel, rules, threaded, perm, bounds, n_threads)
+        assert got == expected
+        assert threaded.group.tolist() == alone.group.tolist()
+        assert threaded.leftover[: got[1]].tolist() == alone.leftover[: expected[1]].tolist()
