@@ -4,6 +4,7 @@ gathers and merges (no Python loop per individual or per entry)."""
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 from numpy.typing import NDArray
 
 from stream_release.history.types import PSEUDONYM_DTYPE, argsort_pseudonyms, gather_rows
@@ -45,31 +46,65 @@ def merge_rows(
     """The history ``(old_ps, old_indptr, old_entries)`` (pseudonyms strictly ascending) with
     the rows of ``new_ps`` (ascending, distinct) replaced.
 
-    Old rows of the given individuals are dropped; new rows are inserted at their sorted place
-    (``searchsorted`` into the kept old pseudonyms), except empty ones: an individual without
-    entries is not stored (unless ``keep_empty``). Returns ``(pseudonyms, indptr, entries)``.
+    Old rows of the given individuals are dropped; new rows are inserted at their sorted place,
+    except empty ones: an individual without entries is not stored (unless ``keep_empty``).
+    Returns ``(pseudonyms, indptr, entries)``. O(N + n + M): one linear merge of the two
+    ascending lists (:func:`_merge_order`), then gathers.
     """
-    keep = np.ones(old_ps.shape[0], dtype=bool)
-    replaced = lookup_pseudonyms(old_ps, new_ps)
-    keep[replaced[replaced >= 0]] = False
-    kept_ps = old_ps[keep]
-    kept_starts = old_indptr[:-1][keep]
-    kept_counts = np.diff(old_indptr)[keep]
     nonempty = np.ones(new_counts.shape[0], dtype=bool) if keep_empty else new_counts > 0
-    add_ps = new_ps[nonempty]
-    add_starts = new_starts[nonempty] + old_entries.shape[0]  # offsets into the pool below
-    add_counts = new_counts[nonempty]
-    n_kept, n_add = kept_ps.shape[0], add_ps.shape[0]
-    add_pos = np.searchsorted(kept_ps, add_ps) + np.arange(n_add)
-    is_add = np.zeros(n_kept + n_add, dtype=bool)
-    is_add[add_pos] = True
-    kept_pos = np.flatnonzero(~is_add)
-    ps = np.empty(n_kept + n_add, dtype=PSEUDONYM_DTYPE)
-    ps[add_pos], ps[kept_pos] = add_ps, kept_ps
-    starts = np.empty(n_kept + n_add, dtype=np.int64)
-    starts[add_pos], starts[kept_pos] = add_starts, kept_starts
-    counts = np.empty(n_kept + n_add, dtype=np.int64)
-    counts[add_pos], counts[kept_pos] = add_counts, kept_counts
+    from_new, index = _merge_order(_words(old_ps), _words(new_ps), nonempty)
+    old_at, new_at = index[~from_new], index[from_new]
+    ps = np.empty(index.shape[0], dtype=PSEUDONYM_DTYPE)
+    ps[~from_new], ps[from_new] = old_ps[old_at], new_ps[new_at]
+    starts = np.empty(index.shape[0], dtype=np.int64)
+    starts[~from_new] = old_indptr[:-1][old_at]
+    starts[from_new] = new_starts[new_at] + old_entries.shape[0]  # offsets into the pool below
+    counts = np.empty(index.shape[0], dtype=np.int64)
+    counts[~from_new] = np.diff(old_indptr)[old_at]
+    counts[from_new] = new_counts[new_at]
     pool = np.concatenate([old_entries, new_entries])
     indptr, entries = gather_rows(pool, starts, counts)
     return ps, indptr, entries
+
+
+def _words(pseudonyms: NDArray[np.bytes_]) -> NDArray[np.uint64]:
+    """(n, 2) uint64: each pseudonym's two 8-byte halves as big-endian numbers, so that the
+    pairs compare as the bytes do."""
+    arr = np.ascontiguousarray(pseudonyms, dtype=PSEUDONYM_DTYPE)
+    return arr.view(">u8").reshape(-1, 2).astype(np.uint64)
+
+
+@njit(cache=True, nogil=True)
+def _merge_order(  # pragma: no cover - jit
+    old: NDArray[np.uint64], new: NDArray[np.uint64], keep_new: NDArray[np.bool_]
+) -> tuple[NDArray[np.bool_], NDArray[np.int64]]:
+    """The merged list of the ascending ``old`` and ``new`` (pseudonyms as :func:`_words`):
+    per position, whether it comes from ``new`` and its index there or in ``old``. An old
+    pseudonym that is also new is dropped; a new one is kept only where ``keep_new``."""
+    n_old, n_new = old.shape[0], new.shape[0]
+    from_new = np.empty(n_old + n_new, np.bool_)
+    index = np.empty(n_old + n_new, np.int64)
+    i = j = out = 0
+    while i < n_old or j < n_new:
+        if j == n_new:
+            order = -1
+        elif i == n_old:
+            order = 1
+        elif old[i, 0] != new[j, 0]:
+            order = -1 if old[i, 0] < new[j, 0] else 1
+        elif old[i, 1] != new[j, 1]:
+            order = -1 if old[i, 1] < new[j, 1] else 1
+        else:
+            order = 0
+        if order < 0:
+            from_new[out], index[out] = False, i
+            out += 1
+            i += 1
+            continue
+        if keep_new[j]:
+            from_new[out], index[out] = True, j
+            out += 1
+        if order == 0:  # the old row is replaced
+            i += 1
+        j += 1
+    return from_new[:out], index[:out]
