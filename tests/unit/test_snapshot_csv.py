@@ -159,3 +159,14 @@ def test_pyarrow_reads_only_copies_it_owns(
     assert all(s in str(info.value) for s in hostile.says)
     assert len(read) == (2 if "blank" in name else 1)
     assert all(any(_inside(r, c) for c in copies) for r in read)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=4), max_size=40))
+def test_all_distinct_answers_as_a_set_does(strings: list[bytes]) -> None:
+    from stream_release.io._distinct import all_distinct
+
+    offsets = np.zeros(len(strings) + 1, dtype=np.int64)
+    np.cumsum([len(s) for s in strings], out=offsets[1:])
+    data = np.frombuffer(b"".join(strings) or b"\0", dtype=np.uint8)
+    assert all_distinct(data, offsets) == (len(set(strings)) == len(strings))
