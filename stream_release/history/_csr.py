@@ -17,18 +17,15 @@ def lookup_pseudonyms(
 ) -> NDArray[np.intp]:
     """Index of each needle in the strictly ascending ``haystack``, -1 where absent.
 
-    The needles are searched in ascending order (``searchsorted`` is several times faster on
-    sorted needles) and the answers put back in the input order.
+    The needles are sorted, found by one linear pass over both lists (:func:`_find_sorted`,
+    O(N + n) on the pseudonyms' 8-byte halves: a string ``searchsorted`` compared 16-byte
+    strings n log N times), and the answers put back in the input order.
     """
     out = np.full(needles.shape[0], -1, dtype=np.intp)
     if haystack.shape[0] == 0 or needles.shape[0] == 0:
         return out
     order = argsort_pseudonyms(needles)
-    ordered = needles[order]
-    pos = np.searchsorted(haystack, ordered)
-    clipped = np.minimum(pos, haystack.shape[0] - 1)
-    hit = haystack[clipped] == ordered
-    out[order[hit]] = clipped[hit]
+    out[order] = _find_sorted(_words(haystack), _words(needles[order]))
     return out
 
 
@@ -108,3 +105,22 @@ def _merge_order(  # pragma: no cover - jit
             i += 1
         j += 1
     return from_new[:out], index[:out]
+
+
+@njit(cache=True, nogil=True)
+def _find_sorted(  # pragma: no cover - jit
+    haystack: NDArray[np.uint64], needles: NDArray[np.uint64]
+) -> NDArray[np.intp]:
+    """Index in the strictly ascending ``haystack`` of each of the ascending ``needles``
+    (pseudonyms as :func:`_words`), -1 where absent."""
+    out = np.full(needles.shape[0], -1, np.intp)
+    i = 0
+    for j in range(needles.shape[0]):
+        hi, lo = needles[j, 0], needles[j, 1]
+        while i < haystack.shape[0] and (
+            haystack[i, 0] < hi or (haystack[i, 0] == hi and haystack[i, 1] < lo)
+        ):
+            i += 1
+        if i < haystack.shape[0] and haystack[i, 0] == hi and haystack[i, 1] == lo:
+            out[j] = i
+    return out

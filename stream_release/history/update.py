@@ -92,3 +92,30 @@ def _merge(  # pragma: no cover
                 b += 1
             k += 1
     return indptr, value, log_p, links
+
+
+def linked_entries(old: HistoryRows, new: HistoryRows) -> NDArray[np.bool_]:
+    """(m,) the entries of ``new`` (row i = row i of ``old``) with more linked releases than
+    the same (individual, value) has in ``old``, or none there: the pairs a release linked.
+    O(m_old + m_new): one linear merge per row of its two ascending value lists."""
+    return _linked(old.indptr, old.value, old.links, new.indptr, new.value, new.links)
+
+
+@njit(cache=True)
+def _linked(  # pragma: no cover - jit
+    o_ptr: NDArray[np.int64],
+    o_val: NDArray[np.int32],
+    o_links: NDArray[np.int32],
+    n_ptr: NDArray[np.int64],
+    n_val: NDArray[np.int32],
+    n_links: NDArray[np.int32],
+) -> NDArray[np.bool_]:
+    out = np.empty(n_val.shape[0], np.bool_)
+    for r in range(n_ptr.shape[0] - 1):
+        i, i_end = o_ptr[r], o_ptr[r + 1]
+        for j in range(n_ptr[r], n_ptr[r + 1]):
+            while i < i_end and o_val[i] < n_val[j]:
+                i += 1
+            before = o_links[i] if i < i_end and o_val[i] == n_val[j] else 0
+            out[j] = n_links[j] > before
+    return out

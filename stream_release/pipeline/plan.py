@@ -65,14 +65,13 @@ from stream_release.core.privacy.strategy import Strategy
 from stream_release.core.table import EncodedTable
 from stream_release.errors import NEW_SERIES_CAVEAT, GuaranteeUnsatisfiable, PrivacyLeakWarning
 from stream_release.history.types import HistoryRows
-from stream_release.history.update import merge_linkages
+from stream_release.history.update import linked_entries, merge_linkages
 from stream_release.pipeline.feasibility import check_feasible
 from stream_release.pipeline.release_check import (
     check_bound,
     check_sizes,
     exempt_entries,
     individual_breach,
-    linked_now,
     spent_entries,
 )
 
@@ -485,7 +484,7 @@ def _link_and_check(
     suppressed set's own (:func:`relink_suppressed`).
 
     O(n + m log m), m the merged entries: the merge is linear (:func:`merge_linkages`), the
-    bounds elementwise, the entries linked now found by a sorted search (:func:`linked_now`).
+    bounds elementwise, the entries linked now found by a linear pass (:func:`linked_entries`).
     """
     table, history, absent, strategy = (
         linking.table,
@@ -516,13 +515,13 @@ def _link_and_check(
     is_protected_entry = protected_global[merged.value]
     lower, upper = breach_bounds(merged.log_p, merged.links)
     spent = spent_entries(lower, is_protected_entry, strategy)
-    linked_entries = linked_now(history, merged)
+    linked_now = linked_entries(history, merged)
     breach_all = np.zeros(table.n_rows, dtype=np.float64)
     breach_all[committed] = individual_breach(merged, is_protected_entry & ~spent & ~exempt)
     check_bound(
         merged,
         upper,
-        is_protected_entry & linked_entries & ~exempt,
+        is_protected_entry & linked_now & ~exempt,
         committed,
         group,
         breach_all,

@@ -31,7 +31,6 @@ __all__ = [
     "check_sizes",
     "exempt_entries",
     "individual_breach",
-    "linked_now",
     "spent_entries",
 ]
 
@@ -87,20 +86,6 @@ def exempt_entries(
     keys = rows[history.owner()] * span + history.value
     exempt = suppressed.exempt_row * span + value_of_local[suppressed.exempt_value]
     return np.isin(keys, exempt)
-
-
-def linked_now(old: HistoryRows, new: HistoryRows) -> NDArray[np.bool_]:
-    """(m,) the entries of ``new`` (row i = row i of ``old``) this release linked: one more
-    linkage than before, or a new entry."""
-    span = int(max(old.value.max(initial=0), new.value.max(initial=0))) + 1
-    old_keys = old.owner() * span + old.value
-    new_keys = new.owner() * span + new.value
-    at = np.searchsorted(old_keys, new_keys)
-    hit = at < old_keys.shape[0]
-    hit[hit] = old_keys[at[hit]] == new_keys[hit]
-    before = np.zeros(new.n_entries, dtype=np.int64)
-    before[hit] = old.links[at[hit]]
-    return new.links > before
 
 
 def individual_breach(history: HistoryRows, checked: NDArray[np.bool_]) -> NDArray[np.float64]:

@@ -51,3 +51,21 @@ def test_the_merge_replaces_inserts_and_drops_as_a_dict_does(
     }
     assert got == expected
     assert [ps[i : i + 1].tobytes() for i in range(ps.shape[0])] == sorted(expected)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    haystack=st.lists(pseudonyms, unique=True, max_size=15),
+    needles=st.lists(pseudonyms, max_size=15),
+)
+def test_lookups_find_each_needle_where_a_dict_does(
+    haystack: list[bytes], needles: list[bytes]
+) -> None:
+    from stream_release.history._csr import lookup_pseudonyms
+
+    keys = sorted(haystack)
+    where = lookup_pseudonyms(
+        np.array(keys, dtype=PSEUDONYM_DTYPE), np.array(needles, dtype=PSEUDONYM_DTYPE)
+    )
+    index = {k: i for i, k in enumerate(keys)}
+    assert where.tolist() == [index.get(n, -1) for n in needles]

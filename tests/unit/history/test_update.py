@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream_release.history.types import HistoryRows
-from stream_release.history.update import merge_linkages
+from stream_release.history.update import linked_entries, merge_linkages
 
 
 def _rows(entries: list[dict[int, tuple[float, int]]]) -> HistoryRows:
@@ -68,3 +68,30 @@ def test_merge_matches_a_dictionary_reference(data: st.DataObject) -> None:
         for v in got:
             assert math.isclose(got[v][0], expected[v][0], rel_tol=1e-12, abs_tol=1e-15)
             assert got[v][1] == expected[v][1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.dictionaries(st.integers(0, 6), st.integers(1, 4), max_size=4),
+            st.dictionaries(st.integers(0, 6), st.integers(1, 5), max_size=4),
+        ),
+        max_size=8,
+    )
+)
+def test_linked_entries_are_the_pairs_with_more_links_than_before(
+    pairs: list[tuple[dict[int, int], dict[int, int]]],
+) -> None:
+    def rows(side: int) -> HistoryRows:
+        histories = [sorted(p[side].items()) for p in pairs]
+        indptr = np.concatenate([[0], np.cumsum([len(h) for h in histories])]).astype(np.int64)
+        value = np.array([v for h in histories for v, _ in h], dtype=np.int32)
+        links = np.array([k for h in histories for _, k in h], dtype=np.int32)
+        return HistoryRows(indptr, value, np.zeros(value.shape[0]), links)
+
+    got = linked_entries(rows(0), rows(1)).tolist()
+    expected = [
+        links > old.get(value, 0) for old, new in pairs for value, links in sorted(new.items())
+    ]
+    assert got == expected
