@@ -834,6 +834,8 @@ def warm_up() -> None:
     second. Services call this at start so that no release pays for it.
     """
     from stream_release.core.grouping.generalize import generalized_columns
+    from stream_release.core.grouping.partition import group_rules, kernel_table
+    from stream_release.core.grouping.passes import compile_parallel
     from stream_release.core.privacy.strategy import make_strategy
     from stream_release.core.table import Attribute
     from stream_release.core.utility.report import utility_report
@@ -862,6 +864,11 @@ def warm_up() -> None:
         table, plan.history, plan.values, make_strategy("constant-ratio", ell=2, k_prime=1)
     )
     plan_release(table, again.history, again.values, make_strategy("geometric", ell=2, alpha=2))
+    # passes 1 and 2 on their parallel kernels, which a table this small never reaches
+    compile_parallel(
+        kernel_table(table),
+        group_rules(np.ones(4, np.bool_), Requirements.uniform(2.0, n), min_group_size=2, cap=4),
+    )
     # a fixed grouping that publishes every row: the plans above may suppress the tiny table
     # whole, and then the query kernels would compile at the first real release instead
     groups = np.arange(n, dtype=np.int64) // 3

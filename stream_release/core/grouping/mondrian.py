@@ -635,6 +635,18 @@ def mondrian_leaves(
     return bounds
 
 
+def compile_parallel(
+    table: KernelTable, rules: GroupRules, perm: NDArray[np.int64]
+) -> NDArray[np.int64]:
+    """:func:`mondrian_leaves` on the parallel kernel, on one thread, whatever the size:
+    compiles it (or loads it from numba's disk cache). :func:`mondrian_leaves` runs it only
+    from :data:`PARALLEL_FROM` rows, so a warm-up on a small table would leave its compilation
+    to the first large release."""
+    with KERNEL_TURNS:
+        set_num_threads(1)
+        return _leaves(table, rules, perm, 1)
+
+
 THREADS = ThreadChoice()
 """One thread or the free cores, whichever splits faster (:mod:`~stream_release.core.grouping.
 threads`): the same leaves either way."""

@@ -46,7 +46,12 @@ from numpy.typing import NDArray
 from stream_release.core.grouping.bucketize import GroupingState, bucketize
 from stream_release.core.grouping.extent import KernelTable
 from stream_release.core.grouping.leftovers import insert_leftovers
-from stream_release.core.grouping.mondrian import KERNEL_TURNS, PARALLEL_FROM, mondrian_leaves
+from stream_release.core.grouping.mondrian import (
+    KERNEL_TURNS,
+    PARALLEL_FROM,
+    mondrian_leaves,
+)
+from stream_release.core.grouping.mondrian import compile_parallel as parallel_leaves
 from stream_release.core.grouping.tally import GroupRules, Tally, new_tally
 from stream_release.core.grouping.threads import ThreadChoice
 
@@ -129,6 +134,18 @@ def group_rows(
     if perm.shape[0] >= PARALLEL_FROM:
         PASS2_THREADS.record(threads, perm.shape[0], time.perf_counter() - started)
     return _group_leftovers(table, rules, tally, state, perm, next_gid, n_left, window)
+
+
+def compile_parallel(table: KernelTable, rules: GroupRules) -> None:
+    """Passes 1 and 2 of ``table`` on their parallel kernels, on one thread, whatever its
+    size: compiles them (or loads them from numba's disk cache) for a warm-up, which a small
+    table would otherwise leave to the first release of :data:`PARALLEL_FROM` rows."""
+    perm = np.arange(table.qid.shape[0], dtype=np.int64)
+    bounds = parallel_leaves(table, rules, perm)
+    state = GroupingState(np.full(perm.shape[0], -1, np.int64), np.empty_like(perm))
+    with KERNEL_TURNS:
+        set_num_threads(1)
+        _bucketize_leaves_parallel(table, rules, state, perm, bounds, 1)
 
 
 PASS2_THREADS = ThreadChoice()
