@@ -176,8 +176,7 @@ def _balance(
     n_l = mid - lo
     n_r = hi - mid
     ok = n_l >= max(min_size, 1) and n_r >= max(min_size, 1)
-    for i in range(lo, hi):
-        v = sens[perm[i]]
+    for v in range(cnt_l.shape[0]):  # O(V): a value absent from the node counts 0 on both sides
         if ok and protected[v] and (n_l < cnt_l[v] * base or n_r < cnt_r[v] * base):
             ok = False
         cnt_l[v] = 0
@@ -208,8 +207,7 @@ def _split_ratio(
             cnt[v] += 1
             if cnt[v] > top:
                 top = cnt[v]
-    for i in range(lo, hi):
-        cnt[sens[perm[i]]] = 0
+    cnt[:] = 0  # O(V), not a second pass over the rows
     return m if top * m <= hi - lo else base
 
 
