@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stream_release.core.grouping.layout import ReleaseLayout
+from stream_release.core.grouping.threads import available_threads
 from stream_release.core.table import EncodedTable
 from stream_release.core.utility.groups import OutputFormat
 from stream_release.core.utility.query_kernels import factorize_keys, scan_combos, scan_groups
@@ -154,8 +155,10 @@ class ReleaseCounts:
         The estimate of a query whose actual count is below ``min_count`` is not computed
         (NaN): the workload drops it. In the generalized format each estimate scans every
         group holding the query's value, O(groups) per query, the costliest figure of a large
-        release; the kept queries are scanned in two halves on two threads (the kernel
-        releases the GIL), each estimate the same as on one.
+        release; the kept queries are scanned in parts on the threads the grouping may use
+        (:func:`~stream_release.core.grouping.threads.available_threads`: the free cores, at
+        most ``[grouping] threads``; the kernel releases the GIL), each estimate the same as
+        on one.
         """
         act, est = scan_combos(
             attrs, starts, ends, values, self.c_ptr, self.c_codes, self.c_actual, self.c_weight
@@ -164,10 +167,10 @@ class ReleaseCounts:
             return act, est
         kept = np.flatnonzero(act >= min_count)
         est = np.full(act.shape[0], np.nan)
-        halves = np.array_split(kept, 2)
-        with ThreadPoolExecutor(max_workers=len(halves)) as pool:
-            batch = [(attrs, starts, ends, values)] * len(halves)
-            for rows, part in zip(halves, pool.map(self._estimate, halves, batch), strict=True):
+        parts = np.array_split(kept, available_threads())
+        with ThreadPoolExecutor(max_workers=len(parts)) as pool:
+            batch = [(attrs, starts, ends, values)] * len(parts)
+            for rows, part in zip(parts, pool.map(self._estimate, parts, batch), strict=True):
                 est[rows] = part
         return act, est
 
