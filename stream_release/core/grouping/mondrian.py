@@ -176,11 +176,21 @@ def _balance(
     n_l = mid - lo
     n_r = hi - mid
     ok = n_l >= max(min_size, 1) and n_r >= max(min_size, 1)
-    for v in range(cnt_l.shape[0]):  # O(V): a value absent from the node counts 0 on both sides
-        if ok and protected[v] and (n_l < cnt_l[v] * base or n_r < cnt_r[v] * base):
-            ok = False
-        cnt_l[v] = 0
-        cnt_r[v] = 0
+    # over the values or the rows, whichever is fewer (a value absent from the node counts 0
+    # on both sides): many values would make a pass over them cost more than the node
+    if cnt_l.shape[0] <= hi - lo:
+        for v in range(cnt_l.shape[0]):
+            if ok and protected[v] and (n_l < cnt_l[v] * base or n_r < cnt_r[v] * base):
+                ok = False
+            cnt_l[v] = 0
+            cnt_r[v] = 0
+    else:
+        for i in range(lo, hi):
+            v = sens[perm[i]]
+            if ok and protected[v] and (n_l < cnt_l[v] * base or n_r < cnt_r[v] * base):
+                ok = False
+            cnt_l[v] = 0
+            cnt_r[v] = 0
     return mid, ok
 
 
@@ -207,7 +217,11 @@ def _split_ratio(
             cnt[v] += 1
             if cnt[v] > top:
                 top = cnt[v]
-    cnt[:] = 0  # O(V), not a second pass over the rows
+    if cnt.shape[0] <= hi - lo:  # over the values or the rows, whichever is fewer
+        cnt[:] = 0
+    else:
+        for i in range(lo, hi):
+            cnt[sens[perm[i]]] = 0
     return m if top * m <= hi - lo else base
 
 

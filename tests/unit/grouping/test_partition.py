@@ -376,3 +376,23 @@ def test_pass_2_on_threads_gives_the_groups_of_one_thread() -> None:
         assert got == expected
         assert threaded.group.tolist() == alone.group.tolist()
         assert threaded.leftover[: got[1]].tolist() == alone.leftover[: expected[1]].tolist()
+
+
+def test_leaves_with_more_values_than_rows_per_node_equal_one_thread_depth_first() -> None:
+    # a node's counts are reset over its rows when the values outnumber them: the same
+    # leaves on threads as depth first, with thousands of sensitive values
+    from stream_release.core.grouping.mondrian import _leaves, _leaves_one_thread
+
+    rng = np.random.default_rng(5)
+    n = 3000
+    table = make_table(rng.integers(0, 200, size=(n, 2)), rng.integers(0, 2000, size=n))
+    rules = group_rules(
+        np.ones(2000, np.bool_), Requirements.uniform(2.0, n), min_group_size=2, cap=8
+    )
+    kernel = kernel_table(table)
+    alone = np.arange(n, dtype=np.int64)
+    expected = _leaves_one_thread(kernel, rules, alone)
+    threaded = np.arange(n, dtype=np.int64)
+    assert _leaves(kernel, rules, threaded, 2).tolist() == expected.tolist()
+    assert threaded.tolist() == alone.tolist()
+    assert expected.shape[0] > 100  # the table was cut into many leaves

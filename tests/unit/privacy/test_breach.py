@@ -252,3 +252,11 @@ def test_the_audit_keeps_the_planners_margins() -> None:
     assert audit.protected == privacy.protected
     assert audit.min_group_size == privacy.min_group_size
     assert audit.max_group_factor == grouping.max_group_factor
+
+
+def test_the_bounds_broadcast_their_arguments_as_numpy_does() -> None:
+    assert breach_upper_bound(-0.5, [1, 2, 3]).shape == (3,)
+    assert breach_lower_bound([[-0.1], [-0.2]], [1, 2]).shape == (2, 2)
+    scalar = breach_upper_bound(-0.5, 2)
+    assert np.shape(scalar) == ()
+    assert breach_lower_bound(-0.5, 2) < -math.expm1(-0.5) < scalar
