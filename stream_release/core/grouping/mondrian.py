@@ -522,8 +522,7 @@ def _subtree_leaves(
 ) -> None:
     """Split ``perm[lo:hi]`` depth first down to its leaves; marks each leaf's first position
     in ``leaf_start``. Nodes of at most :data:`LOCAL_ROWS` rows go to :func:`_local_leaves`."""
-    stack_lo = np.empty(64 + 2 * (hi - lo) // max(rules.min_size, 1) + 64, np.int64)
-    stack_hi = np.empty_like(stack_lo)
+    stack_lo, stack_hi = _stack(hi - lo, rules.min_size)
     stack_lo[0] = lo
     stack_hi[0] = hi
     top = 1
@@ -533,16 +532,8 @@ def _subtree_leaves(
         b = stack_hi[top]
         if b - a <= LOCAL_ROWS:
             _local_leaves(table, rules, perm, a, b, work, leaf_start)
-            continue
-        mid, split = _split_node(table, rules, perm, a, b, work)
-        if split:
-            stack_lo[top] = mid
-            stack_hi[top] = b
-            stack_lo[top + 1] = a
-            stack_hi[top + 1] = mid
-            top += 2
         else:
-            leaf_start[a] = True
+            top = _cut_or_mark(table, rules, perm, a, b, work, stack_lo, stack_hi, top, leaf_start)
 
 
 @njit(cache=True)
@@ -565,8 +556,7 @@ def _local_leaves(
     )
     local_perm = np.arange(size)
     local_start = np.zeros(size, np.bool_)
-    stack_lo = np.empty(64 + 2 * size // max(rules.min_size, 1) + 64, np.int64)
-    stack_hi = np.empty_like(stack_lo)
+    stack_lo, stack_hi = _stack(size, rules.min_size)
     stack_lo[0] = 0
     stack_hi[0] = size
     top = 1
@@ -574,19 +564,47 @@ def _local_leaves(
         top -= 1
         a = stack_lo[top]
         b = stack_hi[top]
-        mid, split = _split_node(local, rules, local_perm, a, b, work)
-        if split:
-            stack_lo[top] = mid
-            stack_hi[top] = b
-            stack_lo[top + 1] = a
-            stack_hi[top + 1] = mid
-            top += 2
-        else:
-            local_start[a] = True
+        top = _cut_or_mark(
+            local, rules, local_perm, a, b, work, stack_lo, stack_hi, top, local_start
+        )
     for i in range(size):
         perm[lo + i] = rows[local_perm[i]]
         if local_start[i]:
             leaf_start[lo + i] = True
+
+
+@njit(cache=True)
+def _stack(size: int, min_size: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """The (lo, hi) stack of a depth-first split of ``size`` rows into leaves of at least
+    ``min_size``."""
+    stack_lo = np.empty(64 + 2 * size // max(min_size, 1) + 64, np.int64)
+    return stack_lo, np.empty_like(stack_lo)
+
+
+@njit(cache=True)
+def _cut_or_mark(
+    table: KernelTable,
+    rules: GroupRules,
+    perm: NDArray[np.int64],
+    a: int,
+    b: int,
+    work: _Scratch,
+    stack_lo: NDArray[np.int64],
+    stack_hi: NDArray[np.int64],
+    top: int,
+    leaf_start: NDArray[np.bool_],
+) -> int:
+    """Cut the node ``perm[a:b]`` and push its halves (left on top), or mark it a leaf;
+    returns the stack's new top."""
+    mid, split = _split_node(table, rules, perm, a, b, work)
+    if not split:
+        leaf_start[a] = True
+        return top
+    stack_lo[top] = mid
+    stack_hi[top] = b
+    stack_lo[top + 1] = a
+    stack_hi[top + 1] = mid
+    return top + 2
 
 
 @njit(cache=True)
