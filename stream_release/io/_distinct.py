@@ -1,9 +1,9 @@
 """Whether byte strings are all distinct: one compiled pass with an open-addressing hash set.
 
 A snapshot's ids must be distinct. pyarrow's ``dictionary_encode`` of a million distinct ids
-takes 0.2 s, a Python ``set`` of them 0.24 s; this pass over their bytes takes a fraction of
-that. Only the answer is needed in the normal case: a column with a repeated id is then
-factorized as any other, and the error names both rows.
+takes 0.2 s, a Python ``set`` of them 0.24 s; this pass over their bytes 0.09 s (ids
+``p0`` .. ``p999999``, best of 3). Only the answer is needed in the normal case: a column
+with a repeated id is then factorized as any other, and the error names both rows.
 """
 
 from __future__ import annotations
