@@ -9,7 +9,7 @@ from numpy.typing import NDArray
 
 from stream_release.history.types import PSEUDONYM_DTYPE, argsort_pseudonyms, gather_rows
 
-__all__ = ["gather_rows", "lookup_pseudonyms", "merge_rows"]
+__all__ = ["find_sorted", "gather_rows", "lookup_pseudonyms", "merge_rows", "pseudonym_words"]
 
 
 def lookup_pseudonyms(
@@ -17,7 +17,7 @@ def lookup_pseudonyms(
 ) -> NDArray[np.intp]:
     """Index of each needle in the strictly ascending ``haystack``, -1 where absent.
 
-    The needles are sorted, found by one linear pass over both lists (:func:`_find_sorted`,
+    The needles are sorted, found by one linear pass over both lists (:func:`find_sorted`,
     O(N + n) on the pseudonyms' 8-byte halves: a string ``searchsorted`` compared 16-byte
     strings n log N times), and the answers put back in the input order.
     """
@@ -25,7 +25,7 @@ def lookup_pseudonyms(
     if haystack.shape[0] == 0 or needles.shape[0] == 0:
         return out
     order = argsort_pseudonyms(needles)
-    out[order] = _find_sorted(_words(haystack), _words(needles[order]))
+    out[order] = find_sorted(pseudonym_words(haystack), pseudonym_words(needles[order]))
     return out
 
 
@@ -49,7 +49,7 @@ def merge_rows(
     ascending lists (:func:`_merge_order`), then gathers.
     """
     nonempty = np.ones(new_counts.shape[0], dtype=bool) if keep_empty else new_counts > 0
-    from_new, index = _merge_order(_words(old_ps), _words(new_ps), nonempty)
+    from_new, index = _merge_order(pseudonym_words(old_ps), pseudonym_words(new_ps), nonempty)
     old_at, new_at = index[~from_new], index[from_new]
     ps = np.empty(index.shape[0], dtype=PSEUDONYM_DTYPE)
     ps[~from_new], ps[from_new] = old_ps[old_at], new_ps[new_at]
@@ -64,7 +64,7 @@ def merge_rows(
     return ps, indptr, entries
 
 
-def _words(pseudonyms: NDArray[np.bytes_]) -> NDArray[np.uint64]:
+def pseudonym_words(pseudonyms: NDArray[np.bytes_]) -> NDArray[np.uint64]:
     """(n, 2) uint64: each pseudonym's two 8-byte halves as big-endian numbers, so that the
     pairs compare as the bytes do."""
     arr = np.ascontiguousarray(pseudonyms, dtype=PSEUDONYM_DTYPE)
@@ -75,7 +75,7 @@ def _words(pseudonyms: NDArray[np.bytes_]) -> NDArray[np.uint64]:
 def _merge_order(  # pragma: no cover - jit
     old: NDArray[np.uint64], new: NDArray[np.uint64], keep_new: NDArray[np.bool_]
 ) -> tuple[NDArray[np.bool_], NDArray[np.int64]]:
-    """The merged list of the ascending ``old`` and ``new`` (pseudonyms as :func:`_words`):
+    """The merged list of the ascending ``old`` and ``new`` (pseudonyms as :func:`pseudonym_words`):
     per position, whether it comes from ``new`` and its index there or in ``old``. An old
     pseudonym that is also new is dropped; a new one is kept only where ``keep_new``."""
     n_old, n_new = old.shape[0], new.shape[0]
@@ -108,11 +108,11 @@ def _merge_order(  # pragma: no cover - jit
 
 
 @njit(cache=True, nogil=True)
-def _find_sorted(  # pragma: no cover - jit
+def find_sorted(  # pragma: no cover - jit
     haystack: NDArray[np.uint64], needles: NDArray[np.uint64]
 ) -> NDArray[np.intp]:
     """Index in the strictly ascending ``haystack`` of each of the ascending ``needles``
-    (pseudonyms as :func:`_words`), -1 where absent."""
+    (pseudonyms as :func:`pseudonym_words`), -1 where absent."""
     out = np.full(needles.shape[0], -1, np.intp)
     i = 0
     for j in range(needles.shape[0]):

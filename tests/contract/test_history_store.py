@@ -578,8 +578,9 @@ def test_redis_failure_is_wrapped_without_the_password() -> None:
 def test_file_commit_interrupted_before_the_commit_point_changes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The record file is written, then writing history.npz fails (a crash there): the
-    history and sequence stay as they were, the orphan record is ignored and overwritten."""
+    """The record file and the segments are written, then writing head.npz fails (a crash
+    there): the history and sequence stay as they were, the orphan record is ignored and
+    overwritten."""
     store = FileHistoryStore(tmp_path)
     commit_first(store)
     probe = np.array([A, B, C, D])
@@ -587,7 +588,7 @@ def test_file_commit_interrupted_before_the_commit_point_changes_nothing(
     real_replace = os.replace
 
     def failing_replace(src: str | Path, dst: str | Path) -> None:
-        if Path(dst).name == "history.npz":
+        if Path(dst).name == "head.npz":
             raise OSError(28, "No space left on device")
         real_replace(src, dst)
 

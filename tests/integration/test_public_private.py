@@ -67,7 +67,7 @@ def test_out_holds_only_publishable_files_and_private_is_0700(
         "assignments-0002.csv",
         "private-0001.json",
         "private-0002.json",
-        "history/history.npz",
+        "history/head.npz",
         "history/pseudonym.key",
     } <= names
     assert stat.S_IMODE((private / "history" / "pseudonym.key").stat().st_mode) == 0o600
@@ -107,7 +107,7 @@ def test_private_directory_and_history_can_be_chosen(
     assert _anonymize(config, out, snaps[0], extra=extra) == 0
     assert _anonymize(config, out, snaps[1], extra=extra) == 0
     assert (private / "assignments-0002.csv").is_file()
-    assert (history / "history.npz").is_file() and (history / "pseudonym.key").is_file()
+    assert (history / "head.npz").is_file() and (history / "pseudonym.key").is_file()
     assert not (tmp_path / "pub.private").exists()
     assert all(p.name.startswith(PUBLIC_FILES) for p in out.iterdir())
     assert audit_directory(out, private=private).ok
