@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stream_release.cli.calc import add_calc_parser
+from stream_release.cli.memory import return_freed_memory
 from stream_release.cli.reconstruct import add_reconstruct_parser
 from stream_release.errors import StreamReleaseError
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    return_freed_memory()
     parser = _parser()
     args, extra = parser.parse_known_args(argv)
     if extra and args.command == "audit" and not any(a.startswith("-") for a in extra):

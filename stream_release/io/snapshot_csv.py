@@ -92,7 +92,12 @@ def read_snapshot(path: Path | str, schema: SchemaSettings) -> RawSnapshot:
         # hashlib and pyarrow's compute functions let go of the GIL: the file's hash and the
         # columns' factorizations run beside the parse
         digest = pool.submit(_sha256, data)
-        return _read_body(source, data, schema, digest.result, pool)
+        snapshot = _read_body(source, data, schema, digest.result, pool)
+    del data
+    # pyarrow's allocator (mimalloc) keeps the pages of the file and its parsed table for
+    # reuse: 240 MiB at a million rows that the release would hold on top of its own memory
+    pa.default_memory_pool().release_unused()
+    return snapshot
 
 
 def _read_file(file: Path) -> pa.Buffer:

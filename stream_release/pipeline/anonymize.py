@@ -45,6 +45,7 @@ def anonymize_files(
         raw = read_snapshot(path, settings.schema)
         source = {"file": str(path), "sha256": raw.sha256}
         tables.append((encode(raw, settings.schema, hierarchies), Path(path).stem, source))
+        del raw  # the raw columns are not needed once encoded
     publisher = Publisher.open(settings, out_dir, history, private_dir=private_dir, ledger=ledger)
     manifests = []
     try:
