@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 from stream_release.errors import KeyMismatch, SequenceConflict
 from stream_release.history._csr import gather_rows, lookup_pseudonyms, merge_rows
 from stream_release.history._validate import (
+    Commit,
     check_commit,
     check_key_check,
     check_pseudonyms,
@@ -117,19 +118,8 @@ class OverlayHistoryStore:
         key_check: bytes | None = None,
     ) -> None:
         """Keep the commit in memory, with the checks of a real store (``label`` ignored)."""
-        c = check_commit(sequence, pseudonyms, history, values, record)
-        entries = check_state(state)
-        check = check_key_check(key_check)
-        if c.sequence != self._sequence + 1:
-            raise SequenceConflict(
-                f"commit of release {c.sequence} refused: the last release is {self._sequence}"
-            )
-        if c.values[: len(self._values)] != self._values:
-            raise SequenceConflict(
-                f"commit of release {c.sequence} refused: the value dictionary is not a prefix"
-            )
-        if check is not None and self._key_check not in (None, check):
-            raise KeyMismatch(key_mismatch_message(repr(self._base)))
+        c, entries, check = self._checked(sequence, pseudonyms, history, values, record,
+                                          state, key_check)  # fmt: skip
         self._ps, self._indptr, self._entries = merge_rows(
             self._ps,
             self._indptr,
@@ -146,6 +136,47 @@ class OverlayHistoryStore:
         self._sequence = c.sequence
         if self._key_check is None:
             self._key_check = check
+
+    def check(
+        self,
+        sequence: int,
+        pseudonyms: NDArray[np.bytes_],
+        history: HistoryRows,
+        values: tuple[str, ...],
+        record: bytes,
+        *,
+        state: Mapping[bytes, bytes] | None = None,
+        key_check: bytes | None = None,
+    ) -> None:
+        """Raise what :meth:`commit` would, and keep nothing: for the last release of a dry
+        run, which no later one reads (at a million rows, the copy of its history was the
+        peak of ``anonymize``'s memory)."""
+        self._checked(sequence, pseudonyms, history, values, record, state, key_check)
+
+    def _checked(
+        self,
+        sequence: int,
+        pseudonyms: NDArray[np.bytes_],
+        history: HistoryRows,
+        values: tuple[str, ...],
+        record: bytes,
+        state: Mapping[bytes, bytes] | None,
+        key_check: bytes | None,
+    ) -> tuple[Commit, dict[bytes, bytes], bytes | None]:
+        c = check_commit(sequence, pseudonyms, history, values, record)
+        entries = check_state(state)
+        check = check_key_check(key_check)
+        if c.sequence != self._sequence + 1:
+            raise SequenceConflict(
+                f"commit of release {c.sequence} refused: the last release is {self._sequence}"
+            )
+        if c.values[: len(self._values)] != self._values:
+            raise SequenceConflict(
+                f"commit of release {c.sequence} refused: the value dictionary is not a prefix"
+            )
+        if check is not None and self._key_check not in (None, check):
+            raise KeyMismatch(key_mismatch_message(repr(self._base)))
+        return c, entries, check
 
     def close(self) -> None:
         """Drop the commits kept here (the base stays open)."""

@@ -842,9 +842,10 @@ class Publisher:
         """:meth:`dry_run` one release at a time: a refusal ends it after the releases
         before it were yielded (``stream-release plan``)."""
         overlay = OverlayHistoryStore(self.store)
-        for table, label, source in releases:
+        for i, (table, label, source) in enumerate(releases):
             release = self.prepare(table, label=label, source=source, store=overlay)
-            overlay.commit(
+            keep = overlay.commit if i + 1 < len(releases) else overlay.check
+            keep(
                 release.sequence,
                 release.pseudonyms,
                 release.history,

@@ -81,12 +81,28 @@ def test_an_emptied_individual_hides_the_base_rows(base: FileHistoryStore) -> No
     assert _as_lists(overlay.load(np.array([A, B]))) == [[], [(1, -0.1, 1)]]
 
 
-def test_the_contract_checks_hold_in_memory(base: FileHistoryStore) -> None:
+@pytest.mark.parametrize("method", ["commit", "check"])
+def test_the_contract_checks_hold_in_memory(base: FileHistoryStore, method: str) -> None:
     overlay = OverlayHistoryStore(base)
+    keep = getattr(overlay, method)
     with pytest.raises(SequenceConflict):
-        overlay.commit(3, np.array([A]), _rows([(0, -0.1, 1)]), VALUES, b"x")
+        keep(3, np.array([A]), _rows([(0, -0.1, 1)]), VALUES, b"x")
     with pytest.raises(SequenceConflict):
-        overlay.commit(2, np.array([A]), _rows([(0, -0.1, 1)]), ("other",), b"x")
+        keep(2, np.array([A]), _rows([(0, -0.1, 1)]), ("other",), b"x")
     with pytest.raises(KeyMismatch):
-        overlay.commit(2, np.array([A]), _rows([(0, -0.1, 1)]), VALUES, b"x", key_check=b"k" * 16)
+        keep(2, np.array([A]), _rows([(0, -0.1, 1)]), VALUES, b"x", key_check=b"k" * 16)
+    with pytest.raises(ValueError, match="duplicates"):
+        keep(2, np.array([A, A]), _rows([(0, -0.1, 1)], [(1, -0.1, 1)]), VALUES, b"x")
     assert overlay.last_sequence() == 1
+
+
+def test_a_check_keeps_nothing(base: FileHistoryStore) -> None:
+    overlay = OverlayHistoryStore(base)
+    overlay.check(
+        2, np.array([A]), _rows([(1, -0.1, 1)]), (*VALUES, "x"), b"two", state={b"k": b"w"}
+    )
+    assert overlay.last_sequence() == 1
+    assert overlay.values() == VALUES
+    assert overlay.record(2) is None
+    assert overlay.load_state([b"k"]) == [b"v1"]
+    assert _as_lists(overlay.load(np.array([A]))) == [[(0, -0.5, 1)]]
