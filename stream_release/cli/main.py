@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stream_release.cli.calc import add_calc_parser
-from stream_release.cli.memory import return_freed_memory
+from stream_release.cli.memory import BATCH_THRESHOLD, WORKER_THRESHOLD, return_freed_memory
 from stream_release.cli.reconstruct import add_reconstruct_parser
 from stream_release.errors import StreamReleaseError
 
@@ -22,9 +22,9 @@ if TYPE_CHECKING:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return_freed_memory()
     parser = _parser()
     args, extra = parser.parse_known_args(argv)
+    return_freed_memory(WORKER_THRESHOLD if args.command == "worker" else BATCH_THRESHOLD)
     if extra and args.command == "audit" and not any(a.startswith("-") for a in extra):
         args.snapshots = [*args.snapshots, *map(Path, extra)]  # snapshots after an option
     elif extra:

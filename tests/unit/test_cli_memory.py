@@ -7,13 +7,15 @@ import sys
 
 import pytest
 
+from stream_release.cli.memory import BATCH_THRESHOLD, WORKER_THRESHOLD
+
 SCRIPT = """
 import sys
 import numpy as np
 from stream_release.cli.memory import return_freed_memory
 
-if sys.argv[1] == "fixed":
-    assert return_freed_memory()
+if sys.argv[1] != "default":
+    assert return_freed_memory(int(sys.argv[1]))
 first = np.ones(24 << 20, np.uint8)  # freed: glibc raises its threshold to 24 MiB
 del first
 arrays = [np.ones(16 << 20, np.uint8) for _ in range(8)]
@@ -31,6 +33,7 @@ def rss_kib(mode: str) -> int:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
-def test_freed_arrays_are_returned_with_the_threshold_fixed() -> None:
-    moving, fixed = rss_kib("default"), rss_kib("fixed")
+@pytest.mark.parametrize("threshold", [BATCH_THRESHOLD, WORKER_THRESHOLD])
+def test_freed_arrays_are_returned_with_the_threshold_fixed(threshold: int) -> None:
+    moving, fixed = rss_kib("default"), rss_kib(str(threshold))
     assert fixed < moving - 48 * 1024, (moving, fixed)  # four 16 MiB holes kept by default
