@@ -23,9 +23,10 @@ Layout of ``directory``::
 
 An individual's history is its row in the newest segment holding it. A commit writes the
 release's record, then the release's rows as a new segment (O(n log n) for its n
-individuals, whatever the history holds), then merges the two newest segments while the
-older is not larger than the newer (so there are O(log R) segments after R releases and
-each row is rewritten O(log R) times: amortised O(n log R) per release), then writes the new
+individuals, whatever the history holds), merged with the newest segments while the next
+older holds at most twice their rows (:data:`MERGE_RATIO`: O(log N) segments for N
+individuals stored, each row rewritten O(log N) times: amortised O(n log N) per release,
+one compiled k-way pass per commit), then writes the new
 head to a temporary file, fsyncs it, renames it over ``head.npz`` and fsyncs the directory.
 The head is the commit point: segments and records it does not name belong to a commit that
 did not happen or were merged away, are never read, and are deleted by the next commit. A
@@ -91,6 +92,11 @@ LEGACY_FILE = "history.npz"
 SEGMENTS_DIR = "segments"
 RECORDS_DIR = "records"
 FORMAT = 2
+MERGE_RATIO = 2
+"""The newest segments merge while the next older one holds at most this many times their
+rows: every segment left holds more than twice the rows of the next newer one, so there are
+O(log N) segments for N individuals stored however the releases' sizes vary (with a ratio
+of 1, releases shrinking by one row each would never merge)."""
 _LOCK_FILE = ".lock"
 _HEAD_ARRAYS = ("format", "sequence", "segments", "segment_rows", "segment_entries", "values")
 _LEGACY_ARRAYS = ("sequence", "pseudonyms", "indptr", "value", "log_p", "links", "values")
@@ -168,26 +174,26 @@ class FileHistoryStore:
         """History of ``pseudonyms`` (n,) S16, row i for ``pseudonyms[i]`` (empty if unknown).
 
         A segment that vanished under the read (a commit of another process merged it away)
-        makes the load start again from the new head, once.
+        makes the load start again from the new head, as long as commits keep coming.
         """
         ps = check_pseudonyms(pseudonyms)
         head = self._head()
-        try:
-            return _load(head, ps)
-        except FileNotFoundError:
-            self._cache = None
-            fresh = self._head()
-            if fresh.sequence == head.sequence:
+        while True:
+            try:
+                return _load(head, ps)
+            except FileNotFoundError:
+                self._cache = None
+                fresh = self._head()
+                if fresh.sequence == head.sequence:
+                    raise HistoryStoreError(
+                        f"a segment of the history {str(self._dir)!r} named by its head is "
+                        "missing: the store is corrupt"
+                    ) from None
+                head = fresh  # commits merged the segments away: read the new head's
+            except OSError as exc:
                 raise HistoryStoreError(
-                    f"a segment of the history {str(self._dir)!r} named by its head is "
-                    "missing: the store is corrupt"
-                ) from None
-        except OSError as exc:
-            raise HistoryStoreError(f"cannot read the history {str(self._dir)!r}: {exc}") from exc
-        try:
-            return _load(fresh, ps)
-        except OSError as exc:
-            raise HistoryStoreError(f"cannot read the history {str(self._dir)!r}: {exc}") from exc
+                    f"cannot read the history {str(self._dir)!r}: {exc}"
+                ) from exc
 
     def load_state(self, keys: Sequence[bytes]) -> list[bytes | None]:
         """The committed mechanism state entry of each key (``None``: never written)."""
@@ -297,9 +303,10 @@ class FileHistoryStore:
         by a committed head; the head is the caller's).
 
         The release's rows (in pseudonym ``order``) go on top of the stored segments, and the
-        newest ones are merged into one segment while the next older is not larger than what
-        is merged so far: one pass over the merged segments (and, when the store has a
-        ``history.npz``, its whole history is the oldest segment)."""
+        newest ones are merged into one segment while the next older holds at most
+        :data:`MERGE_RATIO` times the rows merged so far: one pass over the merged segments
+        (and, when the store has a ``history.npz``, its whole history is the oldest
+        segment)."""
         counts = np.diff(indptr)[order]
         new_indptr = np.zeros(order.shape[0] + 1, dtype=np.int64)
         np.cumsum(counts, out=new_indptr[1:])
@@ -313,7 +320,7 @@ class FileHistoryStore:
         levels.append(release)
         firsts.append(sequence)
         start, size = len(levels) - 1, release.rows
-        while start > 0 and levels[start - 1].rows <= size:
+        while start > 0 and levels[start - 1].rows <= MERGE_RATIO * size:
             start -= 1
             size += levels[start].rows
         kept = [
@@ -328,6 +335,8 @@ class FileHistoryStore:
             oldest=start == 0,
         )
         self._fsync_dir(self._segments_dir)
+        self._fsync_dir(self._dir)  # the first commit created segments/ (and records/)
+        self._fsync_dir(self._record_path(sequence).parent)
         return (*kept, merged)
 
     def _remove_unused(self, head: _Head) -> None:
@@ -357,6 +366,8 @@ class FileHistoryStore:
             except OSError as exc:
                 raise HistoryStoreError(f"cannot read the history {str(path)!r}: {exc}") from exc
             return (path.name, st.st_ino, st.st_mtime_ns, st.st_size)
+        if self._head_path.exists():  # a commit converted history.npz between the two stats
+            return self._stamp()
         return None
 
     def _head(self) -> _Head:
@@ -367,7 +378,15 @@ class FileHistoryStore:
             return _Head.empty()
         if self._cache is not None and self._cache[0] == stamp:
             return self._cache[1]
-        head = self._read_head() if stamp[0] == HEAD_FILE else self._read_legacy()
+        if stamp[0] == HEAD_FILE:
+            head = self._read_head()
+        else:
+            try:
+                head = self._read_legacy()
+            except HistoryStoreError:
+                if self._head_path.exists():  # a commit converted it while it was read
+                    return self._head()
+                raise
         self._cache = (stamp, head)
         return head
 

@@ -206,11 +206,30 @@ def test_a_reader_whose_segments_are_merged_away_mid_load_reads_the_new_head(
         if len(heads) == 1:
             commit(writer, model, 3, ps[10:], random_rows(rng, 40))  # merges both away
             assert not stale.segments[0].path.exists()
+        if len(heads) == 2:  # and again, under the retry
+            commit(writer, model, 4, ps, random_rows(rng, 50))
         return real_load(head, pseudonyms)
 
     monkeypatch.setattr(file_store_module, "_load", load_after_a_rival_commit)
     assert_matches(reader, model, ps)
-    assert heads == [2, 3]
+    assert heads == [2, 3, 4]
+
+
+def test_shrinking_releases_still_merge(tmp_path: Path) -> None:
+    """Releases one row smaller each time: every segment left holds more than twice the rows
+    of the next newer one, so their number stays logarithmic."""
+    rng = np.random.default_rng(8)
+    ps = random_pseudonyms(rng, 1400)
+    store = FileHistoryStore(tmp_path)
+    model: Model = {}
+    at = 0
+    for sequence, n in enumerate(range(60, 30, -1), start=1):
+        commit(store, model, sequence, ps[at : at + n], random_rows(rng, n))
+        at += n
+        rows = [segment.rows for segment in store._head().segments]
+        assert all(rows[i] > 2 * rows[i + 1] for i in range(len(rows) - 1)), rows
+        assert len(rows) <= 1 + int(np.log2(at)), rows
+    assert_matches(FileHistoryStore(tmp_path), model, ps[:at])
 
 
 def test_a_missing_segment_is_reported_as_corrupt(tmp_path: Path) -> None:
