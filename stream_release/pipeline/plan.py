@@ -29,9 +29,11 @@ References
 from __future__ import annotations
 
 import functools
+import tempfile
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
@@ -839,6 +841,8 @@ def warm_up() -> None:
     from stream_release.core.privacy.strategy import make_strategy
     from stream_release.core.table import Attribute
     from stream_release.core.utility.report import utility_report
+    from stream_release.history.file_store import FileHistoryStore
+    from stream_release.history.overlay_store import OverlayHistoryStore
     from stream_release.history.pseudonym import Pseudonymizer
     from stream_release.history.resp import mset_command
     from stream_release.history.types import HistoryRows as _Rows
@@ -896,4 +900,15 @@ def warm_up() -> None:
         np.zeros((n, 8), dtype=np.uint8), np.arange(n), indptr, np.zeros(16 * n, np.uint8), 16
     )
     # the pseudonyms' hash (stream_release.history._blake2b)
-    Pseudonymizer(b"warm-up key, not a secret").pseudonyms(table.ids)
+    pseudonyms = Pseudonymizer(b"warm-up key, not a secret").pseudonyms(table.ids)
+    # the file store's segments (stream_release.history._segments: a commit, a merge, a load)
+    # and the dry run's overlay (stream_release.history._csr)
+    with tempfile.TemporaryDirectory() as directory:
+        store = FileHistoryStore(Path(directory))
+        store.commit(1, pseudonyms, plan.history, plan.values, b"")
+        store.commit(2, pseudonyms, again.history, again.values, b"")
+        overlay = OverlayHistoryStore(store)
+        overlay.commit(3, pseudonyms[:1], again.history.take(np.zeros(1, np.int64)),
+                       again.values, b"")  # fmt: skip
+        overlay.load(pseudonyms)
+        store.close()
