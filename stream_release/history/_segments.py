@@ -22,7 +22,8 @@ import contextlib
 import os
 import secrets
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -88,9 +89,9 @@ class Rows:
     def rows(self) -> int:
         return int(self.pseudonyms.shape[0])
 
-    @contextlib.contextmanager
-    def reader(self) -> Iterator[_MemoryReader]:
-        yield _MemoryReader(self)
+    def reader(self) -> AbstractContextManager[_Source]:
+        """The rows, read by ranges (nothing to open)."""
+        return contextlib.nullcontext(_MemoryReader(self))
 
     def lookup(
         self, needles: NDArray[np.uint64]
@@ -128,14 +129,12 @@ class Segment:
     rows: int
     entries: int
 
-    @contextlib.contextmanager
-    def reader(self) -> Iterator[_Reader]:
+    def reader(self) -> AbstractContextManager[_Source]:
         """The segment's files, open. ``FileNotFoundError`` passes through (a concurrent
         commit may have merged the segment away: the caller reads the head again);
         :class:`HistoryStoreError` if their sizes disagree with :attr:`rows` and
         :attr:`entries`."""
-        with _Reader(self) as r:
-            yield r
+        return _Reader(self)
 
     def lookup(
         self, needles: NDArray[np.uint64]
@@ -307,7 +306,7 @@ def merge_segments(sources: Sequence[Segment | Rows], path: Path, *, oldest: boo
     writer = _Writer(path)
     try:
         with contextlib.ExitStack() as stack:
-            readers = [_open(source, stack) for source in sources]
+            readers = [stack.enter_context(source.reader()) for source in sources]
             at = [0] * len(readers)
             while any(a < r.rows for a, r in zip(at, readers, strict=True)):
                 chunks = [
@@ -341,12 +340,6 @@ def merge_segments(sources: Sequence[Segment | Rows], path: Path, *, oldest: boo
     except BaseException:
         writer.discard()
         raise
-
-
-def _open(source: Segment | Rows, stack: contextlib.ExitStack) -> _Source:
-    if isinstance(source, Segment):
-        return stack.enter_context(source.reader())
-    return stack.enter_context(source.reader())
 
 
 def _fsync_directory(directory: Path) -> None:

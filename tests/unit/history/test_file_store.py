@@ -117,6 +117,7 @@ def test_a_series_loads_as_the_model_says_with_few_segments(
         names = segment_dirs(tmp_path)
         assert len(names) <= 1 + int(np.log2(sequence)) + 1, names
         assert all(name.endswith(f"{sequence:08d}") or name < f"{sequence:08d}" for name in names)
+        assert names == sorted(segment.path.name for segment in store._head().segments)
     assert store.record(12) == b"record 12"
 
 
