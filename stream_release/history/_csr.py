@@ -9,7 +9,14 @@ from numpy.typing import NDArray
 
 from stream_release.history.types import PSEUDONYM_DTYPE, argsort_pseudonyms, gather_rows
 
-__all__ = ["find_sorted", "gather_rows", "lookup_pseudonyms", "merge_rows", "pseudonym_words"]
+__all__ = [
+    "find_from",
+    "find_sorted",
+    "gather_rows",
+    "lookup_pseudonyms",
+    "merge_rows",
+    "pseudonym_words",
+]
 
 
 def lookup_pseudonyms(
@@ -107,20 +114,33 @@ def _merge_order(  # pragma: no cover - jit
     return from_new[:out], index[:out]
 
 
-@njit(cache=True, nogil=True)
-def find_sorted(  # pragma: no cover - jit
-    haystack: NDArray[np.uint64], needles: NDArray[np.uint64]
-) -> NDArray[np.intp]:
+def find_sorted(haystack: NDArray[np.uint64], needles: NDArray[np.uint64]) -> NDArray[np.intp]:
     """Index in the strictly ascending ``haystack`` of each of the ascending ``needles``
-    (pseudonyms as :func:`pseudonym_words`), -1 where absent."""
+    (pseudonyms as :func:`pseudonym_words`), -1 where absent: :func:`find_from` over the whole
+    list, whose needles past the last pseudonym are absent."""
     out = np.full(needles.shape[0], -1, np.intp)
-    i = 0
-    for j in range(needles.shape[0]):
-        hi, lo = needles[j, 0], needles[j, 1]
-        while i < haystack.shape[0] and (
-            haystack[i, 0] < hi or (haystack[i, 0] == hi and haystack[i, 1] < lo)
-        ):
-            i += 1
-        if i < haystack.shape[0] and haystack[i, 0] == hi and haystack[i, 1] == lo:
-            out[j] = i
+    if haystack.shape[0]:
+        found, _ = find_from(haystack, needles, 0)
+        out[: found.shape[0]] = found
     return out
+
+
+@njit(cache=True, nogil=True)
+def find_from(  # pragma: no cover - jit
+    hay: NDArray[np.uint64], needles: NDArray[np.uint64], start: int
+) -> tuple[NDArray[np.intp], int]:
+    """Index in the ascending chunk ``hay`` of each of the ascending ``needles`` from
+    ``start`` on, -1 where absent, up to the first needle above the chunk's last pseudonym;
+    returns the indices and that needle's position (the next chunk's ``start``)."""
+    out = np.full(needles.shape[0] - start, -1, np.intp)
+    i, j = 0, start
+    while j < needles.shape[0]:
+        hi, lo = needles[j, 0], needles[j, 1]
+        while i < hay.shape[0] and (hay[i, 0] < hi or (hay[i, 0] == hi and hay[i, 1] < lo)):
+            i += 1
+        if i == hay.shape[0]:
+            break
+        if hay[i, 0] == hi and hay[i, 1] == lo:
+            out[j - start] = i
+        j += 1
+    return out[: j - start], j

@@ -34,7 +34,7 @@ from numba import njit
 from numpy.typing import NDArray
 
 from stream_release.errors import HistoryStoreError
-from stream_release.history._csr import find_sorted, pseudonym_words
+from stream_release.history._csr import find_from, find_sorted, pseudonym_words
 from stream_release.history.types import ENTRY_DTYPE, PSEUDONYM_DTYPE
 
 __all__ = ["CHUNK_ROWS", "Rows", "Segment", "merge_segments", "segment_name", "write_segment"]
@@ -157,7 +157,7 @@ class Segment:
                 if j == k:
                     break
                 hi = min(lo + CHUNK_ROWS, self.rows)
-                found, j_next = _find_chunk(pseudonym_words(r.pseudonyms(lo, hi)), needles, j)
+                found, j_next = find_from(pseudonym_words(r.pseudonyms(lo, hi)), needles, j)
                 at = np.flatnonzero(found >= 0)
                 if at.shape[0]:
                     local = found[at]
@@ -429,24 +429,3 @@ def _count_not_above(  # pragma: no cover - jit
         else:
             hi = mid
     return lo
-
-
-@njit(cache=True, nogil=True)
-def _find_chunk(  # pragma: no cover - jit
-    hay: NDArray[np.uint64], needles: NDArray[np.uint64], start: int
-) -> tuple[NDArray[np.intp], int]:
-    """Index in the ascending chunk ``hay`` of each of the ascending ``needles`` from
-    ``start`` on, -1 where absent, up to the first needle above the chunk's last pseudonym;
-    returns the indices and that needle's position (the next chunk's ``start``)."""
-    out = np.full(needles.shape[0] - start, -1, np.intp)
-    i, j = 0, start
-    while j < needles.shape[0]:
-        hi, lo = needles[j, 0], needles[j, 1]
-        while i < hay.shape[0] and (hay[i, 0] < hi or (hay[i, 0] == hi and hay[i, 1] < lo)):
-            i += 1
-        if i == hay.shape[0]:
-            break
-        if hay[i, 0] == hi and hay[i, 1] == lo:
-            out[j - start] = i
-        j += 1
-    return out[: j - start], j
