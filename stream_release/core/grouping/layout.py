@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
+from numba import njit
 from numpy.typing import NDArray
 
 from stream_release.core.table import Attribute, EncodedTable
@@ -325,10 +326,33 @@ def _code_bounds(
     if groups.n_groups == 0:
         empty = np.empty((0, d), dtype=np.int32)
         return empty, empty.copy()
-    codes = table.qid[groups.rows]
-    lo = np.minimum.reduceat(codes, groups.starts, axis=0)
-    hi = np.maximum.reduceat(codes, groups.starts, axis=0)
-    return lo.astype(np.int32, copy=False), hi.astype(np.int32, copy=False)
+    return _group_code_bounds(np.ascontiguousarray(table.qid), groups.rows, groups.starts)
+
+
+@njit(cache=True, nogil=True)
+def _group_code_bounds(
+    qid: NDArray[np.int32], rows: NDArray[np.int64], starts: NDArray[np.int64]
+) -> tuple[NDArray[np.int32], NDArray[np.int32]]:
+    """:func:`_code_bounds` in one pass over the published rows, O(m d) (a gather of their
+    codes and two ``reduceat`` took 0.49 s at a million rows)."""
+    n_groups, d = starts.shape[0], qid.shape[1]
+    lo = np.empty((n_groups, d), np.int32)
+    hi = np.empty((n_groups, d), np.int32)
+    for g in range(n_groups):
+        end = starts[g + 1] if g + 1 < n_groups else rows.shape[0]
+        first = rows[starts[g]]
+        for a in range(d):
+            lo[g, a] = qid[first, a]
+            hi[g, a] = qid[first, a]
+        for i in range(starts[g] + 1, end):
+            r = rows[i]
+            for a in range(d):
+                c = qid[r, a]
+                if c < lo[g, a]:
+                    lo[g, a] = c
+                elif c > hi[g, a]:
+                    hi[g, a] = c
+    return lo, hi
 
 
 def _levels(attribute: Attribute) -> NDArray[np.int32]:
