@@ -81,7 +81,7 @@ def group_layout(group: NDArray[np.integer], n_rows: int | None = None) -> Group
         Group id of each row, in ``0..G-1`` with every id used, or ``-1`` for a suppressed row.
     n_rows : expected ``n`` (the table's rows), checked when given
 
-    O(n log n): one stable sort of the group ids.
+    O(n + G): a counting sort of the rows by group id.
 
     Raises
     ------
@@ -113,11 +113,39 @@ def group_layout(group: NDArray[np.integer], n_rows: int | None = None) -> Group
             f"group ids must be 0..G-1 with no gaps, but group {int(empty[0])} of {n_groups} has "
             "no rows; renumber the groups"
         )
-    order = np.argsort(arr, kind="stable")
-    rows = order[arr.shape[0] - int(np.count_nonzero(published)) :].astype(np.int64)
-    starts = np.zeros(n_groups, dtype=np.int64)
-    np.cumsum(sizes[:-1], out=starts[1:])
-    return GroupLayout(rows=rows, starts=starts, sizes=sizes, n_rows=int(arr.shape[0]))
+    rows, start = rows_by_group(arr, n_groups)
+    return GroupLayout(rows=rows, starts=start[:-1], sizes=sizes, n_rows=int(arr.shape[0]))
+
+
+def rows_by_group(
+    group: NDArray[np.int64], n_groups: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """The rows of groups ``0..n_groups-1`` (other ids, such as ``-1``, left out), sorted by
+    group then by row index, and (n_groups+1,) each group's first position in them: what a
+    stable ``argsort`` of ``group`` gives, by a counting sort in O(n + G) (the ``argsort``
+    took 0.15 s at a million rows)."""
+    return _rows_by_group(np.ascontiguousarray(group, dtype=np.int64), int(n_groups))
+
+
+@njit(cache=True, nogil=True)
+def _rows_by_group(
+    group: NDArray[np.int64], n_groups: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    start = np.zeros(n_groups + 1, np.int64)
+    for i in range(group.shape[0]):
+        g = group[i]
+        if 0 <= g < n_groups:
+            start[g + 1] += 1
+    for g in range(n_groups):
+        start[g + 1] += start[g]
+    rows = np.empty(start[n_groups], np.int64)
+    at = start[:n_groups].copy()
+    for i in range(group.shape[0]):
+        g = group[i]
+        if 0 <= g < n_groups:
+            rows[at[g]] = i
+            at[g] += 1
+    return rows, start
 
 
 def lowest_common_ancestor(

@@ -25,6 +25,7 @@ from numba import njit
 from numpy.typing import NDArray
 from scipy.spatial import cKDTree
 
+from stream_release.core.grouping.layout import rows_by_group
 from stream_release.core.grouping.merge import GroupValidity
 from stream_release.core.grouping.requirements import Requirements
 
@@ -503,8 +504,7 @@ class _Members:
         self._build(capacity)
 
     def _build(self, capacity: int) -> None:
-        self.order = np.argsort(self.group, kind="stable")
-        self.start = np.searchsorted(self.group[self.order], np.arange(capacity + 1))
+        self.order, self.start = rows_by_group(self.group, capacity)
         self.added: dict[int, list[int]] = {}
         self.n_added = 0
 
