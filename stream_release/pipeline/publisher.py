@@ -129,6 +129,8 @@ class PreparedRelease:
     record: bytes
     state: Mapping[bytes, bytes] | None
     cut_label: bool
+    ledger_entry: LedgerEntry | None = None
+    """The series ledger's entry of the files, when computed as they were rendered."""
 
     @property
     def manifest(self) -> dict[str, Any]:
@@ -700,6 +702,8 @@ class Publisher:
             if self.candidates is not None:
                 private["registry"] = self.candidates.registry.source
             files = ReleaseFiles(groups, manifest, assignments.result(), private)
+            # the ledger's sha256 of the files beside the record's zlib (both release the GIL)
+            entry = LedgerEntry.of(sequence, label, files.by_kind()) if self.ledger else None
             return PreparedRelease(
                 sequence,
                 label,
@@ -710,6 +714,7 @@ class Publisher:
                 record.result(),
                 None,
                 planned.cut_label,
+                entry,
             )
 
     def _prepare_mechanism(
@@ -801,7 +806,9 @@ class Publisher:
         self.kind_checked_sequence = prepared.sequence
         self.highest_committed = max(self.highest_committed, prepared.sequence)
         if self.ledger is not None:
-            entry = LedgerEntry.of(prepared.sequence, prepared.label, prepared.files.by_kind())
+            entry = prepared.ledger_entry or LedgerEntry.of(
+                prepared.sequence, prepared.label, prepared.files.by_kind()
+            )
             self.ledger.append(entry)
             self.ledger_sequence = prepared.sequence
             kill_point("ledgered")
