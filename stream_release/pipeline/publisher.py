@@ -129,8 +129,6 @@ class PreparedRelease:
     record: bytes
     state: Mapping[bytes, bytes] | None
     cut_label: bool
-    ledger_entry: LedgerEntry | None = None
-    """The series ledger's entry of the files, when computed as they were rendered."""
 
     @property
     def manifest(self) -> dict[str, Any]:
@@ -679,7 +677,7 @@ class Publisher:
         listed = plan.real | (plan.group >= 0)  # the candidates in no group are not in the release
         numbers = plan.group[listed]
         # the assignments file and the release record are assembled on threads beside the
-        # group lines (their kernels and zlib release the GIL): a million rows, ~0.5 s less
+        # group lines (their kernels and zlib release the GIL)
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="render") as pool:
             assignments = pool.submit(
                 assignments_csv,
@@ -702,8 +700,6 @@ class Publisher:
             if self.candidates is not None:
                 private["registry"] = self.candidates.registry.source
             files = ReleaseFiles(groups, manifest, assignments.result(), private)
-            # the ledger's sha256 of the files beside the record's zlib (both release the GIL)
-            entry = LedgerEntry.of(sequence, label, files.by_kind()) if self.ledger else None
             return PreparedRelease(
                 sequence,
                 label,
@@ -714,7 +710,6 @@ class Publisher:
                 record.result(),
                 None,
                 planned.cut_label,
-                entry,
             )
 
     def _prepare_mechanism(
@@ -806,9 +801,7 @@ class Publisher:
         self.kind_checked_sequence = prepared.sequence
         self.highest_committed = max(self.highest_committed, prepared.sequence)
         if self.ledger is not None:
-            entry = prepared.ledger_entry or LedgerEntry.of(
-                prepared.sequence, prepared.label, prepared.files.by_kind()
-            )
+            entry = LedgerEntry.of(prepared.sequence, prepared.label, prepared.files.by_kind())
             self.ledger.append(entry)
             self.ledger_sequence = prepared.sequence
             kill_point("ledgered")

@@ -85,7 +85,7 @@ def _code_counts(
     running count of rows at or below each code (one pass, no sort); else the codes sorted."""
     size = hi - lo
     span = c_max - c_min + 1
-    if span <= 4 * size:
+    if _running_counts(size, c_min, c_max):
         counts = np.zeros(span, np.int64)
         for i in range(lo, hi):
             counts[qid[perm[i], a] - c_min] += 1
@@ -100,6 +100,13 @@ def _code_counts(
 
 
 @njit(cache=True)
+def _running_counts(size: int, c_min: int, c_max: int) -> bool:
+    """Whether :func:`_code_counts` gives a node's codes as running counts (a code range of
+    at most 4 times its ``size`` rows) rather than sorted."""
+    return c_max - c_min + 1 <= 4 * size
+
+
+@njit(cache=True)
 def _at_or_below(codes: NDArray[np.int64], size: int, c_min: int, c_max: int, code: int) -> int:
     """How many of the node's ``size`` rows have a code at most ``code``, from
     :func:`_code_counts`' ``codes`` (running counts or sorted codes)."""
@@ -107,7 +114,7 @@ def _at_or_below(codes: NDArray[np.int64], size: int, c_min: int, c_max: int, co
         return 0
     if code >= c_max:
         return size
-    if 4 * size >= c_max - c_min + 1:  # running counts
+    if _running_counts(size, c_min, c_max):
         return int(codes[code - c_min])
     return int(np.searchsorted(codes, code, side="right"))
 
@@ -115,7 +122,7 @@ def _at_or_below(codes: NDArray[np.int64], size: int, c_min: int, c_max: int, co
 @njit(cache=True)
 def _nth_code(codes: NDArray[np.int64], size: int, c_min: int, c_max: int, k: int) -> int:
     """The ``k``-th smallest code (0-based) of the node, from :func:`_code_counts`."""
-    if 4 * size >= c_max - c_min + 1:
+    if _running_counts(size, c_min, c_max):
         return c_min + int(np.searchsorted(codes, k, side="right"))
     return int(codes[k])
 
@@ -138,6 +145,24 @@ def _over_cap(cnt: NDArray[np.int64], protected: NDArray[np.bool_], cap: int, si
         if protected[v] and cnt[v] > cap:
             over += 1
     return over
+
+
+@njit(cache=True)
+def _recount(
+    cnt: NDArray[np.int64],
+    protected: NDArray[np.bool_],
+    cap: int,
+    counted: int,
+    over: int,
+    size: int,
+) -> tuple[int, int]:
+    """A balance scan's ``(over, counted)`` before its next row: ``over`` values hold more
+    than ``counted`` rows; when none does and the cap has fallen below ``counted`` since (or
+    nothing was counted yet), they are counted again at ``cap``. The scan stops at
+    ``over == 0``: the cap only falls with a move, so no later row would move."""
+    if over == 0 and cap != counted:
+        return _over_cap(cnt, protected, cap, size), cap
+    return over, counted
 
 
 @njit(cache=True)
@@ -174,20 +199,14 @@ def _balance(
     size = hi - lo
     for _ in range(8):
         moved = False
-        # left -> right; a scan stops once no value is over the cap (``over`` counts the
-        # values over ``counted``, the cap when last counted: the cap only falls)
+        # left -> right; a scan stops once no value is over the cap (:func:`_recount`)
         cap = _allowed(mid - lo, base)
-        counted = cap
-        over = _over_cap(cnt_l, protected, cap, size)
+        over, counted = 0, -1  # counted at the first row
         i = mid - 1
         while i >= lo:
+            over, counted = _recount(cnt_l, protected, cap, counted, over, size)
             if over == 0:
-                if cap == counted:
-                    break
-                counted = cap
-                over = _over_cap(cnt_l, protected, cap, size)
-                if over == 0:
-                    break
+                break
             v = sens[perm[i]]
             if protected[v] and cnt_l[v] > cap:
                 r = perm[i]
@@ -205,17 +224,12 @@ def _balance(
                 i = mid - 1
         # right -> left, the same
         cap = _allowed(hi - mid, base)
-        counted = cap
-        over = _over_cap(cnt_r, protected, cap, size)
+        over, counted = 0, -1
         j = mid
         while j < hi:
+            over, counted = _recount(cnt_r, protected, cap, counted, over, size)
             if over == 0:
-                if cap == counted:
-                    break
-                counted = cap
-                over = _over_cap(cnt_r, protected, cap, size)
-                if over == 0:
-                    break
+                break
             v = sens[perm[j]]
             if protected[v] and cnt_r[v] > cap:
                 r = perm[j]
