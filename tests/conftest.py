@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,11 @@ def redis_prefix(redis_url: str) -> Iterator[str]:
 # -- Redis Cluster ---------------------------------------------------------------------------
 
 
+CLUSTER_START_TRIES = 3
+"""Starts of the test cluster on fresh ports when a node finds its port taken: its twelve
+ports are free when picked, not when bound (seen once in a full run, beside Kafka)."""
+
+
 @pytest.fixture(scope="session")
 def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterNodes]:
     """A Redis Cluster for this session (:class:`support.redis_cluster.RedisClusterNodes`).
@@ -106,7 +112,18 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClu
         if external:
             yield RedisClusterNodes.attached(external)
             return
-        with RedisClusterNodes.started(tmp_path_factory.mktemp("redis-cluster")) as nodes:
+        with ExitStack() as stack:
+            for attempt in range(1, CLUSTER_START_TRIES + 1):
+                try:
+                    nodes = stack.enter_context(
+                        RedisClusterNodes.started(tmp_path_factory.mktemp("redis-cluster"))
+                    )
+                    break
+                except StreamReleaseError as exc:
+                    # a free port taken again before its node bound it (another process's
+                    # connection or service): start the cluster on new ports
+                    if "Address already in use" not in str(exc) or attempt == CLUSTER_START_TRIES:
+                        raise
             yield nodes
     except StreamReleaseError as exc:
         pytest.fail(
