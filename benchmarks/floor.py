@@ -38,6 +38,7 @@ import numpy as np
 import pyarrow.csv as pa_csv
 import redis
 
+from stream_release.core.privacy.linkage import HistoryRows
 from stream_release.devtools.local_services import (
     free_port,
     managed_process,
@@ -45,7 +46,6 @@ from stream_release.devtools.local_services import (
     redis_argv,
 )
 from stream_release.history.redis_store import CHUNK, RedisHistoryStore
-from stream_release.history.types import HistoryRows
 from stream_release.io.encoding import encode
 from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.io.snapshot_csv import read_snapshot

@@ -64,6 +64,7 @@ import redis
 
 from stream_release.audit import audit_directory
 from stream_release.config import Settings, load_settings
+from stream_release.core.privacy.linkage import HistoryRows
 from stream_release.core.table import EncodedTable
 from stream_release.devtools.datasets import (
     ADULT_QID,
@@ -74,7 +75,6 @@ from stream_release.devtools.datasets import (
     read_csv_table,
 )
 from stream_release.history.keys import RedisKeys
-from stream_release.history.types import HistoryRows
 from stream_release.io.encoding import encode
 from stream_release.io.hierarchy import load_hierarchies
 from stream_release.io.snapshot import snapshot_from_columns

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from stream_release.core.privacy.linkage import HistoryRows
 from stream_release.history.file_store import FileHistoryStore
 from stream_release.history.keys import RedisKeys
 from stream_release.history.pseudonym import Pseudonymizer, load_key
 from stream_release.history.redis_store import RedisHistoryStore
-from stream_release.history.types import ENTRY_DTYPE, PSEUDONYM_DTYPE, HistoryRows, HistoryStore
+from stream_release.history.types import ENTRY_DTYPE, PSEUDONYM_DTYPE, HistoryStore
 
 __all__ = [
     "ENTRY_DTYPE",

@@ -7,7 +7,8 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from stream_release.history.types import PSEUDONYM_DTYPE, argsort_pseudonyms, gather_rows
+from stream_release.core.privacy.linkage import gather_rows
+from stream_release.history.types import PSEUDONYM_DTYPE, argsort_pseudonyms
 
 __all__ = [
     "find_from",

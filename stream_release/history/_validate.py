@@ -12,13 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from stream_release.core.privacy.linkage import HistoryRows
 from stream_release.errors import NEW_SERIES_CAVEAT
-from stream_release.history.types import (
-    ENTRY_DTYPE,
-    PSEUDONYM_DTYPE,
-    HistoryRows,
-    argsort_pseudonyms,
-)
+from stream_release.history.types import ENTRY_DTYPE, PSEUDONYM_DTYPE, argsort_pseudonyms
 
 _LINKS_MAX = int(np.iinfo(np.int32).max)
 

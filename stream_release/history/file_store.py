@@ -58,6 +58,7 @@ from typing import Any, BinaryIO
 import numpy as np
 from numpy.typing import NDArray
 
+from stream_release.core.privacy.linkage import HistoryRows, gather_rows
 from stream_release.errors import HistoryStoreError, KeyMismatch, SequenceConflict
 from stream_release.history._csr import pseudonym_words
 from stream_release.history._segments import (
@@ -77,13 +78,7 @@ from stream_release.history._validate import (
     check_state_keys,
     key_mismatch_message,
 )
-from stream_release.history.types import (
-    ENTRY_DTYPE,
-    PSEUDONYM_DTYPE,
-    HistoryRows,
-    argsort_pseudonyms,
-    gather_rows,
-)
+from stream_release.history.types import ENTRY_DTYPE, PSEUDONYM_DTYPE, argsort_pseudonyms
 
 __all__ = ["HEAD_FILE", "LEGACY_FILE", "RECORDS_DIR", "SEGMENTS_DIR", "FileHistoryStore"]
 

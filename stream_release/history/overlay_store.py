@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from stream_release.core.privacy.linkage import HistoryRows
 from stream_release.errors import KeyMismatch, SequenceConflict
 from stream_release.history._csr import gather_rows, lookup_pseudonyms, merge_rows
 from stream_release.history._validate import (
@@ -26,7 +27,7 @@ from stream_release.history._validate import (
     check_state_keys,
     key_mismatch_message,
 )
-from stream_release.history.types import ENTRY_DTYPE, PSEUDONYM_DTYPE, HistoryRows, HistoryStore
+from stream_release.history.types import ENTRY_DTYPE, PSEUDONYM_DTYPE, HistoryStore
 
 __all__ = ["OverlayHistoryStore"]
 

@@ -64,6 +64,7 @@ import redis
 from numpy.typing import NDArray
 from redis.exceptions import AskError, ExecAbortError, MovedError, WatchError
 
+from stream_release.core.privacy.linkage import HistoryRows
 from stream_release.devtools.faults import kill_point
 from stream_release.errors import ConfigError, HistoryStoreError, KeyMismatch, SequenceConflict
 from stream_release.history._validate import (
@@ -85,7 +86,7 @@ from stream_release.history.redis_client import (
     describe,
 )
 from stream_release.history.resp import mset_command
-from stream_release.history.types import ENTRY_DTYPE, HistoryRows
+from stream_release.history.types import ENTRY_DTYPE
 
 __all__ = ["CHUNK", "WATCH_ATTEMPTS", "RedisHistoryStore"]
 

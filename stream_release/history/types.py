@@ -1,21 +1,20 @@
-"""The history a release reads and writes, and the protocol every store implements.
+"""The protocol every history store implements, and how a store holds the history.
 
-For individual o and sensitive value s the history is ``(log_p, links)``: the log of the
-running product ``P(o,s) = prod_j (1 - n_{j,s}/n_j)`` over the releases whose group containing
-o held s (Lemma 4 of Wong et al. 2010), and the number of such releases. That is enough to evaluate
-every strategy (Theorem 1, §6.1, §6.2). Values are stored by a *global value id*: the index
-into the store's append-only value dictionary. Individuals are known only by pseudonym (a
-keyed hash of the id, :mod:`stream_release.history.pseudonym`).
+The history itself, ``(log_p, links)`` per individual and value, is the core's
+:class:`~stream_release.core.privacy.linkage.HistoryRows` (Wong et al. 2010, Lemma 4); a store
+keeps it by *global value id* (the index into its append-only value dictionary) and knows
+individuals only by pseudonym (a keyed hash of the id, :mod:`stream_release.history.pseudonym`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
+
+from stream_release.core.privacy.linkage import HistoryRows
 
 PSEUDONYM_DTYPE = np.dtype("S16")
 """A pseudonym: 16 bytes of keyed BLAKE2b."""
@@ -31,51 +30,6 @@ def pseudonym_hex(pseudonyms: NDArray[np.bytes_]) -> list[str]:
 
 ENTRY_DTYPE = np.dtype([("value", "<u4"), ("log_p", "<f8"), ("links", "<u4")])
 """One (value, log_p, links) history entry as stored: 16 bytes little-endian."""
-
-
-_Scalar = TypeVar("_Scalar", bound=np.generic)
-
-
-@dataclass(frozen=True, eq=False)
-class HistoryRows:
-    """History of a list of individuals in CSR form.
-
-    ``indptr`` (n+1,) int64: entries of individual i are ``indptr[i]:indptr[i+1]``.
-    ``value`` (m,) int32 global value ids (distinct within an individual, ascending),
-    ``log_p`` (m,) float64 <= 0, ``links`` (m,) int32 >= 1.
-    """
-
-    indptr: NDArray[np.int64]
-    value: NDArray[np.int32]
-    log_p: NDArray[np.float64]
-    links: NDArray[np.int32]
-
-    @classmethod
-    def empty(cls, n: int) -> HistoryRows:
-        return cls(
-            np.zeros(n + 1, np.int64),
-            np.zeros(0, np.int32),
-            np.zeros(0, np.float64),
-            np.zeros(0, np.int32),
-        )
-
-    @property
-    def n_individuals(self) -> int:
-        return int(self.indptr.shape[0] - 1)
-
-    @property
-    def n_entries(self) -> int:
-        return int(self.value.shape[0])
-
-    def owner(self) -> NDArray[np.int64]:
-        """(m,) index of the individual each entry belongs to."""
-        return np.repeat(np.arange(self.n_individuals, dtype=np.int64), np.diff(self.indptr))
-
-    def take(self, rows: NDArray[np.int64]) -> HistoryRows:
-        """The history of individuals ``rows`` (row i for ``rows[i]``)."""
-        everything = np.arange(self.n_entries, dtype=np.int64)
-        indptr, at = gather_rows(everything, self.indptr[rows], np.diff(self.indptr)[rows])
-        return HistoryRows(indptr, self.value[at], self.log_p[at], self.links[at])
 
 
 def argsort_pseudonyms(pseudonyms: NDArray[np.bytes_]) -> NDArray[np.intp]:
@@ -94,21 +48,6 @@ def argsort_pseudonyms(pseudonyms: NDArray[np.bytes_]) -> NDArray[np.intp]:
     if np.any(ordered[1:] < ordered[:-1]):
         order = np.argsort(pseudonyms, kind="stable")
     return order
-
-
-def gather_rows(
-    entries: NDArray[_Scalar], starts: NDArray[np.int64], counts: NDArray[np.int64]
-) -> tuple[NDArray[np.int64], NDArray[_Scalar]]:
-    """CSR of the rows ``entries[starts[i] : starts[i] + counts[i]]``, vectorised.
-
-    Entry j of the output, in row i, comes from ``starts[i] + (j - indptr[i])``: one
-    ``np.repeat`` of the per-row shift plus an ``arange``.
-    """
-    indptr = np.zeros(counts.shape[0] + 1, dtype=np.int64)
-    np.cumsum(counts, out=indptr[1:])
-    total = int(indptr[-1])
-    src = np.repeat(starts - indptr[:-1], counts) + np.arange(total, dtype=np.int64)
-    return indptr, entries[src]
 
 
 class HistoryStore(Protocol):

@@ -18,7 +18,7 @@ single one that may exceed ``1/l`` raises :class:`GuaranteeUnsatisfiable`; the o
 held to it are those the suppressed set links although they were at the bound already (their
 count is in the manifest: the pairs of members withheld for their history, held to the
 per-release bound). The ``localized`` baseline, whose breaches are the point of the
-comparison, is reported, not refused (:mod:`stream_release.pipeline.release_check`).
+comparison, is reported, not refused (:mod:`stream_release.core.privacy.bound_check`).
 
 References
 ----------
@@ -57,25 +57,24 @@ from stream_release.core.grouping.suppressed_set import (
     withheld_for_history,
 )
 from stream_release.core.grouping.virtual import no_value_code, trim_virtual
-from stream_release.core.privacy.breach import (
-    RATIO_RTOL,
-    breach_bounds,
-    log_survival_factor,
-    minimum_ratio_from_log_product,
-)
-from stream_release.core.privacy.strategy import Strategy
-from stream_release.core.table import EncodedTable
-from stream_release.errors import NEW_SERIES_CAVEAT, GuaranteeUnsatisfiable, PrivacyLeakWarning
-from stream_release.history.types import HistoryRows
-from stream_release.history.update import linked_entries, merge_linkages
-from stream_release.pipeline.feasibility import check_feasible
-from stream_release.pipeline.release_check import (
+from stream_release.core.privacy.bound_check import (
     check_bound,
     check_sizes,
     exempt_entries,
     individual_breach,
     spent_entries,
 )
+from stream_release.core.privacy.breach import (
+    RATIO_RTOL,
+    breach_bounds,
+    log_survival_factor,
+    minimum_ratio_from_log_product,
+)
+from stream_release.core.privacy.linkage import HistoryRows, linked_entries, merge_linkages
+from stream_release.core.privacy.strategy import Strategy
+from stream_release.core.table import EncodedTable
+from stream_release.errors import NEW_SERIES_CAVEAT, GuaranteeUnsatisfiable, PrivacyLeakWarning
+from stream_release.pipeline.feasibility import check_feasible
 
 
 @dataclass(frozen=True, eq=False)
@@ -838,6 +837,7 @@ def warm_up() -> None:
     from stream_release.core.grouping.generalize import generalized_columns
     from stream_release.core.grouping.partition import group_rules, kernel_table
     from stream_release.core.grouping.passes import compile_parallel
+    from stream_release.core.privacy.linkage import HistoryRows as _Rows
     from stream_release.core.privacy.strategy import make_strategy
     from stream_release.core.table import Attribute
     from stream_release.core.utility.report import utility_report
@@ -845,7 +845,6 @@ def warm_up() -> None:
     from stream_release.history.overlay_store import OverlayHistoryStore
     from stream_release.history.pseudonym import Pseudonymizer
     from stream_release.history.resp import mset_command
-    from stream_release.history.types import HistoryRows as _Rows
     from stream_release.io.file_assembly import encode_generalized_lines
     from stream_release.io.release_files import assignments_csv
 

@@ -51,6 +51,7 @@ from numpy.typing import NDArray
 from stream_release.config import Settings, horizon_of
 from stream_release.core.grouping.threads import set_thread_cap
 from stream_release.core.privacy.breach import RATIO_RTOL, minimum_ratio_from_log_product
+from stream_release.core.privacy.linkage import HistoryRows
 from stream_release.core.table import EncodedTable
 from stream_release.devtools.faults import kill_point
 from stream_release.errors import (
@@ -71,7 +72,7 @@ from stream_release.history.pseudonym import (
     resolve_key,
     write_key_file,
 )
-from stream_release.history.types import HistoryRows, HistoryStore, argsort_pseudonyms
+from stream_release.history.types import HistoryStore, argsort_pseudonyms
 from stream_release.io.hierarchy import load_hierarchy
 from stream_release.io.release_files import (
     ReleaseFiles,

@@ -7,9 +7,9 @@ import pytest
 import redis
 
 from stream_release.config import SchemaSettings, Settings
+from stream_release.core.privacy.linkage import HistoryRows
 from stream_release.history.keys import RedisKeys
 from stream_release.history.redis_store import RedisHistoryStore
-from stream_release.history.types import HistoryRows
 from stream_release.stream.intake import RecordValidator
 from stream_release.stream.messages import SnapshotRecord
 from stream_release.stream.staging import RedisStaging, SealOutcome, StageOutcome

@@ -63,7 +63,8 @@ ALLOWED: dict[str, set[str]] = {
     "stream_release.core": {FOUNDATION},
     "stream_release.config": {FOUNDATION, "stream_release.core"},
     "stream_release.io": _FOUNDATION | {"stream_release.core", "stream_release.config"},
-    "stream_release.history": _FOUNDATION | {"stream_release.config"},
+    # the stores hold the core's linkage type (core.privacy.linkage)
+    "stream_release.history": _FOUNDATION | {"stream_release.core", "stream_release.config"},
     "stream_release.mechanisms": _FOUNDATION
     | {
         "stream_release.core",

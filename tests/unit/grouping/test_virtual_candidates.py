@@ -16,9 +16,9 @@ from stream_release.core.grouping.virtual import (
     trim_virtual,
     with_candidates,
 )
+from stream_release.core.privacy.linkage import HistoryRows
 from stream_release.core.privacy.strategy import make_strategy
 from stream_release.errors import GuaranteeUnsatisfiable, SchemaError
-from stream_release.history.types import HistoryRows
 from stream_release.pipeline.plan import plan_release
 
 

@@ -28,10 +28,10 @@ from support.tables import encode_columns
 
 from stream_release.config import GroupingSettings
 from stream_release.core.grouping.partition import group_size_cap
+from stream_release.core.privacy.linkage import HistoryRows
 from stream_release.core.privacy.strategy import make_strategy
 from stream_release.core.table import EncodedTable
 from stream_release.errors import GuaranteeUnsatisfiable
-from stream_release.history.types import HistoryRows
 from stream_release.pipeline.plan import SuppressedUnion, plan_release, relink_suppressed
 from stream_release.pipeline.publisher import PlannedRelease
 

@@ -8,8 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream_release.history.types import HistoryRows
-from stream_release.history.update import linked_entries, merge_linkages
+from stream_release.core.privacy.linkage import HistoryRows, linked_entries, merge_linkages
 
 
 def _rows(entries: list[dict[int, tuple[float, int]]]) -> HistoryRows:

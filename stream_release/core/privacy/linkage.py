@@ -1,17 +1,89 @@
-"""The history update of one release (Wong et al. 2010, Lemma 4 and §7), as a compiled linear merge.
+"""The linkages of individuals to sensitive values, and their update by one release
+(Wong et al. 2010, Lemma 4 and §7): the history's type and the merge of a release into it.
 
-Every published individual is linked to every value of its group (whatever its own value): its
-entry for value s gains the factor ``log1p(-n(G,s)/|G|)`` and one more linked release. Old and
-new entries are both sorted by global value id, so the merge is linear.
+For individual o and sensitive value s the history is ``(log_p, links)``: the log of the
+running product ``P(o,s) = prod_j (1 - n_{j,s}/n_j)`` over the releases whose group containing
+o held s (Lemma 4), and the number of such releases. That is enough to evaluate every strategy
+(Wong et al. 2010, Theorem 1, §6.1, §6.2). Values are known by a *global value id*: the index
+into the store's append-only value dictionary.
+
+The update: every published individual is linked to every value of its group (whatever its
+own value); its entry for value s gains the factor ``log1p(-n(G,s)/|G|)`` and one more linked
+release. Old and new entries are both sorted by global value id, so the merge is linear.
+
+References
+----------
+.. [WFLWX10] R. C.-W. Wong, A. W.-C. Fu, J. Liu, K. Wang, Y. Xu. Preserving Individual Privacy
+   in Serial Data Publishing. ICDE 2010 (arXiv:0903.0682).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from stream_release.history.types import HistoryRows
+_Scalar = TypeVar("_Scalar", bound=np.generic)
+
+
+@dataclass(frozen=True, eq=False)
+class HistoryRows:
+    """History of a list of individuals in CSR form.
+
+    ``indptr`` (n+1,) int64: entries of individual i are ``indptr[i]:indptr[i+1]``.
+    ``value`` (m,) int32 global value ids (distinct within an individual, ascending),
+    ``log_p`` (m,) float64 <= 0, ``links`` (m,) int32 >= 1.
+    """
+
+    indptr: NDArray[np.int64]
+    value: NDArray[np.int32]
+    log_p: NDArray[np.float64]
+    links: NDArray[np.int32]
+
+    @classmethod
+    def empty(cls, n: int) -> HistoryRows:
+        return cls(
+            np.zeros(n + 1, np.int64),
+            np.zeros(0, np.int32),
+            np.zeros(0, np.float64),
+            np.zeros(0, np.int32),
+        )
+
+    @property
+    def n_individuals(self) -> int:
+        return int(self.indptr.shape[0] - 1)
+
+    @property
+    def n_entries(self) -> int:
+        return int(self.value.shape[0])
+
+    def owner(self) -> NDArray[np.int64]:
+        """(m,) index of the individual each entry belongs to."""
+        return np.repeat(np.arange(self.n_individuals, dtype=np.int64), np.diff(self.indptr))
+
+    def take(self, rows: NDArray[np.int64]) -> HistoryRows:
+        """The history of individuals ``rows`` (row i for ``rows[i]``)."""
+        everything = np.arange(self.n_entries, dtype=np.int64)
+        indptr, at = gather_rows(everything, self.indptr[rows], np.diff(self.indptr)[rows])
+        return HistoryRows(indptr, self.value[at], self.log_p[at], self.links[at])
+
+
+def gather_rows(
+    entries: NDArray[_Scalar], starts: NDArray[np.int64], counts: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], NDArray[_Scalar]]:
+    """CSR of the rows ``entries[starts[i] : starts[i] + counts[i]]``, vectorised.
+
+    Entry j of the output, in row i, comes from ``starts[i] + (j - indptr[i])``: one
+    ``np.repeat`` of the per-row shift plus an ``arange``.
+    """
+    indptr = np.zeros(counts.shape[0] + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    total = int(indptr[-1])
+    src = np.repeat(starts - indptr[:-1], counts) + np.arange(total, dtype=np.int64)
+    return indptr, entries[src]
 
 
 def merge_linkages(

@@ -22,9 +22,9 @@ from stream_release.core.privacy.breach import (
     breach_from_log_product,
     past_bound,
 )
+from stream_release.core.privacy.linkage import HistoryRows
 from stream_release.core.privacy.strategy import Strategy
 from stream_release.errors import GuaranteeUnsatisfiable
-from stream_release.history.types import HistoryRows
 
 __all__ = [
     "check_bound",
