@@ -42,6 +42,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stream_release.config import load_settings
+from stream_release.config.hierarchy import load_hierarchies
 from stream_release.core.utility.query_index import pack_key
 from stream_release.core.utility.query_kernels import factorize_keys
 from stream_release.devtools.datasets import (
@@ -51,7 +52,6 @@ from stream_release.devtools.datasets import (
     read_csv_table,
 )
 from stream_release.io.encoding import encode
-from stream_release.io.hierarchy import load_hierarchies
 from stream_release.io.snapshot import snapshot_from_columns
 
 REPO = Path(__file__).resolve().parents[1]

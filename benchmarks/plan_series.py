@@ -50,6 +50,7 @@ def run(
 ) -> None:
     from stream_release.cli.demo import write_demo_config
     from stream_release.config import load_settings
+    from stream_release.config.hierarchy import load_hierarchies
     from stream_release.devtools.datasets import (
         ADULT_QID,
         ADULT_SENSITIVE,
@@ -58,7 +59,6 @@ def run(
     )
     from stream_release.errors import GuaranteeUnsatisfiable
     from stream_release.io.encoding import encode
-    from stream_release.io.hierarchy import load_hierarchies
     from stream_release.io.snapshot import snapshot_from_columns
     from stream_release.pipeline.publisher import Publisher
 

@@ -40,6 +40,7 @@ import numpy as np
 
 from stream_release.audit.files import groups_in_order, read_assignments
 from stream_release.config import Settings, load_settings
+from stream_release.config.hierarchy import Hierarchy, load_hierarchies
 from stream_release.core.utility.queries import error_figures, relative_errors
 from stream_release.devtools.datasets import (
     ADULT_QID,
@@ -49,7 +50,6 @@ from stream_release.devtools.datasets import (
     read_csv_table,
 )
 from stream_release.io.encoding import encode
-from stream_release.io.hierarchy import Hierarchy, load_hierarchies
 from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.pipeline.publisher import Publisher
 

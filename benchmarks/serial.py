@@ -55,6 +55,7 @@ import numpy as np
 
 from stream_release.audit import audit_directory
 from stream_release.config import load_settings
+from stream_release.config.hierarchy import load_hierarchies
 from stream_release.core.table import EncodedTable
 from stream_release.devtools.datasets import (
     ADULT_QID,
@@ -66,7 +67,6 @@ from stream_release.devtools.datasets import (
 )
 from stream_release.errors import GuaranteeUnsatisfiable
 from stream_release.io.encoding import encode
-from stream_release.io.hierarchy import load_hierarchies
 from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.pipeline.publisher import Publisher
 

@@ -64,6 +64,7 @@ import redis
 
 from stream_release.audit import audit_directory
 from stream_release.config import Settings, load_settings
+from stream_release.config.hierarchy import load_hierarchies
 from stream_release.core.privacy.linkage import HistoryRows
 from stream_release.core.table import EncodedTable
 from stream_release.devtools.datasets import (
@@ -76,7 +77,6 @@ from stream_release.devtools.datasets import (
 )
 from stream_release.history.keys import RedisKeys
 from stream_release.io.encoding import encode
-from stream_release.io.hierarchy import load_hierarchies
 from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.io.snapshot_csv import read_snapshot
 from stream_release.pipeline import publisher as series_module

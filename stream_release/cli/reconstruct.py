@@ -150,7 +150,7 @@ def load_releases(
         ``directory`` is not a directory of releases, holds releases of another kind, has no
         release ``release``, or a file cannot be read.
     """
-    from stream_release.mechanisms.reconstruction_rr.settings import KIND
+    from stream_release.config.mechanisms.reconstruction_rr import KIND
 
     if not directory.is_dir():
         raise StreamReleaseError(f"{str(directory)!r} is not a directory of releases")

@@ -42,7 +42,7 @@ from stream_release.config._sections import (
     VirtualSettings,
 )
 from stream_release.config._settings import Settings
-from stream_release.mechanisms.registry import MechanismKind
+from stream_release.config.mechanisms import MechanismKind
 
 __all__ = [
     "GroupingSettings",

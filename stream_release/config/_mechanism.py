@@ -1,7 +1,7 @@
 """``[mechanism]``: the release mechanism of the series and its ``[mechanism.<kind>]`` table.
 
 A kind's table is validated by the section model the kind registers
-(:mod:`stream_release.mechanisms.registry`, which imports no configuration at run time), with
+(:mod:`stream_release.config.mechanisms`), with
 the configuration file's directory as the validation context (:data:`CONFIG_DIR`).
 """
 
@@ -14,12 +14,7 @@ from typing import Any
 from pydantic import BaseModel, PrivateAttr, ValidationError, model_validator
 
 from stream_release.config._sections import Section
-from stream_release.mechanisms.registry import (
-    KINDS,
-    MECHANISMS,
-    MechanismKind,
-    section_name,
-)
+from stream_release.config.mechanisms import KINDS, SECTIONS, MechanismKind, section_name
 
 CONFIG_DIR: ContextVar[Path | None] = ContextVar("CONFIG_DIR", default=None)
 """The directory of the configuration file being loaded
@@ -32,7 +27,7 @@ class MechanismSettings(Section):
     """``[mechanism]``: which release mechanism the series uses, and its section.
 
     Each kind but the default has its own table, validated by the section model its module
-    registers (:data:`stream_release.mechanisms.MECHANISMS`)::
+    registers (:data:`stream_release.config.mechanisms.SECTIONS`)::
 
         [mechanism]
         kind = "sampled-k-anonymity"
@@ -62,7 +57,7 @@ class MechanismSettings(Section):
 
     @model_validator(mode="after")
     def _check_sections(self) -> MechanismSettings:
-        for kind in KINDS[1:]:  # every one registered (MECHANISMS)
+        for kind in KINDS[1:]:  # every one with a table (SECTIONS)
             name = section_name(kind)
             raw = getattr(self, name)
             if raw is None:
@@ -72,7 +67,7 @@ class MechanismSettings(Section):
                         "parameters (see README, Mechanisms)"
                     )
                 continue
-            model = MECHANISMS[kind].settings
+            model = SECTIONS[kind]
             try:
                 self._sections[kind] = model.model_validate(
                     raw, context={"base_dir": CONFIG_DIR.get()}

@@ -16,8 +16,8 @@ import difflib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from stream_release.config.hierarchy import load_hierarchy
 from stream_release.errors import SchemaError
-from stream_release.io.hierarchy import load_hierarchy
 
 CLOSE_CUTOFF = 0.6
 """The similarity (:class:`difflib.SequenceMatcher` ratio) from which a value is a close match

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
@@ -407,3 +407,14 @@ class ServiceSettings(Section):
                 f"service.session_timeout_s = {self.session_timeout_s}"
             )
         return self
+
+
+class ConfiguredSections(Protocol):
+    """What a ``[mechanism.<kind>]`` table's ``check_settings(settings)`` reads of the rest of
+    the configuration (:class:`~stream_release.config.Settings` fits)."""
+
+    @property
+    def schema(self) -> SchemaSettings: ...
+
+    @property
+    def output(self) -> OutputSettings: ...

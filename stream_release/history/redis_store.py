@@ -65,8 +65,8 @@ from numpy.typing import NDArray
 from redis.exceptions import AskError, ExecAbortError, MovedError, WatchError
 
 from stream_release.core.privacy.linkage import HistoryRows
-from stream_release.devtools.faults import kill_point
 from stream_release.errors import ConfigError, HistoryStoreError, KeyMismatch, SequenceConflict
+from stream_release.faults import kill_point
 from stream_release.history._validate import (
     check_commit,
     check_key_check,

@@ -11,7 +11,7 @@ Every quasi-identifier becomes an order-preserving ``int32`` code column of an
 * otherwise it is ``set``: codes index the sorted distinct strings.
 
 The sensitive column is coded into its sorted distinct values.
-The hierarchies are read by :mod:`stream_release.io.hierarchy`.
+The hierarchies are read by :mod:`stream_release.config.hierarchy`.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stream_release.config import SchemaSettings
+from stream_release.config.hierarchy import Hierarchy
 from stream_release.core.table import Attribute, EncodedTable
 from stream_release.errors import ConfigError, SchemaError
-from stream_release.io.hierarchy import Hierarchy
 from stream_release.io.snapshot import Factorized, RawSnapshot
 
 

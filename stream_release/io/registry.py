@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 
 from stream_release.config import SchemaSettings
+from stream_release.config.hierarchy import Hierarchy
 from stream_release.core.grouping.virtual import NO_VALUE
 from stream_release.core.table import EncodedTable
 from stream_release.errors import SchemaError
 from stream_release.io.encoding import encode
-from stream_release.io.hierarchy import Hierarchy
 from stream_release.io.snapshot import Factorized, snapshot_from_columns
 
 __all__ = ["Registry", "read_registry"]

@@ -34,8 +34,8 @@ import numpy as np
 import orjson
 from numpy.typing import NDArray
 
-from stream_release.devtools.faults import kill_point
 from stream_release.errors import ArchiveConflict
+from stream_release.faults import kill_point
 from stream_release.io.file_assembly import assignment_rows
 
 TMP_SUFFIX = ".tmp"

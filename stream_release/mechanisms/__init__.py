@@ -21,16 +21,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from stream_release.config.mechanisms import GLOBAL_GUARANTEE, KINDS, MechanismKind, section_name
 from stream_release.mechanisms.registry import (
-    GLOBAL_GUARANTEE,
-    KINDS,
     MECHANISMS,
-    MechanismKind,
     Registration,
     describe_release,
     make_mechanism,
     registration,
-    section_name,
 )
 
 __all__ = [

@@ -1,23 +1,19 @@
-"""The registry of release mechanisms: every ``[mechanism] kind``, its section model (name ->
-model) and how to build it.
+"""The registry of release mechanisms: how each ``[mechanism] kind`` is built.
 
-The configuration (:mod:`stream_release.config`) validates the ``[mechanism.<kind>]`` tables
-with the models registered here, so this module and the section models (each kind's
-``settings`` module) belong to the configuration's layer: they import only the core, the
-errors and the hierarchy reader. A mechanism itself is imported on first use
-(:meth:`Registration.make`), so loading a configuration imports no release code.
+The kinds and the models of their ``[mechanism.<kind>]`` tables belong to the configuration
+(:mod:`stream_release.config.mechanisms`); this module names, for every kind but the default,
+the factory that builds its :class:`~stream_release.mechanisms.base.Mechanism` from a
+validated table. A mechanism's module is imported on first use (:meth:`Registration.make`).
 """
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal, get_args
+from typing import TYPE_CHECKING, Any, Final
 
+from stream_release.config.mechanisms import GLOBAL_GUARANTEE, KINDS, section_name
 from stream_release.errors import ConfigError
-from stream_release.mechanisms.dp_sanitised.settings import DPSanitisedSettings
-from stream_release.mechanisms.reconstruction_rr.settings import ReconstructionRRSettings
-from stream_release.mechanisms.sampled_k_anonymity.settings import SampledKAnonymitySettings
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -26,16 +22,11 @@ if TYPE_CHECKING:
     from stream_release.mechanisms.base import Mechanism
 
 __all__ = [
-    "GLOBAL_GUARANTEE",
-    "KINDS",
     "MECHANISMS",
-    "CompanionKind",
-    "MechanismKind",
     "Registration",
     "describe_release",
     "make_mechanism",
     "registration",
-    "section_name",
 ]
 
 
@@ -48,8 +39,6 @@ class Registration:
 
     Attributes
     ----------
-    settings : type[BaseModel]
-        The section model (a pydantic model class) of ``[mechanism.<kind>]``.
     module : str
         Dotted path of the module of the factory, e.g.
         ``"stream_release.mechanisms.sampled_k_anonymity.mechanism"``.
@@ -61,7 +50,6 @@ class Registration:
         See ``factory``.
     """
 
-    settings: type[BaseModel]
     module: str
     factory: str
     pass_settings: bool = False
@@ -75,43 +63,24 @@ class Registration:
         return mechanism
 
 
-CompanionKind = Literal["sampled-k-anonymity", "reconstruction-private-rr", "dp-sanitised"]
-"""The kinds of the companion papers: a manifest's ``mechanism.kind``."""
-MechanismKind = Literal["global-guarantee", CompanionKind]
-"""Every value of ``[mechanism] kind`` (docs/contract.md §2)."""
-
-KINDS: Final[tuple[str, ...]] = get_args(MechanismKind)
-
-GLOBAL_GUARANTEE: Final = "global-guarantee"
-"""The default kind: Wong et al.'s global guarantee, planned by
-:mod:`stream_release.pipeline.plan`."""
-
 MECHANISMS: Final[dict[str, Registration]] = {
     "sampled-k-anonymity": Registration(
-        SampledKAnonymitySettings,
         "stream_release.mechanisms.sampled_k_anonymity.mechanism",
         "make_sampled_k_anonymity",
         pass_settings=True,
     ),
     "reconstruction-private-rr": Registration(
-        ReconstructionRRSettings,
         "stream_release.mechanisms.reconstruction_rr.mechanism",
         "ReconstructionRR",
     ),
     "dp-sanitised": Registration(
-        DPSanitisedSettings,
         "stream_release.mechanisms.dp_sanitised.mechanism",
         "make_dp_sanitised",
         pass_settings=True,
     ),
 }
-"""kind -> where its section model, factory and verifier live (every kind but the default)."""
-
-
-def section_name(kind: str) -> str:
-    """The ``[mechanism.<name>]`` table of ``kind``: ``sampled-k-anonymity`` ->
-    ``sampled_k_anonymity``."""
-    return kind.replace("-", "_")
+"""kind -> where its factory lives (every kind but the default; its table's model is
+:data:`stream_release.config.mechanisms.SECTIONS`)."""
 
 
 def registration(kind: str) -> Registration:

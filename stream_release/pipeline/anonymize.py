@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from stream_release.config import Settings
+from stream_release.config.hierarchy import load_hierarchies
 from stream_release.io.encoding import encode
-from stream_release.io.hierarchy import load_hierarchies
 from stream_release.io.snapshot_csv import read_snapshot
 from stream_release.pipeline.publisher import Publisher
 

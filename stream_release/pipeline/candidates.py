@@ -16,11 +16,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stream_release.config import SchemaSettings
+from stream_release.config.hierarchy import load_hierarchies
 from stream_release.core.grouping.virtual import with_candidates
 from stream_release.core.table import EncodedTable
 from stream_release.history.pseudonym import Pseudonymizer
 from stream_release.history.types import pseudonym_hex
-from stream_release.io.hierarchy import load_hierarchies
 from stream_release.io.registry import Registry, read_registry
 
 

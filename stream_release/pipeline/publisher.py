@@ -49,11 +49,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stream_release.config import Settings, horizon_of
+from stream_release.config.hierarchy import load_hierarchy
 from stream_release.core.grouping.threads import set_thread_cap
 from stream_release.core.privacy.breach import RATIO_RTOL, minimum_ratio_from_log_product
 from stream_release.core.privacy.linkage import HistoryRows
 from stream_release.core.table import EncodedTable
-from stream_release.devtools.faults import kill_point
 from stream_release.errors import (
     NEW_SERIES_CAVEAT,
     ConfigError,
@@ -63,6 +63,7 @@ from stream_release.errors import (
     SeriesRewound,
     StoreRegressed,
 )
+from stream_release.faults import kill_point
 from stream_release.history import REDIS_SCHEMES, make_history_store
 from stream_release.history._validate import key_mismatch_message
 from stream_release.history.overlay_store import OverlayHistoryStore
@@ -73,7 +74,6 @@ from stream_release.history.pseudonym import (
     write_key_file,
 )
 from stream_release.history.types import HistoryStore, argsort_pseudonyms
-from stream_release.io.hierarchy import load_hierarchy
 from stream_release.io.release_files import (
     ReleaseFiles,
     ReleasePaths,

@@ -34,10 +34,10 @@ from stream_release.config import (
     load_settings,
     plan_digest,
 )
+from stream_release.config.hierarchy import Hierarchy, load_hierarchies
 from stream_release.core.table import EncodedTable
 from stream_release.errors import ConfigError, GuaranteeUnsatisfiable
 from stream_release.io.encoding import encode
-from stream_release.io.hierarchy import Hierarchy, load_hierarchies
 from stream_release.io.snapshot import RawSnapshot, snapshot_from_columns
 from stream_release.io.snapshot_csv import read_snapshot
 from stream_release.pipeline.diagnosis import Diagnosis, diagnose, proposals, shard_of

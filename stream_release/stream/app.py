@@ -69,8 +69,8 @@ import faust
 from faust.types import EventT
 
 from stream_release.config import KafkaSettings, Settings, horizon_of
-from stream_release.devtools.faults import kill_point
 from stream_release.errors import StoreRegressed
+from stream_release.faults import kill_point
 from stream_release.stream.intake import Incoming, PreparedBatch
 from stream_release.stream.kafka import (
     client_options,

@@ -18,7 +18,7 @@ from typing import NamedTuple
 import orjson
 
 from stream_release.config import Settings
-from stream_release.io.hierarchy import Hierarchy
+from stream_release.config.hierarchy import Hierarchy
 from stream_release.stream.messages import Rejected, Rejection, RejectReason, SnapshotRecord
 from stream_release.stream.staging import SealOutcome, StageOutcome, staged_row
 

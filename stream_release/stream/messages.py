@@ -28,7 +28,7 @@ from pydantic import (
 )
 
 from stream_release.config import SchemaSettings
-from stream_release.mechanisms.registry import CompanionKind
+from stream_release.config.mechanisms import CompanionKind
 
 QidValue = str | int | float
 

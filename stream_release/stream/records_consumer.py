@@ -29,7 +29,7 @@ import mode
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 
 from stream_release.config import Settings
-from stream_release.devtools.faults import kill_point
+from stream_release.faults import kill_point
 from stream_release.stream.intake import Incoming, PreparedBatch
 from stream_release.stream.kafka import CLIENT_ERRORS, client_options
 from stream_release.stream.peers import configuration_tag, tagged_assignor

@@ -51,7 +51,7 @@ from typing import Any
 import orjson
 
 from stream_release.config import Settings
-from stream_release.devtools.faults import kill_point
+from stream_release.config.hierarchy import load_hierarchies
 from stream_release.errors import (
     ArchiveConflict,
     ConfigError,
@@ -59,12 +59,12 @@ from stream_release.errors import (
     SchemaError,
     StoreRegressed,
 )
+from stream_release.faults import kill_point
 from stream_release.history.keys import RedisKeys
 from stream_release.history.pseudonym import Pseudonymizer, load_key
 from stream_release.history.redis_client import REDIS_ERRORS, RedisClient
 from stream_release.history.redis_store import RedisHistoryStore
 from stream_release.io.encoding import encode
-from stream_release.io.hierarchy import load_hierarchies
 from stream_release.io.release_files import decode_record, default_private_dir
 from stream_release.io.series_ledger import default_ledger_path
 from stream_release.pipeline.publisher import Publisher

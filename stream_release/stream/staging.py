@@ -42,8 +42,8 @@ import orjson
 from numpy.typing import NDArray
 
 from stream_release.config import SchemaSettings
-from stream_release.devtools.faults import kill_point
 from stream_release.errors import HistoryStoreError
+from stream_release.faults import kill_point
 from stream_release.history.keys import RedisKeys
 from stream_release.history.redis_client import REDIS_ERRORS, RedisClient
 from stream_release.history.types import PSEUDONYM_DTYPE, pseudonym_hex

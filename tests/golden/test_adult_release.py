@@ -16,11 +16,11 @@ from support.data import write_config
 
 from stream_release.audit import audit_directory
 from stream_release.config import load_settings
+from stream_release.config.hierarchy import load_hierarchies
 from stream_release.core.privacy.linkage import HistoryRows
 from stream_release.core.utility.report import utility_report
 from stream_release.devtools.datasets import read_csv_table
 from stream_release.io.encoding import encode
-from stream_release.io.hierarchy import load_hierarchies
 from stream_release.io.snapshot_csv import read_snapshot
 from stream_release.pipeline.anonymize import anonymize_files
 from stream_release.pipeline.plan import plan_release

@@ -1,6 +1,6 @@
 """Crash consistency: the worker killed with SIGKILL at each step of the release path.
 
-For every kill point of :mod:`stream_release.devtools.faults` (15 steps, from staging to marking a
+For every kill point of :mod:`stream_release.faults` (15 steps, from staging to marking a
 release published), one run on its own topics, Redis prefix and archive:
 
 1. three snapshots of the Adult series are sent (records, then a seal each);
@@ -37,7 +37,7 @@ from support.crash_runs import PER_RELEASE, RELEASES, Outcome, run_series
 from support.data import adult_series, write_config
 from support.services import redis_namespace
 
-from stream_release.devtools.faults import POINTS
+from stream_release.faults import POINTS
 
 pytestmark = pytest.mark.integration
 

@@ -31,7 +31,7 @@ from support.data import adult_series
 from support.mechanisms import kind_config
 from support.services import redis_namespace
 
-from stream_release.devtools.faults import POINTS
+from stream_release.faults import POINTS
 
 pytestmark = pytest.mark.integration
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from stream_release.config import load_settings
+from stream_release.config.hierarchy import load_hierarchies
 from stream_release.devtools.datasets import (
     ADULT_QID,
     ADULT_SENSITIVE,
@@ -13,7 +14,6 @@ from stream_release.devtools.datasets import (
     read_csv_table,
 )
 from stream_release.io.encoding import encode
-from stream_release.io.hierarchy import load_hierarchies
 from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.pipeline.publisher import Publisher
 

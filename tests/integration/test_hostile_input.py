@@ -66,11 +66,11 @@ from support.worker import (
 from stream_release.audit import audit_directory
 from stream_release.cli.main import main
 from stream_release.config import KafkaSettings, SchemaSettings, TopicSettings, load_settings
+from stream_release.config.hierarchy import load_hierarchies
 from stream_release.devtools.datasets import ADULT_QID, ADULT_SENSITIVE
 from stream_release.devtools.local_services import free_port
 from stream_release.history.keys import RedisKeys
 from stream_release.history.pseudonym import Pseudonymizer
-from stream_release.io.hierarchy import load_hierarchies
 from stream_release.stream.kafka import ensure_topics
 from stream_release.stream.seal_watch import SealWatch
 from stream_release.stream.staging import (

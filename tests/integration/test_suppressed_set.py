@@ -28,11 +28,11 @@ from support.minimality import attack_series
 from stream_release.audit import audit_directory
 from stream_release.cli.main import main
 from stream_release.config import load_settings
+from stream_release.config.hierarchy import load_hierarchies
 from stream_release.core.grouping.suppressed_set import decoy_order, withheld_for_history
 from stream_release.core.table import EncodedTable
 from stream_release.devtools.datasets import ADULT_SENSITIVE
 from stream_release.io.encoding import encode
-from stream_release.io.hierarchy import load_hierarchies
 from stream_release.io.snapshot_csv import read_snapshot
 from stream_release.pipeline.plan import withheld_rows
 from stream_release.pipeline.publisher import Publisher

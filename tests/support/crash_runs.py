@@ -1,5 +1,5 @@
 """One run of the crash-consistency tests: a series of Adult snapshots sent to a worker that is
-killed with SIGKILL at a kill point of :mod:`stream_release.devtools.faults` (or not), then
+killed with SIGKILL at a kill point of :mod:`stream_release.faults` (or not), then
 started again to publish the rest; what the run left on the broker, in Redis and in the
 archive, normalised for comparison with another run (``test_crash_consistency`` and
 ``test_crash_consistency_mechanisms``).
@@ -19,7 +19,7 @@ import redis
 from stream_release.audit import audit_directory
 from stream_release.audit.series_ledger import read_ledger
 from stream_release.config import KafkaSettings, TopicSettings
-from stream_release.devtools.faults import ENV
+from stream_release.faults import ENV
 from stream_release.history.keys import RedisKeys
 from stream_release.io.release_files import decode_record
 from support.kafka_topics import fresh_topics, read_topic, send_snapshots

@@ -19,7 +19,7 @@ import redis
 
 from stream_release.audit import audit_directory
 from stream_release.config import KafkaSettings
-from stream_release.devtools.faults import ENV
+from stream_release.faults import ENV
 from stream_release.history.keys import RedisKeys
 from support.crash_runs import RELEASES, RUN_TIMEOUT_S, groups_of, key_value, timeless
 from support.kafka_topics import fresh_topics, read_topic, send_snapshots

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from stream_release.config import Settings, load_settings
+from stream_release.config.hierarchy import load_hierarchies
 from stream_release.history.pseudonym import Pseudonymizer, load_key
-from stream_release.io.hierarchy import load_hierarchies
 from stream_release.pipeline.diagnosis import shard_of
 from stream_release.stream.intake import RecordValidator
 from stream_release.stream.messages import SnapshotRecord, decode_record

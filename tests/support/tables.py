@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 
 from stream_release.config import SchemaSettings
+from stream_release.config.hierarchy import load_hierarchies
 from stream_release.core.table import EncodedTable
 from stream_release.io.encoding import encode
-from stream_release.io.hierarchy import load_hierarchies
 from stream_release.io.snapshot import snapshot_from_columns
 
 EDUCATION_HIERARCHY = """\

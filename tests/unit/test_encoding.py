@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 
 from stream_release.config import SchemaSettings
+from stream_release.config.hierarchy import Hierarchy, load_hierarchies, load_hierarchy
 from stream_release.core.grouping.layout import leaf_range, lowest_common_ancestor
 from stream_release.core.table import EncodedTable
 from stream_release.errors import ConfigError, SchemaError
 from stream_release.io.encoding import encode
-from stream_release.io.hierarchy import Hierarchy, load_hierarchies, load_hierarchy
 from stream_release.io.snapshot import RawSnapshot, snapshot_from_columns
 from stream_release.io.snapshot_csv import read_snapshot
 

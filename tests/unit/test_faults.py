@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stream_release.devtools.faults import POINTS, _target, kill_point
+from stream_release.faults import POINTS, _target, kill_point
 
 
 def test_no_variable_means_no_kill_point() -> None:

@@ -24,20 +24,9 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "stream_release"
 
 FOUNDATION = "foundation"
-"""Modules that import nothing of the package but the errors, importable from every layer:
-the errors, the kill points of the crash matrix, the hierarchy file reader."""
-
-SPECIAL: dict[str, str] = {
-    "stream_release.errors": FOUNDATION,
-    "stream_release.devtools.faults": FOUNDATION,
-    "stream_release.io.hierarchy": FOUNDATION,
-    # the configuration validates each [mechanism.<kind>] table with the registered model
-    "stream_release.mechanisms.registry": "stream_release.config",
-    "stream_release.mechanisms.sampled_k_anonymity.settings": "stream_release.config",
-    "stream_release.mechanisms.reconstruction_rr.settings": "stream_release.config",
-    "stream_release.mechanisms.dp_sanitised.settings": "stream_release.config",
-}
-"""Modules whose layer is not their folder's."""
+"""The modules at the package's root (not a folder): they import nothing of the package but
+the errors and are importable from every layer: the errors, the kill points of the crash
+matrix."""
 
 LAYERS = (
     # a module belongs to the first layer its name starts with
@@ -99,8 +88,8 @@ ALLOWED: dict[str, set[str]] = {
 
 
 def layer_of(module: str) -> str:
-    if module in SPECIAL:
-        return SPECIAL[module]
+    if module.count(".") == 1 and not (PACKAGE / module.split(".")[1]).is_dir():
+        return FOUNDATION
     return next(layer for layer in LAYERS if module == layer or module.startswith(layer + "."))
 
 
@@ -116,12 +105,15 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def _imports(node: ast.AST, module: str, is_package: bool) -> Iterator[str]:
+def _imports(
+    node: ast.AST, module: str, is_package: bool, *, typing: bool = False
+) -> Iterator[str]:
+    """The modules ``node`` imports; those under ``if TYPE_CHECKING:`` only with ``typing``."""
     for child in ast.iter_child_nodes(node):
-        if isinstance(child, ast.If) and _is_type_checking(child):
+        if not typing and isinstance(child, ast.If) and _is_type_checking(child):
             # the else branch runs: read its statements as a body of their own
             orelse = ast.Module(body=child.orelse, type_ignores=[])
-            yield from _imports(orelse, module, is_package)
+            yield from _imports(orelse, module, is_package, typing=typing)
             continue
         if isinstance(child, ast.Import):
             yield from (alias.name for alias in child.names)
@@ -136,20 +128,25 @@ def _imports(node: ast.AST, module: str, is_package: bool) -> Iterator[str]:
             yield target
             # ``from package import module`` imports the module too
             yield from (f"{target}.{alias.name}" for alias in child.names)
-        yield from _imports(child, module, is_package)
+        yield from _imports(child, module, is_package, typing=typing)
 
 
-def import_graph() -> dict[str, set[str]]:
+def import_graph(*, typing: bool = False) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports (with ``typing``, also for the type
+    checker only)."""
     modules = {module_name(path): path for path in PACKAGE.rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(), str(path))
-        targets = _imports(tree, name, path.name == "__init__.py")
+        targets = _imports(tree, name, path.name == "__init__.py", typing=typing)
         graph[name] = {t for t in targets if t in modules and t != name}
     return graph
 
 
 GRAPH = import_graph()
+TYPED_GRAPH = import_graph(typing=True)
+"""The graph with the imports under ``if TYPE_CHECKING:``: a circle there is a circle in the
+design even when it never runs."""
 
 
 @pytest.mark.parametrize("module", sorted(GRAPH))
@@ -174,18 +171,20 @@ def test_a_kinds_audit_imports_only_its_settings_and_the_core() -> None:
             t
             for t in targets
             if layer_of(t) not in {"stream_release.core", FOUNDATION}
-            and t not in {f"{own}.settings", own, "stream_release.mechanisms"}
+            and t not in {own, "stream_release.mechanisms"}
+            and not t.startswith("stream_release.config.mechanisms")
         )
         assert not wrong, f"{module} imports {wrong}"
 
 
 def test_foundation_imports_only_the_errors() -> None:
-    for module, layer in SPECIAL.items():
-        if layer == FOUNDATION:
-            assert GRAPH[module] <= {"stream_release.errors"}, module
+    foundation = [module for module in GRAPH if layer_of(module) == FOUNDATION]
+    assert sorted(foundation) == ["stream_release.errors", "stream_release.faults"]
+    for module in foundation:
+        assert GRAPH[module] <= {"stream_release.errors"}, module
 
 
-def test_no_import_cycle() -> None:
+def test_no_import_cycle_even_for_the_type_checker() -> None:
     # Tarjan's strongly connected components; a component of more than one module is a circle
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -197,7 +196,7 @@ def test_no_import_cycle() -> None:
         index[node] = low[node] = len(index)
         stack.append(node)
         on_stack.add(node)
-        for target in GRAPH[node]:
+        for target in TYPED_GRAPH[node]:
             if target not in index:
                 visit(target)
                 low[node] = min(low[node], low[target])
@@ -214,7 +213,7 @@ def test_no_import_cycle() -> None:
             if len(component) > 1:
                 circles.append(sorted(component))
 
-    for node in sorted(GRAPH):
+    for node in sorted(TYPED_GRAPH):
         if node not in index:
             visit(node)
     assert not circles, f"import circles: {circles}"
@@ -224,7 +223,7 @@ def test_the_graph_is_read_from_the_sources() -> None:
     # the rules above test something: the graph has the edges we know of
     assert "stream_release.core.privacy.breach" in GRAPH["stream_release.core.privacy.strategy"]
     assert "stream_release.pipeline.plan" in GRAPH["stream_release.pipeline.publisher"]
-    assert layer_of("stream_release.devtools.faults") == FOUNDATION
+    assert layer_of("stream_release.faults") == FOUNDATION
     assert layer_of("stream_release.devtools.datasets") == "stream_release.devtools"
 
 
@@ -241,3 +240,26 @@ def test_the_imports_by_name_at_run_time_reach_only_what_they_may() -> None:
         assert folder.rsplit(".", 1)[0] == "stream_release.mechanisms", kind
         assert registration.module.endswith(".mechanism") and registration.module in GRAPH
         assert VERIFIERS[kind] == f"{folder}.audit" and VERIFIERS[kind] in GRAPH
+
+
+def _readme_layout() -> list[str]:
+    """The names the README's Layout block lists under ``stream_release/``."""
+    text = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    block = text.split("## Layout", 1)[1].split("```", 2)[1]
+    lines = block.splitlines()
+    start = lines.index("stream_release/") + 1
+    return [line.split()[0] for line in lines[start:] if line.startswith("  ") and line[2] != " "]
+
+
+def test_the_readme_layout_is_the_tree() -> None:
+    listed = _readme_layout()
+    tree = sorted(
+        p.name + ("/" if p.is_dir() else "")
+        for p in PACKAGE.iterdir()
+        if p.name != "__pycache__" and (p.is_dir() or p.suffix == ".py")
+    )
+    assert sorted(listed) == tree
+    # the layers the README names are the ones this test holds the imports to
+    assert {name.rstrip("/").removesuffix(".py") for name in listed} >= {
+        layer.removeprefix("stream_release.") for layer in LAYERS[1:-1]
+    }

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from support.tables import SMALL_ROWS, encode_columns, keyed_pseudonyms
 
 from stream_release.config import OutputSettings, SchemaSettings
+from stream_release.config.hierarchy import load_hierarchies
 from stream_release.core.privacy.dp_selftest import empirical_dp_check
 from stream_release.core.privacy.metric_dp_laplace import laplace_scale_tight
 from stream_release.core.privacy.metric_dp_lower_bounds import (
@@ -34,7 +35,6 @@ from stream_release.core.table import EncodedTable
 from stream_release.devtools.datasets import ADULT_QID, ADULT_SENSITIVE, read_csv_table
 from stream_release.errors import ConfigError, HistoryStoreError, SchemaError
 from stream_release.io.encoding import encode
-from stream_release.io.hierarchy import load_hierarchies
 from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.mechanisms.base import MechanismRelease, ReleaseRandomness
 from stream_release.mechanisms.dp_sanitised.audit import verify_release

@@ -20,11 +20,11 @@ import pytest
 from support.tables import EDUCATION_HIERARCHY
 
 from stream_release.config import SchemaSettings, load_settings
+from stream_release.config.hierarchy import load_hierarchies
 from stream_release.core.privacy.metric_dp_rr import rr_debiased_counts, rr_keep
 from stream_release.core.table import EncodedTable
 from stream_release.core.utility.queries import CountQueries, draw_count_queries
 from stream_release.io.encoding import encode
-from stream_release.io.hierarchy import load_hierarchies
 from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.mechanisms.reconstruction_rr.estimate import reconstruct
 from stream_release.pipeline.publisher import Publisher

@@ -21,13 +21,13 @@ import pytest
 from support.tables import EDUCATION_HIERARCHY, keyed_pseudonyms
 
 from stream_release.config import SchemaSettings, Settings, load_settings
+from stream_release.config.hierarchy import load_hierarchies
 from stream_release.core.privacy.dp_selftest import hockey_stick_divergence
 from stream_release.core.privacy.sampling_dp_calculators import calc_delta
 from stream_release.core.privacy.sampling_dp_release import sample_mask
 from stream_release.core.table import EncodedTable
 from stream_release.errors import ConfigError, SchemaError
 from stream_release.io.encoding import encode
-from stream_release.io.hierarchy import load_hierarchies
 from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.mechanisms import make_mechanism
 from stream_release.mechanisms.base import MechanismRelease, ReleaseRandomness, StateLoader

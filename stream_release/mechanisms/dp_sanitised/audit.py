@@ -21,17 +21,17 @@ from typing import Any
 
 import numpy as np
 
-from stream_release.core.privacy.dp_budget import BUDGET_RTOL, split_budget
-from stream_release.core.privacy.metric_dp_rr import rr_debiased_counts
-from stream_release.core.privacy.validation import check_delta, check_epsilon
-from stream_release.errors import InvalidParameter
-from stream_release.mechanisms.dp_sanitised.settings import (
+from stream_release.config.mechanisms.dp_sanitised import (
     CAVEAT,
     KIND,
     _entry,
     _fingerprint,
     numeric_table,
 )
+from stream_release.core.privacy.dp_budget import BUDGET_RTOL, split_budget
+from stream_release.core.privacy.metric_dp_rr import rr_debiased_counts
+from stream_release.core.privacy.validation import check_delta, check_epsilon
+from stream_release.errors import InvalidParameter
 
 __all__ = ["verify_release", "verify_series"]
 

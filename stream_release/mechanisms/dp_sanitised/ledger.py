@@ -17,10 +17,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from stream_release.config.mechanisms.dp_sanitised import DPSanitisedSettings
 from stream_release.core.privacy.dp_budget import ledger_charge_batch
 from stream_release.errors import HistoryStoreError
 from stream_release.mechanisms.base import ReleaseRandomness, StateLoader
-from stream_release.mechanisms.dp_sanitised.settings import DPSanitisedSettings
 
 __all__ = ["charge", "decode_ledger", "encode_ledger", "record_digests"]
 

@@ -86,6 +86,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from stream_release.config.mechanisms.dp_sanitised import (
+    CAVEAT,
+    KIND,
+    DPSanitisedSettings,
+    SchemaLike,
+    check_schema,
+)
 from stream_release.core.privacy.metric_dp_rr import rr_debiased_counts
 from stream_release.core.table import EncodedTable
 from stream_release.errors import InvalidParameter
@@ -106,13 +113,6 @@ from stream_release.mechanisms.dp_sanitised.sanitise import (
     record_keys,
     record_words,
     sanitise_column,
-)
-from stream_release.mechanisms.dp_sanitised.settings import (
-    CAVEAT,
-    KIND,
-    DPSanitisedSettings,
-    SchemaLike,
-    check_schema,
 )
 from stream_release.mechanisms.rows import distinct_rows, exact_bytes
 

@@ -17,11 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from stream_release.core.privacy.discrete_laplace import GridLaplace
-from stream_release.core.privacy.dp_budget import split_budget
-from stream_release.core.table import EncodedTable
-from stream_release.errors import ConfigError, SchemaError
-from stream_release.mechanisms.dp_sanitised.settings import (
+from stream_release.config.mechanisms.dp_sanitised import (
     WHERE,
     DPSanitisedSettings,
     _entry,
@@ -32,6 +28,10 @@ from stream_release.mechanisms.dp_sanitised.settings import (
     no_domain,
     numeric_table,
 )
+from stream_release.core.privacy.discrete_laplace import GridLaplace
+from stream_release.core.privacy.dp_budget import split_budget
+from stream_release.core.table import EncodedTable
+from stream_release.errors import ConfigError, SchemaError
 
 __all__ = ["SanitisedAttribute", "TablePlan", "make_plan", "table_signature"]
 

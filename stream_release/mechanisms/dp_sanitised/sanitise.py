@@ -21,12 +21,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from stream_release.config.mechanisms.dp_sanitised import WHERE
 from stream_release.core.privacy.metric_dp_rr import rr_from_uniform
 from stream_release.core.table import EncodedTable
 from stream_release.errors import SchemaError
 from stream_release.mechanisms.base import ReleaseRandomness, word_uniforms
 from stream_release.mechanisms.dp_sanitised.plan import SanitisedAttribute, TablePlan
-from stream_release.mechanisms.dp_sanitised.settings import WHERE
 
 __all__ = ["code_maps", "record_keys", "record_words", "sanitise_column"]
 

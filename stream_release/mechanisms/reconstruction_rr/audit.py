@@ -18,7 +18,7 @@ import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeGuard
 
-from stream_release.mechanisms.reconstruction_rr.settings import (
+from stream_release.config.mechanisms.reconstruction_rr import (
     KIND,
     ReconstructionRRSettings,
     _block,

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from stream_release.config.mechanisms.reconstruction_rr import KIND, _block, _field
 from stream_release.core.privacy.reconstruction_estimate import CountEstimate, reconstruct_count
 from stream_release.errors import InvalidParameter
-from stream_release.mechanisms.reconstruction_rr.settings import KIND, _block, _field
 
 __all__ = ["Where", "reconstruct"]
 

@@ -91,6 +91,19 @@ import numpy as np
 import orjson
 from numpy.typing import NDArray
 
+from stream_release.config.mechanisms.reconstruction_rr import (
+    _DIGEST,
+    _LEDGER,
+    _PARAMS,
+    _SEP,
+    _TRIAL,
+    ESTIMATOR,
+    KIND,
+    PAPER,
+    SCALING,
+    SERIAL_RULE,
+    ReconstructionRRSettings,
+)
 from stream_release.core.grouping.generalize import generalize_groups
 from stream_release.core.privacy.reconstruction import perturb_from_uniforms
 from stream_release.core.privacy.reconstruction_serial import serial_rp_randomize
@@ -104,19 +117,6 @@ from stream_release.errors import (
     SchemaError,
 )
 from stream_release.mechanisms.base import MechanismRelease, ReleaseRandomness, StateLoader
-from stream_release.mechanisms.reconstruction_rr.settings import (
-    _DIGEST,
-    _LEDGER,
-    _PARAMS,
-    _SEP,
-    _TRIAL,
-    ESTIMATOR,
-    KIND,
-    PAPER,
-    SCALING,
-    SERIAL_RULE,
-    ReconstructionRRSettings,
-)
 from stream_release.mechanisms.rows import distinct_rows, exact_bytes
 
 __all__ = [

@@ -1,7 +1,7 @@
 """Audit of mode ``sampled-k-anonymity`` from its published files alone [LQS12].
 
 Imports no planning code: only the mode's parameters
-(:mod:`stream_release.mechanisms.sampled_k_anonymity.settings`) and the privacy formulas.
+(:mod:`stream_release.config.mechanisms.sampled_k_anonymity`) and the privacy formulas.
 
 References
 ----------
@@ -19,13 +19,13 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
-from stream_release.core.privacy.sampling_dp_budget import compose_basic
-from stream_release.mechanisms.sampled_k_anonymity.settings import (
+from stream_release.config.mechanisms.sampled_k_anonymity import (
     _REL_TOL,
     KIND,
     SampledKAnonymitySettings,
     accounting,
 )
+from stream_release.core.privacy.sampling_dp_budget import compose_basic
 
 __all__ = ["verify_release", "verify_series"]
 

@@ -85,19 +85,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from stream_release.core.privacy.sampling_dp_budget import compose_basic
-from stream_release.core.privacy.sampling_dp_release import safe_k_anonymize_mask, sample_mask
-from stream_release.core.table import Attribute, EncodedTable
-from stream_release.errors import ConfigError, InvalidParameter, SchemaError
-from stream_release.io.hierarchy import load_hierarchies
-from stream_release.mechanisms.base import MechanismRelease, ReleaseRandomness, StateLoader
-from stream_release.mechanisms.sampled_k_anonymity.settings import (
+from stream_release.config.hierarchy import load_hierarchies
+from stream_release.config.mechanisms.sampled_k_anonymity import (
     KIND,
     REFERENCE,
     SERIES_STATE_KEY,
     SampledKAnonymitySettings,
     accounting,
 )
+from stream_release.core.privacy.sampling_dp_budget import compose_basic
+from stream_release.core.privacy.sampling_dp_release import safe_k_anonymize_mask, sample_mask
+from stream_release.core.table import Attribute, EncodedTable
+from stream_release.errors import ConfigError, InvalidParameter, SchemaError
+from stream_release.mechanisms.base import MechanismRelease, ReleaseRandomness, StateLoader
 
 if TYPE_CHECKING:
     from stream_release.config import Settings

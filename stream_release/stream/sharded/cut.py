@@ -46,7 +46,7 @@ import numpy as np
 import orjson
 
 from stream_release.config import Settings, check_planned
-from stream_release.devtools.faults import kill_point
+from stream_release.config.hierarchy import Hierarchy, load_hierarchies
 from stream_release.errors import (
     NEW_SERIES_CAVEAT,
     ConfigError,
@@ -54,12 +54,12 @@ from stream_release.errors import (
     HistoryStoreError,
     SchemaError,
 )
+from stream_release.faults import kill_point
 from stream_release.history.keys import RedisKeys
 from stream_release.history.pseudonym import Pseudonymizer, load_key
 from stream_release.history.redis_client import RedisClient
 from stream_release.history.redis_store import RedisHistoryStore
 from stream_release.io.encoding import encode
-from stream_release.io.hierarchy import Hierarchy, load_hierarchies
 from stream_release.io.release_files import (
     ReleaseFiles,
     ReleasePaths,

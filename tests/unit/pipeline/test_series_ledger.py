@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from support.tiny_series import anonymize, tiny_config, tiny_snapshots
 
-from stream_release.devtools.faults import ENV
+from stream_release.faults import ENV
 from stream_release.io.series_ledger import FILES, SeriesLedger, sha256_hex
 
 

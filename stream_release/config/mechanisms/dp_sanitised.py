@@ -14,7 +14,7 @@ import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -28,6 +28,9 @@ from stream_release.core.privacy.metric_dp_lower_bounds import (
 from stream_release.core.privacy.metric_dp_rr import rr_expected_error, rr_keep
 from stream_release.core.privacy.validation import check_delta, check_epsilon
 from stream_release.errors import ConfigError
+
+if TYPE_CHECKING:
+    from stream_release.config._sections import ConfiguredSections
 
 __all__ = ["CAVEAT", "KIND", "SAMPLER", "DPSanitisedSettings", "SchemaLike", "numeric_table"]
 
@@ -266,14 +269,13 @@ class DPSanitisedSettings(BaseModel):
                 )
         return self
 
-    def check_settings(self, settings: Any) -> None:
+    def check_settings(self, settings: ConfiguredSections) -> None:
         """Check the table against the rest of the configuration when it is loaded: every QID
         of ``settings.schema`` has a data-independent domain (a numeric QID its bounds, a
         ``set`` QID its domain list, a hierarchy QID nothing here), every name is a QID, and
         ``settings.output.format`` is ``generalized``. Raises ``ValueError`` naming the key,
         the value and the fix."""
-        output = getattr(settings, "output", None)
-        fmt = getattr(output, "format", "generalized")
+        fmt = settings.output.format
         if fmt != "generalized":
             raise ValueError(
                 f"{WHERE}: output.format = {fmt!r}, but this mode publishes each sanitised "

@@ -16,10 +16,10 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationInfo, model_validator
 
+from stream_release.config.hierarchy import load_hierarchy
 from stream_release.core.privacy.reconstruction import Bound, rp_cap
 from stream_release.core.privacy.validation import check_open_probability, check_positive
 from stream_release.errors import InvalidParameter, SchemaError
-from stream_release.io.hierarchy import load_hierarchy
 
 __all__ = ["KIND", "ReconstructionRRSettings"]
 

@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 from stream_release.errors import SchemaError
 
 if TYPE_CHECKING:
-    from stream_release.config import SchemaSettings
+    from stream_release.config._sections import SchemaSettings
 
 _BLANKS = " \t"
 

@@ -28,7 +28,7 @@ from pydantic import (
 from stream_release.errors import InvalidParameter
 
 if TYPE_CHECKING:
-    from stream_release.config import Settings
+    from stream_release.config._sections import ConfiguredSections
 
 __all__ = [
     "KIND",
@@ -166,7 +166,7 @@ class SampledKAnonymitySettings(BaseModel):
             )
         return epsilon
 
-    def check_settings(self, settings: Settings) -> None:
+    def check_settings(self, settings: ConfiguredSections) -> None:
         """Check the section against ``schema`` and ``output`` (called when the configuration
         is loaded). Raises ``ValueError`` naming the key, the value and the fix."""
         where = "mechanism.sampled_k_anonymity"
