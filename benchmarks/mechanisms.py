@@ -60,6 +60,7 @@ from numpy.typing import NDArray
 from stream_release.audit import audit_directory
 from stream_release.config import Settings, load_settings
 from stream_release.config.hierarchy import load_hierarchies
+from stream_release.config.mechanisms import section_name
 from stream_release.core.table import Attribute, EncodedTable
 from stream_release.core.utility.queries import CountQueries, draw_count_queries
 from stream_release.devtools.datasets import (
@@ -73,9 +74,9 @@ from stream_release.errors import InvalidParameter
 from stream_release.io.encoding import encode
 from stream_release.io.release_files import ReleasePaths, default_private_dir
 from stream_release.io.snapshot import snapshot_from_columns
-from stream_release.mechanisms import GLOBAL_GUARANTEE, section_name
 from stream_release.mechanisms.reconstruction_rr.estimate import reconstruct
 from stream_release.pipeline.publisher import Publisher
+from stream_release.release_format import GLOBAL_GUARANTEE
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"

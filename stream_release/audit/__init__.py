@@ -74,19 +74,15 @@ from stream_release.audit.utility import (
     check_stated_bounds,
     check_utility,
 )
+from stream_release.release_format import GLOBAL_GUARANTEE, manifest_kind
 
 __all__ = [
-    "GLOBAL_GUARANTEE",
     "AuditInputError",
     "AuditReport",
     "ReleaseAudit",
     "audit_directory",
     "default_private",
-    "manifest_kind",
 ]
-
-GLOBAL_GUARANTEE = "global-guarantee"
-"""The kind of a manifest without a ``mechanism`` block."""
 
 _MANIFEST = re.compile(r"^manifest-(\d+)\.json$")
 
@@ -195,12 +191,6 @@ class AuditReport:
         return "\n".join(lines)
 
 
-def manifest_kind(manifest: dict[str, Any]) -> str:
-    """The ``mechanism.kind`` of a manifest (none = the global guarantee)."""
-    block = manifest.get("mechanism")
-    return str(block.get("kind")) if isinstance(block, dict) else GLOBAL_GUARANTEE
-
-
 def audit_directory(
     directory: Path,
     ell: float | None = None,
@@ -269,9 +259,7 @@ def audit_directory(
         sequence = manifest.get("sequence")
         if not isinstance(sequence, int) or sequence != number:
             raise AuditInputError(f"{path}: sequence {sequence!r} where {number} was expected")
-        kind = manifest_kind(manifest)
-        if kind == GLOBAL_GUARANTEE:
-            check_manifest(path, manifest)
+        kind = check_manifest(path, manifest).kind
         result, lines = _audit_release(
             directory, private, manifest, kind, state, ell, hierarchies, configured,
             matched.get(number), report.not_done, context,

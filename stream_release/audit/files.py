@@ -20,8 +20,10 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+from pydantic import ValidationError
 
 from stream_release.errors import StreamReleaseError
+from stream_release.release_format import AnyManifest, Manifest
 
 PRIVATE_SUFFIX = ".private"
 
@@ -261,53 +263,27 @@ def leaf_order(rows: list[list[str]]) -> list[str]:
     return [rows[r][0] for _, r in sorted(keys)]
 
 
-def check_manifest(path: Path, manifest: dict[str, Any]) -> None:
-    """The fields a global-guarantee manifest's audit reads, with their types."""
-    if not _is_number(manifest.get("l")) or not manifest["l"] > 1:
-        raise AuditInputError(f"{path}: l = {manifest.get('l')!r} must be a number above 1")
-    strategy = manifest.get("strategy")
-    if not isinstance(strategy, dict):
-        raise AuditInputError(f"{path}: strategy must be an object")
-    _field(path, strategy, "strategy.", "name", str)
-    protected = strategy.get("protected", [])
-    if not isinstance(protected, list) or not all(isinstance(v, str) for v in protected):
-        raise AuditInputError(f"{path}: strategy.protected must be a list of values")
-    acknowledged = strategy.get("acknowledged", [])
-    if not isinstance(acknowledged, list) or not all(isinstance(v, str) for v in acknowledged):
-        raise AuditInputError(f"{path}: strategy.acknowledged must be a list of keys")
-    for key in ("min_group_size", "group_size_cap", "k_prime"):
-        if key in strategy and not (_is_int(strategy[key]) and strategy[key] >= 1):
-            raise AuditInputError(
-                f"{path}: strategy.{key} = {strategy[key]!r} must be an integer >= 1"
-            )
-    for key in ("base_ratio", "alpha"):
-        if key in strategy and not _is_number(strategy[key]):
-            raise AuditInputError(f"{path}: strategy.{key} = {strategy[key]!r} must be a number")
-    breach = manifest.get("breach", {})
-    if not isinstance(breach, dict):
-        raise AuditInputError(f"{path}: breach must be an object")
-    for key in ("max", "p50", "p99"):
-        if key in breach and not _is_number(breach[key]):
-            raise AuditInputError(f"{path}: breach.{key} = {breach[key]!r} must be a number")
-    if "spent" in breach and not _is_int(breach["spent"]):
-        raise AuditInputError(f"{path}: breach.spent = {breach['spent']!r} must be an integer")
-    block = manifest.get("suppressed_set")
-    if block is not None:
-        if not isinstance(block, dict):
-            raise AuditInputError(f"{path}: suppressed_set must be an object")
-        for key in ("rows", "decoys"):
-            if key in block and not (_is_int(block[key]) and block[key] >= 0):
-                raise AuditInputError(
-                    f"{path}: suppressed_set.{key} = {block[key]!r} must be an integer >= 0"
-                )
-        for key in ("share_max", "breach_max"):
-            if key in block and not _is_number(block[key]):
-                raise AuditInputError(
-                    f"{path}: suppressed_set.{key} = {block[key]!r} must be a number"
-                )
-    schema = manifest.get("schema", {})
-    if not isinstance(schema, dict) or not isinstance(schema.get("qid", []), list):
-        raise AuditInputError(f"{path}: schema must be an object whose qid is a list")
+def check_manifest(path: Path, manifest: dict[str, Any]) -> AnyManifest:
+    """``manifest`` (read from ``path``) parsed with the format's models
+    (:mod:`stream_release.release_format`), of either kind.
+
+    Raises
+    ------
+    AuditInputError
+        It is not a manifest of the format: names the first field, its value and what it
+        must be.
+    """
+    try:
+        return Manifest.parse(manifest)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = [str(part) for part in first["loc"]][1:]  # the first is the kind's tag
+        where = ".".join(loc) or "the manifest"
+        given = first.get("input")
+        shown = "" if first["type"] == "missing" or isinstance(given, dict) else f" = {given!r}"
+        raise AuditInputError(
+            f"{path}: {where}{shown}: {first['msg']} (not a manifest of the format)"
+        ) from None
 
 
 def check_private_record(path: Path, record: dict[str, Any]) -> None:

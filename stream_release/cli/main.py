@@ -16,6 +16,7 @@ from stream_release.cli.calc import add_calc_parser
 from stream_release.cli.memory import BATCH_THRESHOLD, WORKER_THRESHOLD, return_freed_memory
 from stream_release.cli.reconstruct import add_reconstruct_parser
 from stream_release.errors import StreamReleaseError
+from stream_release.release_format import GLOBAL_GUARANTEE, manifest_kind
 
 if TYPE_CHECKING:
     from stream_release.pipeline.what_if import PlannedSetting, PlanReport
@@ -300,7 +301,7 @@ def _anonymize(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
 
     def report(manifest: dict[str, Any]) -> None:
-        if "mechanism" in manifest:  # another [mechanism] kind: no breach block
+        if manifest_kind(manifest) != GLOBAL_GUARANTEE:  # a companion kind: no breach block
             from stream_release.mechanisms import describe_release
 
             print(describe_release(manifest))
@@ -446,7 +447,7 @@ def describe_breach(worst: float, bound: float) -> str:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from stream_release.audit import GLOBAL_GUARANTEE, audit_directory
+    from stream_release.audit import audit_directory
     from stream_release.cli.progress import progress
 
     with progress("audit", "release") as step:

@@ -15,41 +15,70 @@ The package's modules are private; every name is imported from here: the section
 configuration that does not validate (:mod:`._describe`), :func:`load_settings`
 (:mod:`._load`), the spelling rules of ``privacy.protected`` (:mod:`._protected`) and the
 check of a horizon on shards against ``stream-release plan``'s digest (:mod:`._planned`).
+Their modules are imported on first use (PEP 562): the audit reads a mechanism's table model
+(:mod:`.mechanisms`) without loading the rest of the configuration.
 """
 
 from __future__ import annotations
 
-from stream_release.config._horizon import Horizon, horizon_of
-from stream_release.config._load import load_settings
-from stream_release.config._mechanism import MechanismSettings
-from stream_release.config._planned import check_planned, plan_digest
-from stream_release.config._protected import (
-    closest_match,
-    corrected,
-    describe_misses,
-    same_value,
-)
-from stream_release.config._sections import (
-    GroupingSettings,
-    HistorySettings,
-    KafkaSettings,
-    OutputSettings,
-    PrivacySettings,
-    RedisSettings,
-    SchemaSettings,
-    ServiceSettings,
-    TopicSettings,
-    VirtualSettings,
-)
-from stream_release.config._settings import Settings
-from stream_release.config.mechanisms import MechanismKind
+import importlib
+import typing
+
+if typing.TYPE_CHECKING:
+    from stream_release.config._horizon import Horizon, horizon_of
+    from stream_release.config._load import load_settings
+    from stream_release.config._mechanism import MechanismSettings
+    from stream_release.config._planned import check_planned, plan_digest
+    from stream_release.config._protected import (
+        closest_match,
+        corrected,
+        describe_misses,
+        same_value,
+    )
+    from stream_release.config._sections import (
+        GroupingSettings,
+        HistorySettings,
+        KafkaSettings,
+        OutputSettings,
+        PrivacySettings,
+        RedisSettings,
+        SchemaSettings,
+        ServiceSettings,
+        TopicSettings,
+        VirtualSettings,
+    )
+    from stream_release.config._settings import Settings
+
+_EXPORTS: dict[str, str] = {
+    "GroupingSettings": "_sections",
+    "HistorySettings": "_sections",
+    "Horizon": "_horizon",
+    "KafkaSettings": "_sections",
+    "MechanismSettings": "_mechanism",
+    "OutputSettings": "_sections",
+    "PrivacySettings": "_sections",
+    "RedisSettings": "_sections",
+    "SchemaSettings": "_sections",
+    "ServiceSettings": "_sections",
+    "Settings": "_settings",
+    "TopicSettings": "_sections",
+    "VirtualSettings": "_sections",
+    "check_planned": "_planned",
+    "closest_match": "_protected",
+    "corrected": "_protected",
+    "describe_misses": "_protected",
+    "horizon_of": "_horizon",
+    "load_settings": "_load",
+    "plan_digest": "_planned",
+    "same_value": "_protected",
+}
+"""Public name -> the private module of this package that defines it."""
 
 __all__ = [
     "GroupingSettings",
     "HistorySettings",
     "Horizon",
     "KafkaSettings",
-    "MechanismKind",
     "MechanismSettings",
     "OutputSettings",
     "PrivacySettings",
@@ -68,3 +97,17 @@ __all__ = [
     "plan_digest",
     "same_value",
 ]
+
+
+def __getattr__(name: str) -> typing.Any:
+    """A public name, imported from its module on first use."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -14,7 +14,8 @@ from typing import Any
 from pydantic import BaseModel, PrivateAttr, ValidationError, model_validator
 
 from stream_release.config._sections import Section
-from stream_release.config.mechanisms import KINDS, SECTIONS, MechanismKind, section_name
+from stream_release.config.mechanisms import SECTIONS, section_name
+from stream_release.release_format import KINDS, MechanismKind
 
 CONFIG_DIR: ContextVar[Path | None] = ContextVar("CONFIG_DIR", default=None)
 """The directory of the configuration file being loaded

@@ -37,6 +37,7 @@ from numpy.typing import NDArray
 from stream_release.errors import ArchiveConflict
 from stream_release.faults import kill_point
 from stream_release.io.file_assembly import assignment_rows
+from stream_release.release_format import AnyManifest
 
 TMP_SUFFIX = ".tmp"
 
@@ -111,7 +112,7 @@ class ReleaseFiles:
     """
 
     groups: bytes
-    manifest: dict[str, Any]
+    manifest: AnyManifest
     assignments: bytes
     private: dict[str, Any]
 
@@ -121,7 +122,7 @@ class ReleaseFiles:
             paths.groups: self.groups,
             paths.assignments: self.assignments,
             paths.private_record: json_bytes(self.private),
-            paths.manifest: json_bytes(self.manifest),
+            paths.manifest: json_bytes(self.manifest.document()),
         }
 
     def by_kind(self) -> dict[str, bytes]:
@@ -129,7 +130,7 @@ class ReleaseFiles:
         ``assignments``, ``private`` (the series ledger's names)."""
         return {
             "release": self.groups,
-            "manifest": json_bytes(self.manifest),
+            "manifest": json_bytes(self.manifest.document()),
             "assignments": self.assignments,
             "private": json_bytes(self.private),
         }

@@ -6,22 +6,21 @@
 
     [mechanism]
     kind = "sampled-k-anonymity"
-    [mechanism.sampled_k_anonymity]     # the kind with "_" for "-": section_name(kind)
+    [mechanism.sampled_k_anonymity]     # the kind with "_" for "-"
     k = 20
     ...
 
-The configuration validates the active kind's section with the registered model
-(:mod:`stream_release.config`), the publisher builds the mechanism with :func:`make_mechanism`
-(offline ``anonymize`` and the worker alike, :class:`~stream_release.pipeline.publisher.Publisher`)
-and the audit runs the kind's own ``<kind>/audit.py`` module
-(:mod:`stream_release.audit.mechanisms`).
+The configuration validates the active kind's section with its model
+(:mod:`stream_release.config.mechanisms`), the publisher builds the mechanism with
+:func:`make_mechanism` (offline ``anonymize`` and the worker alike,
+:class:`~stream_release.pipeline.publisher.Publisher`) and the audit runs the kind's own
+``<kind>/audit.py`` module (:mod:`stream_release.audit.mechanisms`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from stream_release.config.mechanisms import GLOBAL_GUARANTEE, KINDS, MechanismKind, section_name
 from stream_release.mechanisms.registry import (
     MECHANISMS,
     Registration,
@@ -31,11 +30,8 @@ from stream_release.mechanisms.registry import (
 )
 
 __all__ = [
-    "GLOBAL_GUARANTEE",
-    "KINDS",
     "MECHANISMS",
     "Mechanism",
-    "MechanismKind",
     "MechanismRelease",
     "Registration",
     "ReleaseRandomness",
@@ -43,7 +39,6 @@ __all__ = [
     "describe_release",
     "make_mechanism",
     "registration",
-    "section_name",
 ]
 
 _BASE = ("Mechanism", "MechanismRelease", "ReleaseRandomness", "StateLoader")

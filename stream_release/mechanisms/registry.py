@@ -12,8 +12,9 @@ import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from stream_release.config.mechanisms import GLOBAL_GUARANTEE, KINDS, section_name
+from stream_release.config.mechanisms import section_name
 from stream_release.errors import ConfigError
+from stream_release.release_format import GLOBAL_GUARANTEE, KINDS
 
 if TYPE_CHECKING:
     from pydantic import BaseModel

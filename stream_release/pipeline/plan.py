@@ -75,6 +75,7 @@ from stream_release.core.privacy.strategy import Strategy
 from stream_release.core.table import EncodedTable
 from stream_release.errors import NEW_SERIES_CAVEAT, GuaranteeUnsatisfiable, PrivacyLeakWarning
 from stream_release.pipeline.feasibility import check_feasible
+from stream_release.release_format import BreachSummary
 
 
 @dataclass(frozen=True, eq=False)
@@ -203,19 +204,19 @@ class ReleasePlan:
         for ``committed[i]``): every row of the snapshot and every virtual member."""
         return np.flatnonzero(self.real | (self.group >= 0)).astype(np.int64)
 
-    def breach_summary(self) -> dict[str, float | int]:
+    def breach_summary(self) -> BreachSummary:
         """``bound``, ``max``, ``p50``, ``p99`` of the published individuals' breach (their
         spent pairs aside), ``spent``: the release's individuals' pairs past the bound, and
         ``spent_people``: the individuals with one."""
         b = self.breach
-        return {
-            "bound": 1.0 / self.strategy.ell,
-            "max": float(b.max()) if b.size else 0.0,
-            "p50": float(np.quantile(b, 0.5)) if b.size else 0.0,
-            "p99": float(np.quantile(b, 0.99)) if b.size else 0.0,
-            "spent": self.spent_pairs,
-            "spent_people": self.spent_people,
-        }
+        return BreachSummary(
+            bound=1.0 / self.strategy.ell,
+            max=float(b.max()) if b.size else 0.0,
+            p50=float(np.quantile(b, 0.5)) if b.size else 0.0,
+            p99=float(np.quantile(b, 0.99)) if b.size else 0.0,
+            spent=self.spent_pairs,
+            spent_people=self.spent_people,
+        )
 
 
 def protected_mask(

@@ -93,7 +93,7 @@ from stream_release.io.series_ledger import (
     default_ledger_path,
     release_contents,
 )
-from stream_release.mechanisms import GLOBAL_GUARANTEE, make_mechanism
+from stream_release.mechanisms import make_mechanism
 from stream_release.mechanisms.base import Mechanism, ReleaseRandomness
 from stream_release.pipeline.candidates import CandidatePool
 from stream_release.pipeline.plan import (
@@ -108,6 +108,7 @@ from stream_release.pipeline.render import (
     render_release,
     suppressed_record,
 )
+from stream_release.release_format import GLOBAL_GUARANTEE, manifest_kind
 
 RANDOMNESS_PURPOSE = "mechanism"
 """What the mechanisms' randomness is derived for (:meth:`Pseudonymizer.derived_key`)."""
@@ -133,7 +134,8 @@ class PreparedRelease:
 
     @property
     def manifest(self) -> dict[str, Any]:
-        return self.files.manifest
+        """The manifest as published (its JSON object)."""
+        return self.files.manifest.document()
 
 
 @dataclass(frozen=True, eq=False)
@@ -454,8 +456,7 @@ class Publisher:
         record = store.record(last)
         if record is None:
             raise HistoryStoreError(f"the history store has no record of its release {last}")
-        block = decode_record_manifest(record).get("mechanism")
-        kind = block.get("kind", GLOBAL_GUARANTEE) if isinstance(block, dict) else GLOBAL_GUARANTEE
+        kind = manifest_kind(decode_record_manifest(record))
         if kind != self.kind:
             raise ConfigError(
                 f"mechanism.kind = {self.kind!r}, but the series in {store!r} was "
@@ -695,7 +696,7 @@ class Publisher:
                 elapsed_s=elapsed_s,
                 first_group=first_group,
             )
-            record = pool.submit(encode_record, groups, manifest)
+            record = pool.submit(encode_record, groups, manifest.document())
             private = _private_record(label, sequence, planned.source)
             private["suppressed"] = suppressed_record(table, plan)
             if self.candidates is not None:
@@ -759,7 +760,7 @@ class Publisher:
             np.zeros(0, dtype="S16"),
             HistoryRows.empty(0),
             store.values(),
-            encode_record(groups, manifest),
+            encode_record(groups, manifest.document()),
             out.state,
             cut_label,
         )

@@ -30,6 +30,15 @@ from stream_release.io.file_assembly import encode_generalized_lines
 from stream_release.io.release_files import encode_lines, group_lines
 from stream_release.mechanisms.base import MechanismRelease
 from stream_release.pipeline.plan import ReleasePlan
+from stream_release.release_format import (
+    GuaranteeManifest,
+    MechanismBlock,
+    MechanismManifest,
+    SnapshotSchema,
+    StrategyBlock,
+    SuppressedSetSummary,
+    VirtualSummary,
+)
 
 
 def render_release(
@@ -41,7 +50,7 @@ def render_release(
     settings: Settings,
     elapsed_s: float,
     first_group: int = 0,
-) -> tuple[bytes, dict[str, Any]]:
+) -> tuple[bytes, GuaranteeManifest]:
     """The bytes of ``release-NNNN.jsonl`` (:func:`encode_lines`) and the manifest of one
     release (docs/contract.md §4); the groups are numbered from ``first_group`` (a shard's
     part of a release).
@@ -70,48 +79,52 @@ def render_release(
         registry = settings.virtual.registry is not None
         groups = _lines(table, plan, layout, label, sequence, fmt, registry, first_group)
         utility = utility_future.result()
-    strategy = plan.strategy.describe()
-    strategy["protected"] = list(settings.privacy.protected)
-    if settings.privacy.acknowledged:  # a weakened setting, acknowledged: stated publicly
-        strategy["acknowledged"] = list(settings.privacy.acknowledged)
-    strategy["min_group_size"] = settings.privacy.min_group_size
-    strategy["group_size_cap"] = group_size_cap(
-        plan.strategy.base_ratio,
-        settings.privacy.min_group_size,
-        settings.grouping.max_group_factor,
-    )
     horizon = horizon_of(settings.privacy, settings.grouping)
-    strategy["horizon"] = horizon.releases
+    privacy = settings.privacy
+    strategy = StrategyBlock(
+        name=plan.strategy.name,
+        l=plan.strategy.ell,
+        base_ratio=plan.strategy.target,
+        k_prime=plan.strategy.k_prime,
+        alpha=plan.strategy.alpha,
+        protected=list(privacy.protected),
+        # a weakened setting, acknowledged: stated publicly
+        acknowledged=list(privacy.acknowledged) if privacy.acknowledged else None,
+        min_group_size=privacy.min_group_size,
+        group_size_cap=group_size_cap(
+            plan.strategy.base_ratio, privacy.min_group_size, settings.grouping.max_group_factor
+        ),
+        horizon=horizon.releases,
+    )
     star = plan.suppressed_set
-    manifest: dict[str, Any] = {
-        "release": label,
-        "sequence": sequence,
-        "records_in": plan.records_in,
-        "published": plan.published_real,
-        "suppressed": plan.suppressed,
-        "groups": plan.contents.n_groups,
-        "l": plan.strategy.ell,
-        "strategy": strategy,
-        "format": fmt,
-        "schema": _schema_block(settings, table),
-        "breach": plan.breach_summary(),
-        "suppressed_set": {
-            "rows": star.size,
-            "share_max": star.share_max(plan.protected),
-            "share_bound": 1.0 / plan.strategy.ell,
-            "breach_max": plan.suppressed_breach,
-        },
-        "utility": utility,
-        "elapsed_s": round(elapsed_s, 6),
-        "past_horizon": horizon.past(sequence),
-    }
-    if first_group:
-        manifest["first_group"] = first_group  # a shard's part, never published as it is
-    if registry:
-        manifest["virtual"] = {
-            "members": int(plan.contents.virtual.sum()),
-            "assumption": VIRTUAL_ASSUMPTION,
-        }
+    manifest = GuaranteeManifest(
+        release=label,
+        sequence=sequence,
+        records_in=plan.records_in,
+        published=plan.published_real,
+        suppressed=plan.suppressed,
+        groups=plan.contents.n_groups,
+        l=plan.strategy.ell,
+        strategy=strategy,
+        format=fmt,
+        schema_=_schema_block(settings, table),
+        breach=plan.breach_summary(),
+        suppressed_set=SuppressedSetSummary(
+            rows=star.size,
+            share_max=star.share_max(plan.protected),
+            share_bound=1.0 / plan.strategy.ell,
+            breach_max=plan.suppressed_breach,
+        ),
+        utility=utility,
+        elapsed_s=round(elapsed_s, 6),
+        past_horizon=horizon.past(sequence),
+        first_group=first_group or None,  # a shard's part, never published as it is
+        virtual=VirtualSummary(
+            members=int(plan.contents.virtual.sum()), assumption=VIRTUAL_ASSUMPTION
+        )
+        if registry
+        else None,
+    )
     return groups, manifest
 
 
@@ -174,7 +187,7 @@ def render_mechanism_release(
     sequence: int,
     settings: Settings,
     elapsed_s: float,
-) -> tuple[bytes, dict[str, Any]]:
+) -> tuple[bytes, MechanismManifest]:
     """The bytes of ``release-NNNN.jsonl`` and the manifest of a mechanism's release.
 
     Group lines (docs/contract.md §4): ``release``, ``sequence``, ``group``, ``size``, ``qid``,
@@ -216,33 +229,28 @@ def render_mechanism_release(
         stats = group_size_stats(out.group)
         utility = {k: stats[k] for k in PUBLISHED_SIZE_FIGURES}
     utility.update(out.utility)
-    manifest: dict[str, Any] = {"release": label, "sequence": sequence}
-    if out.input_statistics:
-        manifest["records_in"] = table.n_rows
-    manifest["published"] = published
-    if out.input_statistics:
-        manifest["suppressed"] = table.n_rows - published
-    manifest.update(
-        {
-            "groups": int(out.sizes.shape[0]),
-            "format": "generalized",
-            "schema": _schema_block(settings, table),
-            "mechanism": out.guarantee,
-            "utility": utility,
-        }
+    stated = out.input_statistics
+    manifest = MechanismManifest(
+        release=label,
+        sequence=sequence,
+        records_in=table.n_rows if stated else None,
+        published=published,
+        suppressed=table.n_rows - published if stated else None,
+        groups=int(out.sizes.shape[0]),
+        format="generalized",
+        schema_=_schema_block(settings, table),
+        mechanism=MechanismBlock(**out.guarantee),
+        utility=utility,
+        elapsed_s=round(elapsed_s, 6) if stated else None,
     )
-    if out.input_statistics:
-        manifest["elapsed_s"] = round(elapsed_s, 6)
     return groups, manifest
 
 
-def _schema_block(settings: Settings, table: EncodedTable) -> dict[str, Any]:
+def _schema_block(settings: Settings, table: EncodedTable) -> SnapshotSchema:
     """The manifest's ``schema``: the id, QID and sensitive column names."""
-    return {
-        "id": settings.schema.id,
-        "qid": list(table.qid_names),
-        "sensitive": settings.schema.sensitive,
-    }
+    return SnapshotSchema(
+        id=settings.schema.id, qid=list(table.qid_names), sensitive=settings.schema.sensitive
+    )
 
 
 def _query_rng(settings: Settings, sequence: int) -> np.random.Generator:

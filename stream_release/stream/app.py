@@ -71,6 +71,7 @@ from faust.types import EventT
 from stream_release.config import KafkaSettings, Settings, horizon_of
 from stream_release.errors import StoreRegressed
 from stream_release.faults import kill_point
+from stream_release.release_format import GLOBAL_GUARANTEE, manifest_kind
 from stream_release.stream.intake import Incoming, PreparedBatch
 from stream_release.stream.kafka import (
     client_options,
@@ -260,9 +261,10 @@ class ServiceRunner:
                     self.service.store_problem is not None,
                 )
                 for manifest in manifests:
-                    if "mechanism" in manifest:  # another kind: no breach, no input figures
+                    kind = manifest_kind(manifest)
+                    if kind != GLOBAL_GUARANTEE:  # a companion: no breach, no input figures
                         fields = {k: manifest[k] for k in ("sequence", "published", "groups")}
-                        fields["mechanism"] = manifest["mechanism"]["kind"]
+                        fields["mechanism"] = kind
                         fields["cut_s"] = round(cut_s, 3)
                         log.info(
                             "release %d committed: %d published, %d groups",

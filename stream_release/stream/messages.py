@@ -21,16 +21,13 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
-    RootModel,
     ValidationError,
     field_validator,
     model_validator,
 )
 
 from stream_release.config import SchemaSettings
-from stream_release.config.mechanisms import CompanionKind
-
-QidValue = str | int | float
+from stream_release.release_format import GroupLine, Manifest, QidValue
 
 
 class RejectReason(StrEnum):
@@ -133,148 +130,6 @@ class Seal(_Message):
                 f"has {partitions} partitions (kafka.partitions); give one count per partition"
             )
         return list(self.partitions)
-
-
-class GroupLine(_Message):
-    """One published group (topic ``sr.releases``; a line of ``release-NNNN.jsonl``)."""
-
-    release: str
-    sequence: int = Field(ge=1)
-    group: int = Field(ge=0)
-    size: int = Field(ge=1)
-    qid: dict[str, Any] | None = Field(default=None, description="generalized QIDs")
-    members: list[dict[str, QidValue]] | None = Field(
-        default=None, description="anatomy format: the members' exact QIDs"
-    )
-    sensitive: dict[str, int]
-    virtual: int | None = Field(
-        default=None,
-        ge=0,
-        description="a series with a population register: the group's virtual members "
-        "(counted in size, holding no value)",
-    )
-    trials: int | None = Field(
-        default=None,
-        ge=1,
-        description="reconstruction-private-rr: the independent randomization trials in this "
-        "release's counts",
-    )
-    trials_total: int | None = Field(
-        default=None,
-        ge=1,
-        description="reconstruction-private-rr: the trials ever published for this group",
-    )
-    weight: float | None = Field(
-        default=None,
-        gt=0,
-        description="reconstruction-private-rr: size / trials, the scaling of the counts",
-    )
-
-
-class BreachSummary(_Message):
-    bound: float
-    max: float
-    p50: float
-    p99: float
-    spent: int = Field(
-        default=0,
-        ge=0,
-        description="(individual, protected value) pairs of the release's individuals past the "
-        "bound: linked by a suppressed set while spent (not in max)",
-    )
-    spent_people: int = Field(
-        default=0, ge=0, description="the release's individuals with a pair past the bound"
-    )
-
-
-class SuppressedSetSummary(_Message):
-    """The suppressed rows as one more group (all QIDs ``*``)."""
-
-    rows: int = Field(ge=0, description="rows suppressed, withheld for their history or not")
-    share_max: float = Field(ge=0, le=1, description="largest share of a protected value")
-    share_bound: float = Field(gt=0, le=1, description="1/l: share_max never exceeds it")
-    breach_max: float = Field(ge=0, le=1, description="largest breach of its other members")
-
-
-class VirtualSummary(_Message):
-    """A series with a population register: its virtual members and the assumption."""
-
-    members: int = Field(ge=0, description="virtual members in the release's groups")
-    assumption: str = Field(min_length=1, description="who the guarantee holds against")
-
-
-class SnapshotSchema(_Message):
-    """The snapshot's column names."""
-
-    id: str
-    qid: list[str]
-    sensitive: str
-
-
-class GuaranteeManifest(BaseModel):
-    """The manifest of a release under the global guarantee (``[mechanism] kind =
-    "global-guarantee"``, the default): its breach bound and figures."""
-
-    model_config = ConfigDict(extra="allow", frozen=True)
-
-    release: str
-    sequence: int = Field(ge=1)
-    records_in: int = Field(ge=0)
-    published: int = Field(ge=0)
-    suppressed: int = Field(ge=0)
-    groups: int = Field(ge=0)
-    l: float = Field(gt=1)  # noqa: E741 - the paper's symbol
-    strategy: dict[str, Any]
-    breach: BreachSummary
-    utility: dict[str, Any]
-    elapsed_s: float = Field(ge=0)
-    format: Literal["generalized", "anatomy"] = "generalized"
-    schema_: SnapshotSchema | None = Field(default=None, alias="schema")
-    suppressed_set: SuppressedSetSummary | None = None
-    virtual: VirtualSummary | None = None
-    past_horizon: bool = Field(
-        default=False,
-        description="the release lies past the horizon (strategy.horizon): individuals "
-        "withheld for their history are held to the per-release bound only",
-    )
-
-
-class MechanismBlock(BaseModel):
-    """What a companion mechanism states about its release: its kind, its parameters and
-    what it guarantees (each kind its own fields; the audit recomputes them)."""
-
-    model_config = ConfigDict(extra="allow", frozen=True)
-
-    kind: CompanionKind
-
-
-class MechanismManifest(BaseModel):
-    """The manifest of a release made by another ``[mechanism] kind``: no breach bound (the
-    mechanism states its own guarantee under ``mechanism``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    release: str
-    sequence: int = Field(ge=1)
-    published: int = Field(ge=0)
-    groups: int = Field(ge=0)
-    utility: dict[str, Any]
-    format: Literal["generalized", "anatomy"] = "generalized"
-    schema_: SnapshotSchema | None = Field(default=None, alias="schema")
-    mechanism: MechanismBlock
-    records_in: int | None = Field(
-        default=None, ge=0, description="a mechanism that states its input figures: rows in"
-    )
-    suppressed: int | None = Field(default=None, ge=0, description="and rows suppressed")
-    elapsed_s: float | None = Field(default=None, ge=0)
-
-
-class Manifest(RootModel[GuaranteeManifest | MechanismManifest]):
-    """A release's manifest (topic ``sr.manifests``, after all its groups; file
-    ``manifest-NNNN.json``), of any kind: :class:`MechanismManifest` when it has a
-    ``mechanism`` block, else :class:`GuaranteeManifest`."""
-
-    model_config = ConfigDict(frozen=True)
 
 
 class Rejected(_Message):

@@ -16,7 +16,7 @@ import pytest
 from support.data import adult_series, write_config
 from support.mechanisms import kind_config
 
-from stream_release.audit import audit_directory
+from stream_release.audit import AuditInputError, audit_directory
 from stream_release.cli.main import main
 from stream_release.devtools.datasets import ADULT_SENSITIVE
 
@@ -109,6 +109,7 @@ def test_the_bound_is_checked_exactly(tmp_path: Path) -> None:
             "sensitive": {"s": c, "t": n - c},
         }
         (out / f"release-{k:04d}.jsonl").write_text(json.dumps(line) + "\n")
+        breach = 1 - ((n - c) / n) ** k  # every member's
         manifest = {
             "release": f"r{k}",
             "sequence": k,
@@ -117,9 +118,17 @@ def test_the_bound_is_checked_exactly(tmp_path: Path) -> None:
             "suppressed": 0,
             "groups": 1,
             "l": 2.0,
-            "strategy": {"name": "constant-ratio", "protected": ["s"], "min_group_size": 2},
+            "strategy": {
+                "name": "constant-ratio",
+                "l": 2.0,
+                "base_ratio": 2.0,
+                "protected": ["s"],
+                "min_group_size": 2,
+            },
             "schema": {"id": "id", "qid": ["age"], "sensitive": "disease"},
-            "breach": {"bound": 0.5, "max": 1 - ((n - c) / n) ** k},
+            "breach": {"bound": 0.5, "max": breach, "p50": breach, "p99": breach},
+            "utility": {},
+            "elapsed_s": 0.0,
         }
         (out / f"manifest-{k:04d}.json").write_text(json.dumps(manifest))
         (private / f"assignments-{k:04d}.csv").write_text(
@@ -146,12 +155,19 @@ def test_a_malformed_file_is_one_line_and_exit_2(
     path.write_text('{"sequence": 1, "release": ')
     fails_with("manifest-0001.json: not valid JSON")
     broken: list[tuple[dict[str, object], str]] = [
-        ({"l": None}, "l = None must be a number above 1"),
-        ({"l": "2"}, "l = '2' must be a number above 1"),
-        ({"l": 0}, "l = 0 must be a number above 1"),
-        ({"strategy": "constant-ratio"}, "strategy must be an object"),
-        ({"strategy": {**good["strategy"], "min_group_size": "2"}}, "strategy.min_group_size"),
-        ({"strategy": {**good["strategy"], "protected": 3}}, "strategy.protected must be a list"),
+        ({"l": None}, "l = None: Input should be a valid number"),
+        ({"l": "2"}, "l = '2': Input should be a valid number"),
+        ({"l": 0}, "l = 0: Input should be greater than 1"),
+        ({"strategy": "constant-ratio"}, "strategy = 'constant-ratio': Input should be a valid"),
+        (
+            {"strategy": {**good["strategy"], "min_group_size": "2"}},
+            "strategy.min_group_size = '2': Input should be a valid integer",
+        ),
+        (
+            {"strategy": {**good["strategy"], "protected": 3}},
+            "strategy.protected = 3: Input should be a valid list",
+        ),
+        ({"records_in": -1}, "records_in = -1: Input should be greater than or equal to 0"),
     ]
     for change, message in broken:
         path.write_text(json.dumps({**good, **change}))
@@ -186,6 +202,14 @@ PLANNING = (
 )
 """Modules the audit must not import (a prefix names a package; ``_audit`` and ``_params``
 modules of a mechanism are the audit's own)."""
+SHARED = (
+    "stream_release.config",
+    "stream_release.config.mechanisms",
+    "stream_release.config.hierarchy",
+)
+"""What the audit shares with the mechanisms: the models of their tables (and the hierarchy
+reader one of them uses), under the configuration's package (whose other modules are imported
+only on first use)."""
 
 
 def test_the_audit_imports_nothing_from_the_planning_code_for_any_kind(
@@ -223,6 +247,7 @@ def test_the_audit_imports_nothing_from_the_planning_code_for_any_kind(
         for m in result["modules"]
         if any(m == p or m.startswith(p + ".") for p in PLANNING)
         and not m.endswith(("_audit", "_params"))
+        and not (m in SHARED or m.startswith("stream_release.config.mechanisms."))
     ]
     assert loaded == [], f"the audit imported planning code: {loaded}"
     assert ADULT_SENSITIVE  # the series above are Adult's
@@ -253,7 +278,6 @@ def test_the_audit_holds_each_manifest_to_the_configuration_and_the_files(
         ({"breach": {**good["breach"], "p50": 0.123}}, True),
         ({"breach": {**good["breach"], "spent": good["breach"]["spent"] + 1}}, True),
         ({"suppressed_set": {**good["suppressed_set"], "breach_max": 0.99}}, True),
-        ({"suppressed_set": {**good["suppressed_set"], "decoys": 999}}, True),
         ({"suppressed_set": {**good["suppressed_set"], "share_max": 0.9}}, True),
     ]
     for change, public in changes:
@@ -261,6 +285,10 @@ def test_the_audit_holds_each_manifest_to_the_configuration_and_the_files(
         assert not audit_directory(out, config=config, snapshots=snaps).ok, change
         if public:
             assert not audit_directory(out).ok, change
+    # a figure the format does not have is not a manifest of the format
+    path.write_text(json.dumps({**good, "suppressed_set": {**good["suppressed_set"], "decoys": 9}}))
+    with pytest.raises(AuditInputError, match=r"suppressed_set\.decoys = 9: Extra inputs"):
+        audit_directory(out)
     path.write_text(json.dumps(good))
     # a header-only assignments file does not skip the checks, --strict or not
     assignments = tmp_path / "out.private" / f"assignments-{k:04d}.csv"
@@ -274,9 +302,10 @@ def test_a_group_above_1_over_l_fails_from_the_public_files_alone(tmp_path: Path
     line = {"release": "r1", "sequence": 1, "group": 0, "size": 3, "qid": {"age": 30},
             "sensitive": {"s": 2, "t": 1}}  # fmt: skip
     (out / "release-0001.jsonl").write_text(json.dumps(line) + "\n")
-    manifest = {"release": "r1", "sequence": 1, "published": 3, "groups": 1, "l": 2.0,
-                "strategy": {"name": "constant-ratio", "k_prime": 3, "base_ratio": 4.85},
-                "breach": {"bound": 0.5, "max": 0.4}}  # fmt: skip
+    manifest = {"release": "r1", "sequence": 1, "records_in": 3, "published": 3, "suppressed": 0,
+                "groups": 1, "l": 2.0, "utility": {}, "elapsed_s": 0.0,
+                "strategy": {"name": "constant-ratio", "l": 2.0, "k_prime": 3, "base_ratio": 4.85},
+                "breach": {"bound": 0.5, "max": 0.4, "p50": 0.4, "p99": 0.4}}  # fmt: skip
     (out / "manifest-0001.json").write_text(json.dumps(manifest))
     report = audit_directory(out)
     assert any("2 of its 3 rows hold 's'" in p for p in report.releases[0].problems)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from stream_release.mechanisms import section_name
+from stream_release.config.mechanisms import section_name
 from support.data import write_config
 
 OCCUPATIONS = [

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import types
 
+import pytest
+
 import stream_release
 
 
@@ -55,3 +57,14 @@ def test_importing_the_package_or_the_audit_loads_no_planning_code() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_configurations_names_resolve_on_first_use() -> None:
+    import stream_release.config as config
+
+    assert set(config._EXPORTS) == set(config.__all__)
+    for name in config.__all__:
+        value = getattr(config, name)
+        assert getattr(value, "__module__", "").startswith("stream_release.config."), name
+    with pytest.raises(AttributeError, match="no attribute 'Setings'"):
+        _ = config.Setings  # type: ignore[attr-defined]

@@ -26,7 +26,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "stream_release"
 FOUNDATION = "foundation"
 """The modules at the package's root (not a folder): they import nothing of the package but
 the errors and are importable from every layer: the errors, the kill points of the crash
-matrix."""
+matrix, the format of a release's files (its models, which the audit parses with)."""
 
 LAYERS = (
     # a module belongs to the first layer its name starts with
@@ -179,7 +179,11 @@ def test_a_kinds_audit_imports_only_its_settings_and_the_core() -> None:
 
 def test_foundation_imports_only_the_errors() -> None:
     foundation = [module for module in GRAPH if layer_of(module) == FOUNDATION]
-    assert sorted(foundation) == ["stream_release.errors", "stream_release.faults"]
+    assert sorted(foundation) == [
+        "stream_release.errors",
+        "stream_release.faults",
+        "stream_release.release_format",
+    ]
     for module in foundation:
         assert GRAPH[module] <= {"stream_release.errors"}, module
 

@@ -351,8 +351,7 @@ def _files(out: MechanismRelease, table: EncodedTable) -> tuple[dict[str, Any], 
     groups, manifest = render_mechanism_release(
         table, out, label="r1", sequence=1, settings=settings, elapsed_s=0.5
     )
-    manifest = json.loads(json.dumps(manifest))
-    return manifest, [json.loads(line) for line in groups.splitlines()]
+    return manifest.document(), [json.loads(line) for line in groups.splitlines()]
 
 
 def test_verify_release_passes_a_release_and_names_what_was_tampered() -> None:

@@ -148,7 +148,7 @@ def test_the_schema_set_declares_its_dialect_and_refuses_what_no_kind_writes(
         assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema", path.name
     guarantee = {
         "release": "r", "sequence": 1, "records_in": 4, "published": 4, "suppressed": 0,
-        "groups": 2, "l": 2.0, "strategy": {"name": "constant-ratio"},
+        "groups": 2, "l": 2.0, "strategy": {"name": "constant-ratio", "l": 2.0, "base_ratio": 2.0},
         "breach": {"bound": 0.5, "max": 0.25, "p50": 0.25, "p99": 0.25},
         "utility": {}, "elapsed_s": 0.1,
     }  # fmt: skip

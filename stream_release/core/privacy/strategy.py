@@ -147,15 +147,6 @@ class Strategy:
             log_p += float(np.log1p(-1.0 / ratio))
         return most
 
-    def describe(self) -> dict[str, object]:
-        """The manifest's ``strategy`` object (without ``protected``)."""
-        out: dict[str, object] = {"name": self.name, "l": self.ell, "base_ratio": self.target}
-        if self.k_prime is not None:
-            out["k_prime"] = self.k_prime
-        if self.alpha is not None:
-            out["alpha"] = self.alpha
-        return out
-
 
 def make_strategy(
     name: str, *, ell: float, k_prime: int | None = None, alpha: float | None = None

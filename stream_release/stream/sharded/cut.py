@@ -76,6 +76,7 @@ from stream_release.pipeline.parts import (
 )
 from stream_release.pipeline.plan import SuppressedUnion
 from stream_release.pipeline.publisher import PlannedRelease, Publisher
+from stream_release.release_format import Manifest
 from stream_release.stream.messages import ReleaseNotice
 from stream_release.stream.notices import shard_refusal_notice
 from stream_release.stream.staging import REFUSED, RedisStaging, SealOutcome
@@ -338,7 +339,7 @@ class ShardedCut:
             )
         files = ReleaseFiles(
             self.group_lines(sequence),
-            manifest,
+            Manifest.parse(manifest),
             merge_part_assignments([p.assignments.read_bytes() for p in parts]),
             merge_part_private(
                 label, sequence, [orjson.loads(p.private_record.read_bytes()) for p in parts]

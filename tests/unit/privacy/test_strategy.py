@@ -90,18 +90,6 @@ def test_make_strategy_defaults_follow_the_paper_experiments() -> None:
     assert make_strategy("geometric", ell=2).alpha == 2.0
 
 
-def test_describe() -> None:
-    assert make_strategy("geometric", ell=2, alpha=3).describe() == {
-        "name": "geometric",
-        "l": 2.0,
-        "base_ratio": 6.0,
-        "alpha": 3.0,
-    }
-    described = make_strategy("constant-ratio", ell=2, k_prime=2).describe()
-    assert described["k_prime"] == 2
-    assert described["base_ratio"] == pytest.approx(2 + math.sqrt(2), rel=1e-14, abs=0)
-
-
 # --- schedules -------------------------------------------------------------------------------
 
 

@@ -1,0 +1,319 @@
+"""What a release publishes, typed: its group lines and its manifest (docs/contract.md §4), and
+the kinds of mechanism that make them.
+
+These models are the one definition of both: the renderer builds a manifest as one of them
+(:mod:`stream_release.pipeline.render`), the service sends them (``sr.releases``,
+``sr.manifests``), the audit parses the files with them, and ``deploy/schemas/`` is generated
+from them (:mod:`stream_release.stream.messages`). A manifest is told apart by
+``mechanism.kind``: a companion mechanism states its block (:class:`MechanismManifest`); the
+global guarantee's manifest, as published since the first release of the format, has no block,
+and reads as ``kind = "global-guarantee"`` (:class:`GuaranteeManifest`, whose ``mechanism``
+is never written, so its files are what they always were).
+
+This module is at the package's root: it imports nothing of the package, and every layer
+(the audit included) may import it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Final, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, RootModel, Tag
+
+__all__ = [
+    "GLOBAL_GUARANTEE",
+    "KINDS",
+    "AnyManifest",
+    "BreachSummary",
+    "CompanionKind",
+    "GroupLine",
+    "GuaranteeBlock",
+    "GuaranteeManifest",
+    "Manifest",
+    "MechanismBlock",
+    "MechanismKind",
+    "MechanismManifest",
+    "QidValue",
+    "SnapshotSchema",
+    "StrategyBlock",
+    "SuppressedSetSummary",
+    "VirtualSummary",
+    "manifest_kind",
+]
+
+CompanionKind = Literal["sampled-k-anonymity", "reconstruction-private-rr", "dp-sanitised"]
+"""The kinds of the companion papers: a manifest's ``mechanism.kind``."""
+MechanismKind = Literal["global-guarantee", CompanionKind]
+"""Every value of ``[mechanism] kind`` (docs/contract.md §2)."""
+
+KINDS: Final[tuple[str, ...]] = get_args(MechanismKind)
+
+GLOBAL_GUARANTEE: Final = "global-guarantee"
+"""The default kind: the global guarantee of R. C.-W. Wong, A. W.-C. Fu, J. Liu, K. Wang,
+Y. Xu, Preserving Individual Privacy in Serial Data Publishing, ICDE 2010, configured by
+``[privacy]``."""
+
+QidValue = str | int | float
+
+
+class _Published(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class GroupLine(_Published):
+    """One published group (topic ``sr.releases``; a line of ``release-NNNN.jsonl``)."""
+
+    release: str
+    sequence: int = Field(ge=1)
+    group: int = Field(ge=0)
+    size: int = Field(ge=1)
+    qid: dict[str, Any] | None = Field(default=None, description="generalized QIDs")
+    members: list[dict[str, QidValue]] | None = Field(
+        default=None, description="anatomy format: the members' exact QIDs"
+    )
+    sensitive: dict[str, int]
+    virtual: int | None = Field(
+        default=None,
+        ge=0,
+        description="a series with a population register: the group's virtual members "
+        "(counted in size, holding no value)",
+    )
+    trials: int | None = Field(
+        default=None,
+        ge=1,
+        description="reconstruction-private-rr: the independent randomization trials in this "
+        "release's counts",
+    )
+    trials_total: int | None = Field(
+        default=None,
+        ge=1,
+        description="reconstruction-private-rr: the trials ever published for this group",
+    )
+    weight: float | None = Field(
+        default=None,
+        gt=0,
+        description="reconstruction-private-rr: size / trials, the scaling of the counts",
+    )
+
+
+class StrategyBlock(_Published):
+    """The global guarantee's setting: the strategy of Wong et al. 2010 (§6.1 constant-ratio
+    with ``k_prime``, §6.2 geometric with ``alpha``, or the minimal and localized baselines),
+    its base ratio, the protected values and the group-size limits."""
+
+    name: str
+    l: float = Field(gt=1)  # noqa: E741 - the paper's symbol
+    base_ratio: float = Field(gt=1)
+    k_prime: int | None = Field(default=None, ge=1)
+    alpha: float | None = Field(default=None, gt=1)
+    protected: list[str] = Field(
+        default_factory=list, description="the protected values (none listed: every value)"
+    )
+    acknowledged: list[str] | None = Field(
+        default=None, description="the weakened settings the publisher acknowledged"
+    )
+    min_group_size: int | None = Field(default=None, ge=1)
+    group_size_cap: int | None = Field(default=None, ge=1)
+    horizon: int | None = Field(
+        default=None, ge=1, description="the releases the series is planned for"
+    )
+
+
+class BreachSummary(_Published):
+    """The published individuals' breach probabilities (Wong et al. 2010, Lemma 4)."""
+
+    bound: float
+    max: float
+    p50: float
+    p99: float
+    spent: int = Field(
+        default=0,
+        ge=0,
+        description="(individual, protected value) pairs of the release's individuals past the "
+        "bound: linked by a suppressed set while spent (not in max)",
+    )
+    spent_people: int = Field(
+        default=0, ge=0, description="the release's individuals with a pair past the bound"
+    )
+
+
+class SuppressedSetSummary(_Published):
+    """The suppressed rows as one more group (all QIDs ``*``)."""
+
+    rows: int = Field(ge=0, description="rows suppressed, withheld for their history or not")
+    share_max: float = Field(ge=0, le=1, description="largest share of a protected value")
+    share_bound: float = Field(gt=0, le=1, description="1/l: share_max never exceeds it")
+    breach_max: float = Field(ge=0, le=1, description="largest breach of its other members")
+
+
+class VirtualSummary(_Published):
+    """A series with a population register: its virtual members and the assumption."""
+
+    members: int = Field(ge=0, description="virtual members in the release's groups")
+    assumption: str = Field(min_length=1, description="who the guarantee holds against")
+
+
+class SnapshotSchema(_Published):
+    """The snapshot's column names."""
+
+    id: str
+    qid: list[str]
+    sensitive: str
+
+
+class GuaranteeBlock(BaseModel):
+    """The global guarantee's ``mechanism``: its kind only (its figures are the manifest's
+    ``l``, ``strategy``, ``breach`` and ``suppressed_set``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["global-guarantee"] = GLOBAL_GUARANTEE
+
+
+class MechanismBlock(BaseModel):
+    """What a companion mechanism states about its release: its kind, its parameters and
+    what it guarantees (each kind its own fields; the audit recomputes them)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    kind: CompanionKind
+
+
+def _not_stated(model: BaseModel) -> dict[str, Any]:
+    """The fields of ``model`` and of the models in it that hold ``None`` (not stated), as
+    pydantic's ``exclude``."""
+    out: dict[str, Any] = {}
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        if value is None:
+            out[name] = True
+        elif isinstance(value, BaseModel):
+            inner = _not_stated(value)
+            if inner:
+                out[name] = inner
+    return out
+
+
+class _Manifest(BaseModel):
+    def document(self) -> dict[str, Any]:
+        """The manifest as published: the fields it was given, but those that hold ``None``
+        (not stated), in the order of the format."""
+        return self.model_dump(
+            mode="json", by_alias=True, exclude_unset=True, exclude=_not_stated(self)
+        )
+
+    @property
+    def kind(self) -> str:
+        """``mechanism.kind``: which mechanism made the release."""
+        kind: str = self.mechanism.kind  # type: ignore[attr-defined]
+        return kind
+
+
+class GuaranteeManifest(_Manifest):
+    """The manifest of a release under the global guarantee (``[mechanism] kind =
+    "global-guarantee"``, the default): its breach bound and figures."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True)
+
+    release: str
+    sequence: int = Field(ge=1)
+    records_in: int = Field(ge=0)
+    published: int = Field(ge=0)
+    suppressed: int = Field(ge=0)
+    groups: int = Field(ge=0)
+    l: float = Field(gt=1)  # noqa: E741 - the paper's symbol
+    strategy: StrategyBlock
+    format: Literal["generalized", "anatomy"] = "generalized"
+    schema_: SnapshotSchema | None = Field(default=None, alias="schema")
+    breach: BreachSummary
+    suppressed_set: SuppressedSetSummary | None = None
+    utility: dict[str, Any]
+    elapsed_s: float = Field(ge=0)
+    past_horizon: bool = Field(
+        default=False,
+        description="the release lies past the horizon (strategy.horizon): individuals "
+        "withheld for their history are held to the per-release bound only",
+    )
+    first_group: int | None = Field(
+        default=None,
+        ge=1,
+        description="a shard's part of a release (never published as it is): its first "
+        "group's number",
+    )
+    virtual: VirtualSummary | None = None
+    mechanism: GuaranteeBlock = Field(
+        default=GuaranteeBlock(),
+        exclude=True,
+        description="never written: a manifest without a mechanism block is the global guarantee's",
+    )
+
+
+class MechanismManifest(_Manifest):
+    """The manifest of a release made by a companion ``[mechanism] kind``: no breach bound
+    (the mechanism states its own guarantee under ``mechanism``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True)
+
+    release: str
+    sequence: int = Field(ge=1)
+    records_in: int | None = Field(
+        default=None, ge=0, description="a mechanism that states its input figures: rows in"
+    )
+    published: int = Field(ge=0)
+    suppressed: int | None = Field(default=None, ge=0, description="and rows suppressed")
+    groups: int = Field(ge=0)
+    format: Literal["generalized", "anatomy"] = "generalized"
+    schema_: SnapshotSchema | None = Field(default=None, alias="schema")
+    mechanism: MechanismBlock
+    utility: dict[str, Any]
+    elapsed_s: float | None = Field(default=None, ge=0)
+
+
+AnyManifest = GuaranteeManifest | MechanismManifest
+
+
+def manifest_kind(document: Any) -> str:
+    """``mechanism.kind`` of a manifest (a model or its JSON object): the global guarantee's
+    when it states no block."""
+    block = (
+        document.get("mechanism")
+        if isinstance(document, dict)
+        else getattr(document, "mechanism", None)
+    )
+    if isinstance(block, dict):
+        kind = block.get("kind", GLOBAL_GUARANTEE)
+    else:
+        kind = getattr(block, "kind", GLOBAL_GUARANTEE)
+    return str(kind)
+
+
+def _tag(document: Any) -> str:
+    return "guarantee" if manifest_kind(document) == GLOBAL_GUARANTEE else "mechanism"
+
+
+class Manifest(
+    RootModel[
+        Annotated[
+            Annotated[GuaranteeManifest, Tag("guarantee")]
+            | Annotated[MechanismManifest, Tag("mechanism")],
+            Discriminator(_tag),
+        ]
+    ]
+):
+    """A release's manifest of any kind (topic ``sr.manifests``, after all its groups; file
+    ``manifest-NNNN.json``), told apart by ``mechanism.kind``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    @classmethod
+    def parse(cls, document: dict[str, Any] | bytes | str) -> AnyManifest:
+        """The manifest of a JSON object or its text.
+
+        Raises
+        ------
+        pydantic.ValidationError
+            ``document`` is not a manifest of the format.
+        """
+        if isinstance(document, dict):
+            return cls.model_validate(document).root
+        return cls.model_validate_json(document).root
