@@ -3,7 +3,7 @@
 numba compiles a kernel the first time it runs and keeps it in a ``__pycache__`` beside the
 source; the first ``stream-release demo`` after an install spent about 30 of its 43 s there.
 ``build_py`` here builds the package as usual, then runs
-:func:`stream_release.pipeline.plan.warm_up`
+:func:`stream_release.pipeline.warm_up.warm_up`
 on the built tree, so the compiled kernels (``*.nbi``, ``*.nbc``) are in the wheel and the first
 run loads them (about 1 s). numba checks each one before use: the source file's SHA-256, the
 numba version and this CPU; a wheel installed with another numba or on another CPU compiles on
@@ -24,7 +24,7 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-WARM_UP = "from stream_release.pipeline.plan import warm_up; warm_up()"
+WARM_UP = "from stream_release.pipeline.warm_up import warm_up; warm_up()"
 
 
 class BuildPyWithKernels(build_py):

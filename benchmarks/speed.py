@@ -79,8 +79,8 @@ from stream_release.history.keys import RedisKeys
 from stream_release.io.encoding import encode
 from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.io.snapshot_csv import read_snapshot
+from stream_release.mechanisms.global_guarantee.plan import plan_release
 from stream_release.pipeline import publisher as series_module
-from stream_release.pipeline.plan import plan_release
 from stream_release.pipeline.publisher import Publisher
 
 REPO = Path(__file__).resolve().parents[1]

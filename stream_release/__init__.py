@@ -43,8 +43,8 @@ if _typing.TYPE_CHECKING:
     from stream_release.history.pseudonym import generate_key
     from stream_release.io.snapshot import snapshot_from_columns
     from stream_release.io.snapshot_csv import read_snapshot
+    from stream_release.mechanisms.global_guarantee.plan import ReleasePlan, plan_release
     from stream_release.pipeline.anonymize import anonymize_files
-    from stream_release.pipeline.plan import ReleasePlan, plan_release
     from stream_release.pipeline.publisher import Publisher
 
 try:
@@ -63,7 +63,7 @@ _EXPORTS: dict[str, str] = {
     "KeyMismatch": "stream_release.errors",
     "PrivacyLeakWarning": "stream_release.errors",
     "Publisher": "stream_release.pipeline.publisher",
-    "ReleasePlan": "stream_release.pipeline.plan",
+    "ReleasePlan": "stream_release.mechanisms.global_guarantee.plan",
     "SchemaError": "stream_release.errors",
     "SequenceConflict": "stream_release.errors",
     "SeriesRewound": "stream_release.errors",
@@ -77,7 +77,7 @@ _EXPORTS: dict[str, str] = {
     "load_settings": "stream_release.config",
     "make_history_store": "stream_release.history",
     "make_strategy": "stream_release.core.privacy.strategy",
-    "plan_release": "stream_release.pipeline.plan",
+    "plan_release": "stream_release.mechanisms.global_guarantee.plan",
     "read_snapshot": "stream_release.io.snapshot_csv",
     "snapshot_from_columns": "stream_release.io.snapshot",
 }

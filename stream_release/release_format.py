@@ -2,7 +2,7 @@
 the kinds of mechanism that make them.
 
 These models are the one definition of both: the renderer builds a manifest as one of them
-(:mod:`stream_release.pipeline.render`), the service sends them (``sr.releases``,
+(:mod:`stream_release.mechanisms.global_guarantee.render`), the service sends them (``sr.releases``,
 ``sr.manifests``), the audit parses the files with them, and ``deploy/schemas/`` is generated
 from them (:mod:`stream_release.stream.messages`). A manifest is told apart by
 ``mechanism.kind``: a companion mechanism states its block (:class:`MechanismManifest`); the

@@ -64,7 +64,7 @@ from stream_release.devtools.local_services import (
 )
 from stream_release.errors import StreamReleaseError
 from stream_release.pipeline.anonymize import anonymize_files
-from stream_release.pipeline.plan import warm_up
+from stream_release.pipeline.warm_up import warm_up
 
 Echo = Callable[[str], None]
 

@@ -535,7 +535,7 @@ def _worker(args: argparse.Namespace) -> int:
     import asyncio
 
     from stream_release.history.redis_client import connect
-    from stream_release.pipeline.plan import warm_up
+    from stream_release.pipeline.warm_up import warm_up
     from stream_release.stream.access import check_access
     from stream_release.stream.app import create_app, limit_malloc_arenas, tune_gc
     from stream_release.stream.kafka import (

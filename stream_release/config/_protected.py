@@ -5,7 +5,7 @@ whose values are ``Adm-clerical`` and ``Sales``, protected no one and 4,015 peop
 Where the sensitive attribute has a hierarchy (``[schema.hierarchies]`` names
 ``schema.sensitive``: its leaves are the attribute's domain), a protected value that is not a
 leaf is refused when the configuration is loaded (:func:`check_protected_leaves`). Without
-one, each release checks its values (:func:`stream_release.pipeline.protected.
+one, each release checks its values (:func:`stream_release.mechanisms.global_guarantee.protected.
 check_protected_present`), with the spelling rules of this module: :func:`same_value` and
 :func:`closest_match`.
 """

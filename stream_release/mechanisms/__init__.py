@@ -1,7 +1,7 @@
 """Release mechanisms of the companion papers (``[mechanism] kind``): see :mod:`.base`.
 
 ``kind = "global-guarantee"`` (the default) is the grouping of Wong et al. 2010 in
-:mod:`stream_release.pipeline.plan`; every other kind is a module registered in
+:mod:`stream_release.mechanisms.global_guarantee.plan`; every other kind is a module registered in
 :data:`MECHANISMS`, one :class:`~stream_release.mechanisms.base.Registration` line each::
 
     [mechanism]

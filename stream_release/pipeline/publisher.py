@@ -95,19 +95,16 @@ from stream_release.io.series_ledger import (
 )
 from stream_release.mechanisms import make_mechanism
 from stream_release.mechanisms.base import Mechanism, ReleaseRandomness
-from stream_release.pipeline.candidates import CandidatePool
-from stream_release.pipeline.plan import (
+from stream_release.mechanisms.companion_render import render_mechanism_release
+from stream_release.mechanisms.global_guarantee.candidates import CandidatePool
+from stream_release.mechanisms.global_guarantee.plan import (
     ReleasePlan,
     SuppressedUnion,
     plan_release,
     relink_suppressed,
 )
-from stream_release.pipeline.protected import check_protected_present
-from stream_release.pipeline.render import (
-    render_mechanism_release,
-    render_release,
-    suppressed_record,
-)
+from stream_release.mechanisms.global_guarantee.protected import check_protected_present
+from stream_release.mechanisms.global_guarantee.render import render_release, suppressed_record
 from stream_release.release_format import GLOBAL_GUARANTEE, manifest_kind
 
 RANDOMNESS_PURPOSE = "mechanism"
@@ -531,7 +528,7 @@ class Publisher:
         (a shard's part: its group numbers are known once every shard has planned, and
         :meth:`render` takes the first). ``pseudonyms`` (n,) S16 are the rows'; ``set_floor``:
         the least ratio the suppressed set must hold per value
-        (:func:`~stream_release.pipeline.plan.plan_release`)."""
+        (:func:`~stream_release.mechanisms.global_guarantee.plan.plan_release`)."""
         started = time.perf_counter()
         if self.mechanism is not None:
             raise ConfigError(
@@ -627,7 +624,8 @@ class Publisher:
         store: HistoryStore,
     ) -> None:
         """Refuse a release whose protected values do not name its values
-        (:mod:`stream_release.pipeline.protected`): before anything is planned or written.
+        (:mod:`stream_release.mechanisms.global_guarantee.protected`): before anything is
+        planned or written.
 
         Raises
         ------
@@ -652,8 +650,9 @@ class Publisher:
 
     def relink(self, planned: PlannedRelease, union: SuppressedUnion) -> PlannedRelease:
         """``planned`` with its suppressed rows linked to the ``union`` of every shard's
-        (:func:`~stream_release.pipeline.plan.relink_suppressed`); unchanged when the union is
-        its own suppressed rows or already linked to it (a part confirmed, then committed).
+        (:func:`~stream_release.mechanisms.global_guarantee.plan.relink_suppressed`);
+        unchanged when the union is its own suppressed rows or already linked to it (a part
+        confirmed, then committed).
 
         Raises
         ------

@@ -40,8 +40,8 @@ from stream_release.errors import ConfigError, GuaranteeUnsatisfiable
 from stream_release.io.encoding import encode
 from stream_release.io.snapshot import RawSnapshot, snapshot_from_columns
 from stream_release.io.snapshot_csv import read_snapshot
+from stream_release.mechanisms.global_guarantee.parts import merge_part_manifests
 from stream_release.pipeline.diagnosis import Diagnosis, diagnose, proposals, shard_of
-from stream_release.pipeline.parts import merge_part_manifests
 from stream_release.pipeline.publisher import PreparedRelease, Publisher
 
 __all__ = [
@@ -293,7 +293,7 @@ def _what_if(
     snapshots themselves on one shard). Each shard's parts are a series of their own, planned
     against the histories of the shard's individuals as its owner plans them; a release is
     feasible when every part is, and its figures are the parts' merged as the worker merges
-    them (:func:`~stream_release.pipeline.parts.merge_part_manifests`)."""
+    them (:func:`~stream_release.mechanisms.global_guarantee.parts.merge_part_manifests`)."""
     planned = PlannedSetting(name, privacy)
     with tempfile.TemporaryDirectory(prefix="stream-release-plan-") as tmp:
         out = Path(tmp) / "out"

@@ -22,8 +22,8 @@ from stream_release.core.utility.report import utility_report
 from stream_release.devtools.datasets import read_csv_table
 from stream_release.io.encoding import encode
 from stream_release.io.snapshot_csv import read_snapshot
+from stream_release.mechanisms.global_guarantee.plan import plan_release
 from stream_release.pipeline.anonymize import anonymize_files
-from stream_release.pipeline.plan import plan_release
 
 
 @pytest.fixture(scope="module")

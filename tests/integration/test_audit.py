@@ -185,9 +185,9 @@ def test_a_malformed_file_is_one_line_and_exit_2(
 
 
 PLANNING = (
-    "stream_release.pipeline.plan",
+    "stream_release.mechanisms.global_guarantee.plan",
     "stream_release.pipeline.publisher",
-    "stream_release.pipeline.render",
+    "stream_release.mechanisms.global_guarantee.render",
     "stream_release.config",
     "stream_release.core.utility",
     "stream_release.core.table",

@@ -41,7 +41,7 @@ from stream_release.audit import audit_directory
 from stream_release.devtools.datasets import ADULT_SENSITIVE, Table, read_csv_table
 from stream_release.errors import ConfigError
 from stream_release.history.redis_client import connect
-from stream_release.pipeline.plan import SuppressedUnion
+from stream_release.mechanisms.global_guarantee.plan import SuppressedUnion
 from stream_release.pipeline.publisher import PlannedRelease, Publisher
 from stream_release.pipeline.what_if import PlanReport, plan_report
 from stream_release.stream.sharded.cut import CutResult, ShardedCut

@@ -1,4 +1,4 @@
-"""The wheel's build hook (``setup.py``) runs :func:`stream_release.pipeline.plan.warm_up` in
+"""The wheel's build hook (``setup.py``) runs :func:`stream_release.pipeline.warm_up.warm_up` in
 pip's isolated build environment, which holds only ``[build-system] requires``: a module the
 warm-up imports from outside them makes the hook fail, with a warning pip hides, and the wheel
 ships no compiled kernels (the first demo then takes 40 s instead of 10). This runs the warm-up
@@ -68,7 +68,7 @@ def test_the_kernel_warm_up_needs_only_the_build_requirements() -> None:
                 raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
 
         sys.meta_path.insert(0, BuildEnvironment())
-        from stream_release.pipeline.plan import warm_up
+        from stream_release.pipeline.warm_up import warm_up
         warm_up()
         """
     )

@@ -31,6 +31,7 @@ from stream_release.io.encoding import encode
 from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.mechanisms import make_mechanism
 from stream_release.mechanisms.base import MechanismRelease, ReleaseRandomness, StateLoader
+from stream_release.mechanisms.companion_render import render_mechanism_release
 from stream_release.mechanisms.sampled_k_anonymity.audit import verify_release, verify_series
 from stream_release.mechanisms.sampled_k_anonymity.mechanism import (
     KIND,
@@ -38,7 +39,6 @@ from stream_release.mechanisms.sampled_k_anonymity.mechanism import (
     SampledKAnonymity,
     SampledKAnonymitySettings,
 )
-from stream_release.pipeline.render import render_mechanism_release
 
 KEY = b"sampled-k-test-key-0123456789abc"
 QID = ("zip", "sex")

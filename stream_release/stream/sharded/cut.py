@@ -23,10 +23,10 @@ time, in four steps that any worker may take and that each take again after a cr
    marks its part done; planning is deterministic, so an owner that planned again after a
    crash commits the same part;
 4. **finish**: when every part is done, the release record (the manifest merged from the
-   parts', :func:`~stream_release.pipeline.parts.merge_part_manifests`) and the release
-   sequence are committed together (``release_finish.lua``), or the refusal goes to the status
-   outbox. Only then is the release complete: :meth:`ShardedCut.outgoing` sends each part's
-   group lines, shard 0 first, then the manifest.
+   parts', :func:`~stream_release.mechanisms.global_guarantee.parts.merge_part_manifests`)
+   and the release sequence are committed together (``release_finish.lua``), or the refusal
+   goes to the status outbox. Only then is the release complete: :meth:`ShardedCut.outgoing`
+   sends each part's group lines, shard 0 first, then the manifest.
 
 A shard's sequence is the release sequence: every release that is not refused has a part in
 every shard, an empty one included.
@@ -69,12 +69,12 @@ from stream_release.io.release_files import (
     published_sequences,
     write_once,
 )
-from stream_release.pipeline.parts import (
+from stream_release.mechanisms.global_guarantee.parts import (
     merge_part_assignments,
     merge_part_manifests,
     merge_part_private,
 )
-from stream_release.pipeline.plan import SuppressedUnion
+from stream_release.mechanisms.global_guarantee.plan import SuppressedUnion
 from stream_release.pipeline.publisher import PlannedRelease, Publisher
 from stream_release.release_format import Manifest
 from stream_release.stream.messages import ReleaseNotice

@@ -19,7 +19,7 @@ from stream_release.core.grouping.virtual import (
 from stream_release.core.privacy.linkage import HistoryRows
 from stream_release.core.privacy.strategy import make_strategy
 from stream_release.errors import GuaranteeUnsatisfiable, SchemaError
-from stream_release.pipeline.plan import plan_release
+from stream_release.mechanisms.global_guarantee.plan import plan_release
 
 
 def _decoded(table, row: int) -> list[str]:  # type: ignore[no-untyped-def]

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from support.tables import encode_columns
 
-import stream_release.pipeline.plan as plan_module
+import stream_release.mechanisms.global_guarantee.plan as plan_module
 from stream_release.config import GroupingSettings
 from stream_release.core.privacy.linkage import HistoryRows
 from stream_release.core.privacy.strategy import make_strategy
-from stream_release.pipeline.plan import plan_release
+from stream_release.mechanisms.global_guarantee.plan import plan_release
 
 STRATEGY = make_strategy("constant-ratio", ell=2, k_prime=3)
 

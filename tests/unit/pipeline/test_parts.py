@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from stream_release.core.utility.groups import discernibility, group_size_stats
-from stream_release.pipeline.parts import merge_part_manifests
+from stream_release.mechanisms.global_guarantee.parts import merge_part_manifests
 
 
 def part(group: np.ndarray, *, ncp: float, errors: tuple[float, float, float], queries: int,

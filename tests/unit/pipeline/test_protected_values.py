@@ -1,6 +1,6 @@
 """A protected value must name a value (issue 26, item 4): the spelling rules of
-:mod:`stream_release.pipeline.protected` and the load-time check against the sensitive
-attribute's hierarchy."""
+:mod:`stream_release.mechanisms.global_guarantee.protected` and the load-time check against the
+sensitive attribute's hierarchy."""
 
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ import pytest
 
 from stream_release.config import closest_match, load_settings
 from stream_release.errors import ConfigError, GuaranteeUnsatisfiable
-from stream_release.pipeline.protected import check_protected_present, protected_misses
+from stream_release.mechanisms.global_guarantee.protected import (
+    check_protected_present,
+    protected_misses,
+)
 
 ADULT = ("Adm-clerical", "Exec-managerial", "Priv-house-serv", "Protective-serv", "Sales")
 

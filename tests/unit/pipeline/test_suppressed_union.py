@@ -32,7 +32,11 @@ from stream_release.core.privacy.linkage import HistoryRows
 from stream_release.core.privacy.strategy import make_strategy
 from stream_release.core.table import EncodedTable
 from stream_release.errors import GuaranteeUnsatisfiable
-from stream_release.pipeline.plan import SuppressedUnion, plan_release, relink_suppressed
+from stream_release.mechanisms.global_guarantee.plan import (
+    SuppressedUnion,
+    plan_release,
+    relink_suppressed,
+)
 from stream_release.pipeline.publisher import PlannedRelease
 
 STRATEGY = make_strategy("constant-ratio", ell=2, k_prime=3)

@@ -13,8 +13,6 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import numpy as np
-
 from stream_release.config import Settings, horizon_of
 from stream_release.core.grouping.generalize import (
     anatomy_members,
@@ -24,17 +22,13 @@ from stream_release.core.grouping.generalize import (
 from stream_release.core.grouping.layout import ReleaseLayout
 from stream_release.core.grouping.partition import group_size_cap
 from stream_release.core.table import EncodedTable
-from stream_release.core.utility.groups import group_size_stats
 from stream_release.core.utility.report import utility_report
 from stream_release.io.file_assembly import encode_generalized_lines
 from stream_release.io.release_files import encode_lines, group_lines
-from stream_release.mechanisms.base import MechanismRelease
-from stream_release.pipeline.plan import ReleasePlan
+from stream_release.mechanisms.global_guarantee.plan import ReleasePlan
+from stream_release.mechanisms.release_parts import query_rng, schema_block
 from stream_release.release_format import (
     GuaranteeManifest,
-    MechanismBlock,
-    MechanismManifest,
-    SnapshotSchema,
     StrategyBlock,
     SuppressedSetSummary,
     VirtualSummary,
@@ -64,7 +58,7 @@ def render_release(
     neither rebuilds the groups, their bounds or their sensitive pairs.
     """
     fmt = settings.output.format
-    rng = _query_rng(settings, sequence)
+    rng = query_rng(settings, sequence)
     layout = plan.layout.with_bounds(table) if fmt == "generalized" else plan.layout
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="utility") as pool:
         utility_future = pool.submit(
@@ -107,7 +101,7 @@ def render_release(
         l=plan.strategy.ell,
         strategy=strategy,
         format=fmt,
-        schema_=_schema_block(settings, table),
+        schema_=schema_block(settings, table),
         breach=plan.breach_summary(),
         suppressed_set=SuppressedSetSummary(
             rows=star.size,
@@ -161,128 +155,6 @@ def suppressed_record(table: EncodedTable, plan: ReleasePlan) -> dict[str, Any]:
         "unplaced": [str(i) for i in table.ids[star.unplaced].tolist()],
         "exempt_members": int(star.exempt_members.shape[0]),
     }
-
-
-PUBLISHED_SIZE_FIGURES = (
-    "avg_group_size",
-    "max_group_size",
-    "min_group_size",
-    "groups",
-    "published",
-)
-"""The figures of :func:`~stream_release.core.utility.groups.group_size_stats` a mechanism's
-manifest may state without ``input_statistics``: functions of the published group sizes alone."""
-
-LINE_FIELDS = frozenset(
-    {"release", "sequence", "group", "size", "qid", "sensitive", "members", "virtual"}
-)
-"""Keys of a group line (docs/contract.md §4) that a mechanism's extra fields may not use."""
-
-
-def render_mechanism_release(
-    table: EncodedTable,
-    out: MechanismRelease,
-    *,
-    label: str,
-    sequence: int,
-    settings: Settings,
-    elapsed_s: float,
-) -> tuple[bytes, MechanismManifest]:
-    """The bytes of ``release-NNNN.jsonl`` and the manifest of a mechanism's release.
-
-    Group lines (docs/contract.md §4): ``release``, ``sequence``, ``group``, ``size``, ``qid``,
-    ``sensitive``, then the mechanism's extra fields. The manifest: ``release``,
-    ``sequence``, ``published`` (rows with a group), ``groups``, ``format``, ``schema``,
-    ``mechanism`` (the mechanism's guarantee block) and ``utility`` (``avg_group_size``,
-    ``max_group_size``, ``min_group_size``, ``groups``, ``published`` from the published
-    sizes, plus the mechanism's own figures). No ``l``, ``strategy`` or ``breach``: those are
-    the global guarantee's, and no breach history is kept for another kind.
-
-    Figures of the input (``records_in``, ``suppressed``, ``elapsed_s``, and the utility
-    report against the input: ``suppression``, ``query_error``, ``ncp``, ...) are added only
-    when ``out.input_statistics`` is true (:mod:`stream_release.mechanisms.base`). No source
-    file or digest of it is ever in the manifest (the private record keeps them).
-
-    Raises
-    ------
-    ValueError
-        ``out`` is inconsistent: ``group`` not one entry per row, a group id outside
-        ``0..G-1``, sizes different from the rows assigned, per-line lists of another
-        length, or an extra field that shadows a line field.
-    """
-    _check_mechanism_release(table, out)
-    lines = list(group_lines(label, sequence, out.sizes, out.qids, None, out.sensitive))
-    for line, extra in zip(lines, out.extra or [{}] * len(lines), strict=True):
-        line.update(extra)
-    groups = encode_lines(lines)
-    published = int(np.count_nonzero(out.group >= 0))
-    if out.input_statistics:
-        rng = _query_rng(settings, sequence)
-        utility = utility_report(
-            table,
-            out.group,
-            format="generalized",
-            queries=settings.output.queries,
-            rng=rng,
-        )
-    else:  # the published sizes only (sizes == rows per group: checked above)
-        stats = group_size_stats(out.group)
-        utility = {k: stats[k] for k in PUBLISHED_SIZE_FIGURES}
-    utility.update(out.utility)
-    stated = out.input_statistics
-    manifest = MechanismManifest(
-        release=label,
-        sequence=sequence,
-        records_in=table.n_rows if stated else None,
-        published=published,
-        suppressed=table.n_rows - published if stated else None,
-        groups=int(out.sizes.shape[0]),
-        format="generalized",
-        schema_=_schema_block(settings, table),
-        mechanism=MechanismBlock(**out.guarantee),
-        utility=utility,
-        elapsed_s=round(elapsed_s, 6) if stated else None,
-    )
-    return groups, manifest
-
-
-def _schema_block(settings: Settings, table: EncodedTable) -> SnapshotSchema:
-    """The manifest's ``schema``: the id, QID and sensitive column names."""
-    return SnapshotSchema(
-        id=settings.schema.id, qid=list(table.qid_names), sensitive=settings.schema.sensitive
-    )
-
-
-def _query_rng(settings: Settings, sequence: int) -> np.random.Generator:
-    """The generator of release ``sequence``'s query workload (``output.query_seed``)."""
-    return np.random.default_rng([settings.output.query_seed, sequence])
-
-
-def _check_mechanism_release(table: EncodedTable, out: MechanismRelease) -> None:
-    n = table.n_rows
-    if out.group.shape != (n,):
-        raise ValueError(f"mechanism release: group has shape {out.group.shape}, expected ({n},)")
-    g = int(out.sizes.shape[0])
-    for name in ("qids", "sensitive"):
-        if len(getattr(out, name)) != g:
-            raise ValueError(
-                f"mechanism release: {len(getattr(out, name))} {name} for {g} group sizes"
-            )
-    if out.extra and len(out.extra) != g:
-        raise ValueError(f"mechanism release: {len(out.extra)} extra dicts for {g} groups")
-    clash = sorted({key for extra in out.extra for key in extra} & LINE_FIELDS)
-    if clash:
-        raise ValueError(f"mechanism release: extra fields {clash} shadow group line fields")
-    assigned = out.group[out.group >= 0]
-    if assigned.size and int(assigned.max()) >= g:
-        raise ValueError(f"mechanism release: a row is in group {int(assigned.max())} of {g}")
-    counts = np.bincount(assigned, minlength=g)
-    if not np.array_equal(counts, out.sizes):
-        bad = int(np.flatnonzero(counts != out.sizes)[0])
-        raise ValueError(
-            f"mechanism release: group {bad} has size {int(out.sizes[bad])} but "
-            f"{int(counts[bad])} rows"
-        )
 
 
 def _lines(

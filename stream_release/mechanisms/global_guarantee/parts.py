@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from stream_release.pipeline.plan import SuppressedUnion
+from stream_release.mechanisms.global_guarantee.plan import SuppressedUnion
 
 __all__ = ["merge_part_assignments", "merge_part_manifests", "merge_part_private"]
 
