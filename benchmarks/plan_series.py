@@ -61,6 +61,7 @@ def run(
     from stream_release.io.encoding import encode
     from stream_release.io.snapshot import snapshot_from_columns
     from stream_release.pipeline.publisher import Publisher
+    from stream_release.pipeline.render import render_release
 
     population = ChurnPopulation(
         read_csv_table(data_dir / "adult.csv"),
@@ -94,13 +95,14 @@ def run(
                 profiler.enable()
             pseudonyms = publisher.pseudonymizer.pseudonyms(table.ids)
             try:
-                planned = publisher.plan(table, label=f"S{r}", pseudonyms=pseudonyms)
+                release = publisher.next_input(table, label=f"S{r}", pseudonyms=pseudonyms)
+                planned = publisher.mechanism.plan(release)
             except GuaranteeUnsatisfiable as exc:
                 refused = time.perf_counter() - started
                 print(f"{r} | refused after {refused:.2f} s: {str(exc)[:160]}", flush=True)
                 break
             plan_s = time.perf_counter() - started
-            manifest = publisher.apply(publisher.render(planned))
+            manifest = publisher.apply(render_release(publisher.mechanism, planned))
             if last:
                 profiler.disable()
             publish_s = time.perf_counter() - started

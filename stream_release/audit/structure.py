@@ -115,10 +115,7 @@ def _check_virtual_block(manifest: dict[str, Any], stated: int, problems: list[s
         if stated:
             problems.append("groups state virtual members but the manifest has no virtual block")
         return
-    block = manifest["virtual"]
-    if not isinstance(block, dict):
-        problems.append(f"manifest virtual = {block!r} is not an object")
-        return
+    block = manifest["virtual"]  # an object: the manifest was parsed (release_format)
     if block.get("members") != stated:
         problems.append(
             f"manifest virtual.members = {block.get('members')!r} but the groups state {stated}"

@@ -43,14 +43,17 @@ configuration is loaded.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
+from stream_release.core.privacy.linkage import HistoryRows
 from stream_release.core.table import EncodedTable
+from stream_release.history.types import HistoryStore
+from stream_release.release_format import AnyManifest
 
 StateLoader = Callable[[Sequence[bytes]], list[bytes | None]]
 """Reads the committed state entries of the given keys (``None``: never written)."""
@@ -152,8 +155,118 @@ class MechanismRelease:
     input_statistics: bool = False
 
 
+@dataclass(frozen=True, eq=False)
+class ReleaseInput:
+    """One release to make, as the series hands it to its mechanism (the first stage of a
+    release: :class:`ReleaseInput` -> a mechanism's plan -> :class:`ReleaseContent` ->
+    the files and the commit).
+
+    ``table`` and ``pseudonyms`` (n,) S16: the snapshot's rows, sorted by pseudonym (a
+    release does not depend on the input's row order). ``ids_given``: the pseudonyms came
+    with the rows (the service stages them; ``table.ids`` are their hex). ``source``: where
+    the snapshot came from (private). ``cut_label``: commit the label with the release (the
+    service). ``store``: the series' history, read only (the commit is the publisher's).
+    ``randomness``: the release's random numbers, keyed by the series' secret and the kind.
+    ``started``: ``time.perf_counter()`` when the release began (its ``elapsed_s``).
+    """
+
+    table: EncodedTable
+    pseudonyms: NDArray[np.bytes_]
+    label: str
+    sequence: int
+    store: HistoryStore
+    randomness: ReleaseRandomness
+    started: float
+    source: dict[str, Any] | None = None
+    ids_given: bool = False
+    cut_label: bool = False
+
+
+@dataclass(frozen=True, eq=False)
+class Assignment:
+    """Which row went to which published group (``assignments-NNNN.csv``, private): ``ids``,
+    their group numbers before a shard's offset (``-1``: in no group) and, with a population
+    register, which rows are virtual individuals (``None``: no register)."""
+
+    ids: list[str]
+    group: NDArray[np.int64]
+    virtual: NDArray[np.bool_] | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class ReleaseCommit:
+    """What a release commits with its record: the individuals whose history it replaces
+    (``pseudonyms`` (p,) S16 and their new ``history``), the value dictionary, and the
+    mechanism's state entries (byte key -> byte value, new or changed only)."""
+
+    pseudonyms: NDArray[np.bytes_]
+    history: HistoryRows
+    values: tuple[str, ...]
+    state: Mapping[bytes, bytes] | None = None
+
+    @classmethod
+    def without_history(
+        cls, values: tuple[str, ...], state: Mapping[bytes, bytes] | None
+    ) -> ReleaseCommit:
+        """The commit of a kind that keeps no breach history: no individual, the dictionary
+        unchanged, its state entries."""
+        return cls(np.zeros(0, dtype="S16"), HistoryRows.empty(0), values, state)
+
+
+@dataclass(frozen=True, eq=False)
+class ReleaseContent:
+    """A release as its mechanism renders it: the bytes of its group lines, its manifest,
+    what its private record adds to the one every release has, and its commit."""
+
+    lines: bytes
+    manifest: AnyManifest
+    private: dict[str, Any]
+    commit: ReleaseCommit
+
+
+class PlannedRelease(Protocol):
+    """A mechanism's plan of one release (its second stage): the input it was made from."""
+
+    @property
+    def inputs(self) -> ReleaseInput: ...
+
+
+PlanT = TypeVar("PlanT", bound=PlannedRelease)
+
+
+class ReleaseMechanism(Protocol[PlanT]):
+    """What every ``[mechanism] kind`` gives the publisher: a plan step and a render step.
+
+    The split follows ARX's (a privacy model, an algorithm that groups, a metric of the
+    result) and diffprivlib's single base class: :meth:`plan` decides everything about the
+    release, checking its guarantee (and raises
+    :class:`~stream_release.errors.GuaranteeUnsatisfiable` when it cannot be met);
+    :meth:`assignment` and :meth:`render` only state what was decided. Nothing is written:
+    the publisher renders the files of every kind the same way
+    (:func:`~stream_release.pipeline.render.render_release`) and commits them.
+    """
+
+    kind: str
+    shardable: bool
+    """Whether the kind can cut a release on shards (``kafka.partitions > 1``)."""
+
+    def plan(self, release: ReleaseInput) -> PlanT:
+        """Plan ``release``."""
+        ...
+
+    def assignment(self, planned: PlanT) -> Assignment:
+        """The planned release's rows and their groups."""
+        ...
+
+    def render(self, planned: PlanT, *, first_group: int = 0) -> ReleaseContent:
+        """The group lines (numbered from ``first_group``: a shard's part), the manifest, the
+        private record's additions and the commit of ``planned``."""
+        ...
+
+
 class Mechanism(Protocol):
-    """A release mechanism other than the global guarantee's grouping."""
+    """A companion kind's release step: everything a kind of
+    :class:`~stream_release.mechanisms.companion.CompanionMechanism` implements."""
 
     kind: str
 

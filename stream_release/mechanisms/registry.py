@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from stream_release.config import Settings
-    from stream_release.mechanisms.base import Mechanism
+    from stream_release.history.pseudonym import Pseudonymizer
+    from stream_release.mechanisms.base import Mechanism, ReleaseMechanism
 
 __all__ = [
     "MECHANISMS",
@@ -103,8 +104,11 @@ def registration(kind: str) -> Registration:
     raise ConfigError(f"mechanism.kind = {kind!r} is not a mechanism; use one of {list(KINDS)}")
 
 
-def make_mechanism(settings: Settings) -> Mechanism | None:
-    """The configured mechanism, or ``None`` for the global guarantee.
+def make_mechanism(settings: Settings, pseudonymizer: Pseudonymizer) -> ReleaseMechanism[Any]:
+    """The configured mechanism of a series whose ids ``pseudonymizer`` pseudonymises:
+    :class:`~stream_release.mechanisms.global_guarantee.mechanism.GlobalGuarantee` for the
+    default kind, a companion kind behind
+    :class:`~stream_release.mechanisms.companion.CompanionMechanism` for the others.
 
     Raises
     ------
@@ -114,11 +118,15 @@ def make_mechanism(settings: Settings) -> Mechanism | None:
     """
     kind = settings.mechanism.kind
     if kind == GLOBAL_GUARANTEE:
-        return None
+        from stream_release.mechanisms.global_guarantee.mechanism import GlobalGuarantee
+
+        return GlobalGuarantee(settings, pseudonymizer)
+    from stream_release.mechanisms.companion import CompanionMechanism
+
     section = settings.mechanism.section
     if section is None:  # unreachable: the configuration refuses a missing section
         raise ConfigError(f"mechanism.kind = {kind!r} needs its [mechanism.{section_name(kind)}]")
-    return registration(kind).make(section, settings)
+    return CompanionMechanism(registration(kind).make(section, settings), settings)
 
 
 def describe_release(manifest: dict[str, Any]) -> str:

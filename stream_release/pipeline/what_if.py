@@ -42,7 +42,8 @@ from stream_release.io.snapshot import RawSnapshot, snapshot_from_columns
 from stream_release.io.snapshot_csv import read_snapshot
 from stream_release.mechanisms.global_guarantee.parts import merge_part_manifests
 from stream_release.pipeline.diagnosis import Diagnosis, diagnose, proposals, shard_of
-from stream_release.pipeline.publisher import PreparedRelease, Publisher
+from stream_release.pipeline.publisher import Publisher
+from stream_release.pipeline.render import RenderedRelease
 
 __all__ = [
     "ALPHAS",
@@ -349,7 +350,7 @@ def _parts(
     return out
 
 
-def _measure(rows: int, label: str, parts: list[PreparedRelease]) -> PlannedRelease:
+def _measure(rows: int, label: str, parts: list[RenderedRelease]) -> PlannedRelease:
     """The figures of one release of ``rows`` rows of a what-if series from its parts (one on
     one shard)."""
     manifests = [p.manifest for p in parts]

@@ -41,8 +41,9 @@ from stream_release.audit import audit_directory
 from stream_release.devtools.datasets import ADULT_SENSITIVE, Table, read_csv_table
 from stream_release.errors import ConfigError
 from stream_release.history.redis_client import connect
+from stream_release.mechanisms.global_guarantee.mechanism import GuaranteePlan
 from stream_release.mechanisms.global_guarantee.plan import SuppressedUnion
-from stream_release.pipeline.publisher import PlannedRelease, Publisher
+from stream_release.pipeline.publisher import Publisher
 from stream_release.pipeline.what_if import PlanReport, plan_report
 from stream_release.stream.sharded.cut import CutResult, ShardedCut
 
@@ -119,7 +120,7 @@ class RecordingCut(ShardedCut):
         self.unions: dict[str, SuppressedUnion] = {}
         super().__init__(*args, **kwargs)
 
-    def _plan(self, number: int, publisher: Publisher, current: dict[str, str]) -> PlannedRelease:
+    def _plan(self, number: int, publisher: Publisher, current: dict[str, str]) -> GuaranteePlan:
         planned = super()._plan(number, publisher, current)
         protected = self.settings.privacy.protected
         ratios, base = planned.set_needs(protected)

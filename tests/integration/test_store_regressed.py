@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import redis
 from support.data import adult_snapshot, write_config
+from support.manifests import guarantee_manifest
 from support.service_runs import log_events, metric_sample, stage_sealed
 
 from stream_release.audit import audit_directory
@@ -118,12 +119,13 @@ def test_an_emptied_store_stops_the_cut_and_nothing_published_is_replaced(
 
 def test_a_published_file_is_never_replaced_by_other_content(tmp_path: Path) -> None:
     paths = ReleasePaths(tmp_path / "pub", 1, tmp_path / "priv")
-    first = ReleaseFiles(b'{"group": 0}\n', {"sequence": 1}, b"id,group\r\n", {"sequence": 1})
+    manifest = guarantee_manifest(1)
+    first = ReleaseFiles(b'{"group": 0}\n', manifest, b"id,group\r\n", {"sequence": 1})
     stage_release(paths, first)
     for path in paths.all():
         path.with_name(path.name + ".tmp").rename(path)
     stage_release(paths, first)  # the same content again: allowed (a re-run after a crash)
-    other = ReleaseFiles(b'{"group": 1}\n', {"sequence": 1}, b"id,group\r\n", {"sequence": 1})
+    other = ReleaseFiles(b'{"group": 1}\n', manifest, b"id,group\r\n", {"sequence": 1})
     with pytest.raises(ArchiveConflict, match="never replaced"):
         stage_release(paths, other)
     assert paths.groups.read_bytes() == b'{"group": 0}\n'

@@ -140,7 +140,7 @@ def _public(prepared: object) -> tuple[bytes, dict[str, object]]:
     """The published bytes of a prepared release: its group lines, its manifest but
     ``elapsed_s``."""
     files = prepared.files  # type: ignore[attr-defined]
-    manifest = {k: v for k, v in files.manifest.items() if k != "elapsed_s"}
+    manifest = {k: v for k, v in files.manifest.document().items() if k != "elapsed_s"}
     return files.groups, manifest
 
 

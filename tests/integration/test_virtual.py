@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from support.data import adult_register, adult_series, write_config
 
-from stream_release.audit import audit_directory
+from stream_release.audit import AuditInputError, audit_directory
 from stream_release.cli.main import main
 from stream_release.config import load_settings
 from stream_release.errors import ConfigError, GuaranteeUnsatisfiable, SchemaError
@@ -159,8 +159,12 @@ def test_the_audit_refuses_a_manifest_that_drops_the_assumption(
     manifest = json.loads(path.read_text())
     manifest["virtual"] = manifest["virtual"]["members"]  # a bare count, no assumption
     path.write_text(json.dumps(manifest))
+    with pytest.raises(AuditInputError, match=r"virtual = [0-9]+: Input should be a valid dict"):
+        audit_directory(out)
+    manifest["virtual"] = {"members": manifest["virtual"], "assumption": "none"}
+    path.write_text(json.dumps(manifest))
     report = audit_directory(out)
-    assert "is not an object" in " ".join(report.releases[0].problems)
+    assert "does not state that the guarantee needs" in " ".join(report.releases[0].problems)
 
 
 def test_without_the_register_the_audit_still_checks_the_real_members(

@@ -27,11 +27,12 @@ from stream_release.core.privacy.sampling_dp_calculators import calc_delta
 from stream_release.core.privacy.sampling_dp_release import sample_mask
 from stream_release.core.table import EncodedTable
 from stream_release.errors import ConfigError, SchemaError
+from stream_release.history.pseudonym import Pseudonymizer
 from stream_release.io.encoding import encode
 from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.mechanisms import make_mechanism
 from stream_release.mechanisms.base import MechanismRelease, ReleaseRandomness, StateLoader
-from stream_release.mechanisms.companion_render import render_mechanism_release
+from stream_release.mechanisms.companion import render_companion
 from stream_release.mechanisms.sampled_k_anonymity.audit import verify_release, verify_series
 from stream_release.mechanisms.sampled_k_anonymity.mechanism import (
     KIND,
@@ -348,7 +349,7 @@ def test_neighbouring_tables_give_output_frequencies_within_e_epsilon_and_delta(
 
 def _files(out: MechanismRelease, table: EncodedTable) -> tuple[dict[str, Any], list[Any]]:
     settings = Settings(schema=SchemaSettings(id="id", sensitive="s", qid=QID, numeric=("zip",)))
-    groups, manifest = render_mechanism_release(
+    groups, manifest = render_companion(
         table, out, label="r1", sequence=1, settings=settings, elapsed_s=0.5
     )
     return manifest.document(), [json.loads(line) for line in groups.splitlines()]
@@ -411,7 +412,7 @@ def test_a_valid_section_loads_and_builds_the_mechanism(tmp_path: Path) -> None:
     section = settings.mechanism.section
     assert isinstance(section, SampledKAnonymitySettings)
     assert (section.k, section.beta, section.epsilon) == (20, 0.1, 1.0)
-    built = make_mechanism(settings)
+    built = make_mechanism(settings, Pseudonymizer(KEY)).release_step  # type: ignore[attr-defined]
     assert isinstance(built, SampledKAnonymity) and built.qid == QID
 
 
@@ -493,7 +494,7 @@ def test_a_level_above_the_hierarchy_is_a_config_error_when_the_mechanism_is_bui
     )
     settings = load_settings(path)
     with pytest.raises(ConfigError, match=r"levels.sex = 2: the hierarchy .* has levels 0..1"):
-        make_mechanism(settings)
+        make_mechanism(settings, Pseudonymizer(KEY))
 
 
 def test_widths_need_a_declared_numeric_qid_and_exact_values_a_declared_type(

@@ -1,15 +1,13 @@
-"""Turn a planned release into what is published: group lines and the manifest.
+"""The global guarantee's plan as it is published: its group lines and its manifest.
 
 Shared by offline ``anonymize`` and the streaming worker, so both publish the same content.
 The utility report's kernels release the GIL, so they run in a thread while the lines are
 built and encoded (a million-row release: about a second less on two cores).
-
-:func:`render_release` renders the global guarantee's plan; :func:`render_mechanism_release`
-the release of any other ``[mechanism] kind`` (:mod:`stream_release.mechanisms`).
 """
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -35,14 +33,14 @@ from stream_release.release_format import (
 )
 
 
-def render_release(
+def render_guarantee(
     table: EncodedTable,
     plan: ReleasePlan,
     *,
     label: str,
     sequence: int,
     settings: Settings,
-    elapsed_s: float,
+    started: float,
     first_group: int = 0,
 ) -> tuple[bytes, GuaranteeManifest]:
     """The bytes of ``release-NNNN.jsonl`` (:func:`encode_lines`) and the manifest of one
@@ -57,6 +55,7 @@ def render_release(
     the ``generalized`` format added here once, is what the lines and the utility report read:
     neither rebuilds the groups, their bounds or their sensitive pairs.
     """
+    elapsed_s = time.perf_counter() - started  # the manifest's: planning to rendering
     fmt = settings.output.format
     rng = query_rng(settings, sequence)
     layout = plan.layout.with_bounds(table) if fmt == "generalized" else plan.layout

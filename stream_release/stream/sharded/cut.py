@@ -69,13 +69,15 @@ from stream_release.io.release_files import (
     published_sequences,
     write_once,
 )
+from stream_release.mechanisms.global_guarantee.mechanism import GlobalGuarantee, GuaranteePlan
 from stream_release.mechanisms.global_guarantee.parts import (
     merge_part_assignments,
     merge_part_manifests,
     merge_part_private,
 )
 from stream_release.mechanisms.global_guarantee.plan import SuppressedUnion
-from stream_release.pipeline.publisher import PlannedRelease, Publisher
+from stream_release.pipeline.publisher import Publisher
+from stream_release.pipeline.render import render_release
 from stream_release.release_format import Manifest
 from stream_release.stream.messages import ReleaseNotice
 from stream_release.stream.notices import shard_refusal_notice
@@ -157,7 +159,7 @@ class ShardedCut:
         )
         self.hierarchies = hierarchies if hierarchies is not None else load_hierarchies(schema)
         self.publishers: dict[int, Publisher] = {}
-        self.planned: dict[int, PlannedRelease] = {}
+        self.planned: dict[int, GuaranteePlan] = {}
         self.planned_round: dict[int, int] = {}
         """The round each kept plan was made in (a plan of another round is made again)."""
         if settings.virtual.registry is not None:
@@ -377,9 +379,9 @@ class ShardedCut:
                 self.planned_round.clear()
                 return
 
-    def _vote_of(self, planned: PlannedRelease) -> dict[str, Any]:
+    def _vote_of(self, planned: GuaranteePlan) -> dict[str, Any]:
         """A planned part's vote: its group count, its suppressed rows (multiset), what their
-        members need (:meth:`~stream_release.pipeline.publisher.PlannedRelease.set_needs`),
+        members need (:meth:`~stream_release.pipeline.publisher.GuaranteePlan.set_needs`),
         and a digest of its groups, so that a part planned again after a crash can be checked
         to be the same part."""
         own = planned.suppressed()
@@ -409,7 +411,7 @@ class ShardedCut:
             confirm: dict[str, Any]
             try:
                 planned = self._planned(number, publisher, current)
-                self.planned[number] = publisher.relink(planned, union)
+                self.planned[number] = _guarantee(publisher).relink(planned, union)
             except GuaranteeUnsatisfiable as exc:
                 confirm = {"refused": shard_refusal_notice(label, exc).model_dump(mode="json")}
                 _log_part_refused(label, number, exc)
@@ -428,9 +430,7 @@ class ShardedCut:
                 args=[label, number, orjson.dumps(confirm), self.partitions],
             )
 
-    def _planned(
-        self, number: int, publisher: Publisher, current: dict[str, str]
-    ) -> PlannedRelease:
+    def _planned(self, number: int, publisher: Publisher, current: dict[str, str]) -> GuaranteePlan:
         """The owned part ``number`` as planned for the vote: kept from the vote, or planned
         again (after a crash or a move) and checked against the vote it must equal."""
         label, round_ = current["label"], int(current.get("round", "0"))
@@ -449,7 +449,7 @@ class ShardedCut:
             )
         return planned
 
-    def _plan(self, number: int, publisher: Publisher, current: dict[str, str]) -> PlannedRelease:
+    def _plan(self, number: int, publisher: Publisher, current: dict[str, str]) -> GuaranteePlan:
         """Plan shard ``number``'s part of the release in flight, in its round (``floor``:
         the least ratio every part's suppressed set must hold)."""
         shard, label, sequence = self.shards[number], current["label"], int(current["sequence"])
@@ -458,13 +458,9 @@ class ShardedCut:
         kill_point("cut_loaded")
         table = encode(raw, self.settings.schema, self.hierarchies)
         del raw
-        planned = publisher.plan(
-            table,
-            label=label,
-            pseudonyms=pseudonyms,
-            cut_label=True,
-            set_floor=floor or None,
-        )
+        release = publisher.next_input(table, label=label, pseudonyms=pseudonyms, cut_label=True)
+        planned = _guarantee(publisher).plan(release, set_floor=floor or None)
+        kill_point("planned")
         if planned.sequence != sequence:
             raise HistoryStoreError(
                 f"shard {shard.number} is at release {planned.sequence - 1} but release "
@@ -480,12 +476,12 @@ class ShardedCut:
             done = shard.staging.committed(label)
             if done is None:
                 if current["outcome"] == "ok":
+                    mechanism = _guarantee(publisher)
                     planned = self._planned(number, publisher, current)
-                    planned = publisher.relink(planned, _union(current["union"]))
+                    planned = mechanism.relink(planned, _union(current["union"]))
                     offsets = orjson.loads(current["offsets"])
-                    publisher.apply(
-                        publisher.render(planned, first_group=int(offsets[number]), part=True)
-                    )
+                    first_group = int(offsets[number])
+                    publisher.apply(render_release(mechanism, planned, first_group=first_group))
                 else:
                     shard.staging.refuse(label, None)
                 self.planned.pop(number, None)
@@ -606,3 +602,21 @@ def _log_part_refused(label: str, shard: int, exc: Exception) -> None:
         type(exc).__name__,
         extra={"event": "part_refused", "release": label, "shard": shard},
     )
+
+
+def _guarantee(publisher: Publisher) -> GlobalGuarantee:
+    """The mechanism of a shard's publisher: the global guarantee, the one kind that runs on
+    shards.
+
+    Raises
+    ------
+    ConfigError
+        The series is of another kind.
+    """
+    mechanism = publisher.mechanism
+    if not isinstance(mechanism, GlobalGuarantee):
+        raise ConfigError(
+            f"mechanism.kind = {publisher.kind!r} cannot run on shards (kafka.partitions > 1): "
+            "its state is one per series; use kafka.partitions = 1"
+        )
+    return mechanism

@@ -1,5 +1,5 @@
 """The union of the suppressed sets of a release cut in parts (one per shard), at the level of
-the plan: a part's vote (:meth:`PlannedRelease.set_needs`), a part planned again in a later
+the plan: a part's vote (:meth:`GuaranteePlan.set_needs`), a part planned again in a later
 round of the vote (:func:`plan_release` with ``set_floor``, what ``release_vote.lua`` passes
 on) and a part's members linked to the union (:func:`relink_suppressed`), on hand-built parts
 whose histories make each case arise.
@@ -32,12 +32,14 @@ from stream_release.core.privacy.linkage import HistoryRows
 from stream_release.core.privacy.strategy import make_strategy
 from stream_release.core.table import EncodedTable
 from stream_release.errors import GuaranteeUnsatisfiable
+from stream_release.history import FileHistoryStore
+from stream_release.mechanisms.base import ReleaseInput, ReleaseRandomness
+from stream_release.mechanisms.global_guarantee.mechanism import GuaranteePlan
 from stream_release.mechanisms.global_guarantee.plan import (
     SuppressedUnion,
     plan_release,
     relink_suppressed,
 )
-from stream_release.pipeline.publisher import PlannedRelease
 
 STRATEGY = make_strategy("constant-ratio", ell=2, k_prime=3)
 MIN_GROUP_SIZE = 2
@@ -97,8 +99,8 @@ def plan_part(
     values: tuple[str, ...],
     *,
     floor: Mapping[str, float] | None = None,
-) -> PlannedRelease:
-    """A part planned as :meth:`Publisher.plan` plans it (rows in the given order)."""
+) -> GuaranteePlan:
+    """A part planned as :meth:`GlobalGuarantee.plan` plans it (rows in the given order)."""
     plan = plan_release(
         table,
         history,
@@ -109,10 +111,19 @@ def plan_part(
         set_floor=floor,
     )
     pseudonyms = np.zeros(table.n_rows, dtype="S16")
-    return PlannedRelease(1, "r", table, pseudonyms, plan, None, False, 0.0, history)
+    inputs = ReleaseInput(
+        table=table,
+        pseudonyms=pseudonyms,
+        label="r",
+        sequence=1,
+        store=FileHistoryStore(Path("never-written")),  # the plan is given: nothing is read
+        randomness=ReleaseRandomness(b"a test's secret, not a key", 1),
+        started=0.0,
+    )
+    return GuaranteePlan(inputs, table, pseudonyms, plan, history)
 
 
-def union_of(*parts: PlannedRelease) -> SuppressedUnion:
+def union_of(*parts: GuaranteePlan) -> SuppressedUnion:
     """The union of the parts' suppressed rows, as ``release_vote.lua`` adds them up."""
     counts: dict[str, int] = {}
     for part in parts:
@@ -122,15 +133,15 @@ def union_of(*parts: PlannedRelease) -> SuppressedUnion:
     return SuppressedUnion(counts, size)
 
 
-def suppressed_ids(part: PlannedRelease) -> set[str]:
+def suppressed_ids(part: GuaranteePlan) -> set[str]:
     return {str(i) for i in part.table.ids[part.plan.group < 0].tolist()}
 
 
-def withheld_ids(part: PlannedRelease) -> list[str]:
+def withheld_ids(part: GuaranteePlan) -> list[str]:
     return [str(i) for i in part.table.ids[part.plan.suppressed_set.withheld].tolist()]
 
 
-def relink(part: PlannedRelease, union: SuppressedUnion) -> PlannedRelease:
+def relink(part: GuaranteePlan, union: SuppressedUnion) -> GuaranteePlan:
     """The part with its suppressed rows linked to ``union``, as :meth:`Publisher.relink`
     links it (every bound checked again)."""
     plan = relink_suppressed(part.table, part.history, part.plan, union)
@@ -154,7 +165,7 @@ def part_a_rows(withheld_value: str) -> list[Row]:
     return rows
 
 
-def breach_for(part: PlannedRelease, row_id: str, value: str) -> float:
+def breach_for(part: GuaranteePlan, row_id: str, value: str) -> float:
     """``1 - P`` of one individual's pair after the release (its merged history)."""
     row = part.table.ids.tolist().index(row_id)
     committed = part.plan.committed.tolist().index(row)

@@ -1,8 +1,13 @@
-"""The group lines and the manifest of a companion mechanism's release (any ``[mechanism] kind``
-but the global guarantee): what :class:`~stream_release.mechanisms.base.MechanismRelease`
-states, checked, as published."""
+"""The companion kinds (every ``[mechanism] kind`` but the global guarantee) behind the
+publisher's protocol (:class:`~stream_release.mechanisms.base.ReleaseMechanism`): a kind's
+release step (:class:`~stream_release.mechanisms.base.Mechanism`) is its plan, and its
+:class:`~stream_release.mechanisms.base.MechanismRelease` is rendered here, checked, into the
+group lines and the manifest it states."""
 
 from __future__ import annotations
+
+import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -11,9 +16,67 @@ from stream_release.core.table import EncodedTable
 from stream_release.core.utility.groups import group_size_stats
 from stream_release.core.utility.report import utility_report
 from stream_release.io.release_files import encode_lines, group_lines
-from stream_release.mechanisms.base import MechanismRelease
+from stream_release.mechanisms.base import (
+    Assignment,
+    Mechanism,
+    MechanismRelease,
+    ReleaseCommit,
+    ReleaseContent,
+    ReleaseInput,
+)
 from stream_release.mechanisms.release_parts import query_rng, schema_block
 from stream_release.release_format import MechanismBlock, MechanismManifest
+
+
+@dataclass(frozen=True, eq=False)
+class CompanionPlan:
+    """A companion kind's release as its release step made it, from ``inputs``."""
+
+    inputs: ReleaseInput
+    out: MechanismRelease
+
+
+class CompanionMechanism:
+    """A companion kind as a :class:`~stream_release.mechanisms.base.ReleaseMechanism`:
+    ``kind``'s release step plans, :func:`render_companion` renders."""
+
+    shardable = False
+    """A companion kind's state is one per series: no shards."""
+
+    def __init__(self, kind: Mechanism, settings: Settings) -> None:
+        self.kind = kind.kind
+        self.release_step = kind
+        self.settings = settings
+
+    def plan(self, release: ReleaseInput) -> CompanionPlan:
+        out = self.release_step.release(
+            release.table,
+            release.pseudonyms,
+            sequence=release.sequence,
+            randomness=release.randomness,
+            load_state=release.store.load_state,
+        )
+        return CompanionPlan(release, out)
+
+    def assignment(self, planned: CompanionPlan) -> Assignment:
+        return Assignment(planned.inputs.table.ids.tolist(), planned.out.group)
+
+    def render(self, planned: CompanionPlan, *, first_group: int = 0) -> ReleaseContent:
+        if first_group:
+            raise ValueError(f"first_group = {first_group}: a companion kind has no shards")
+        inputs, out = planned.inputs, planned.out
+        lines, manifest = render_companion(
+            inputs.table,
+            out,
+            label=inputs.label,
+            sequence=inputs.sequence,
+            settings=self.settings,
+            elapsed_s=time.perf_counter() - inputs.started,
+        )
+        # no breach history: an empty commit of individuals, the dictionary unchanged
+        commit = ReleaseCommit.without_history(inputs.store.values(), out.state)
+        return ReleaseContent(lines, manifest, {}, commit)
+
 
 PUBLISHED_SIZE_FIGURES = (
     "avg_group_size",
@@ -31,7 +94,7 @@ LINE_FIELDS = frozenset(
 """Keys of a group line (docs/contract.md §4) that a mechanism's extra fields may not use."""
 
 
-def render_mechanism_release(
+def render_companion(
     table: EncodedTable,
     out: MechanismRelease,
     *,
