@@ -52,8 +52,13 @@ from numpy.typing import NDArray
 
 from stream_release.core.privacy.linkage import HistoryRows
 from stream_release.core.table import EncodedTable
+from stream_release.history.pseudonym import Pseudonymizer
 from stream_release.history.types import HistoryStore
 from stream_release.release_format import AnyManifest
+
+RANDOMNESS_PURPOSE = "mechanism"
+"""What the mechanisms' secret is derived from the pseudonymisation key for
+(:meth:`~stream_release.history.pseudonym.Pseudonymizer.derived_key`)."""
 
 StateLoader = Callable[[Sequence[bytes]], list[bytes | None]]
 """Reads the committed state entries of the given keys (``None``: never written)."""
@@ -69,6 +74,13 @@ class ReleaseRandomness:
 
     secret: bytes
     sequence: int
+
+    @classmethod
+    def of_series(cls, pseudonymizer: Pseudonymizer, kind: str, sequence: int) -> ReleaseRandomness:
+        """The randomness of release ``sequence`` of a series of ``kind`` whose ids
+        ``pseudonymizer`` pseudonymises: keyed by a secret derived from its key for the
+        mechanisms (domain-separated from the pseudonyms)."""
+        return cls.derive(pseudonymizer.derived_key(RANDOMNESS_PURPOSE), kind, sequence)
 
     @classmethod
     def derive(cls, key: bytes, kind: str, sequence: int) -> ReleaseRandomness:

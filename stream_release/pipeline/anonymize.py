@@ -18,6 +18,7 @@ from stream_release.config.hierarchy import load_hierarchies
 from stream_release.io.encoding import encode
 from stream_release.io.snapshot_csv import read_snapshot
 from stream_release.pipeline.publisher import Publisher
+from stream_release.pipeline.what_if import what_if
 
 
 def anonymize_files(
@@ -50,7 +51,7 @@ def anonymize_files(
     manifests = []
     try:
         prepared_all = []
-        for prepared in publisher.what_if(tables):
+        for prepared in what_if(publisher, tables):
             prepared_all.append(prepared)
             if on_planned is not None:
                 on_planned(len(prepared_all), len(tables), prepared.label)

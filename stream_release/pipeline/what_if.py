@@ -1,7 +1,7 @@
 """What a series will cost, before anything is published: ``stream-release plan``.
 
 Each candidate setting publishes the snapshots as a what-if series
-(:meth:`~stream_release.pipeline.publisher.Publisher.what_if`: planned against an in-memory overlay
+(:func:`what_if`: planned against an in-memory overlay
 of the history, nothing written or committed) and reports, per release, whether it is feasible
 (else the refusal, which names the largest feasible setting), suppression, the individuals
 withheld for their history, group sizes and the relative error of count queries (mean, median and
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from stream_release.config import (
 from stream_release.config.hierarchy import Hierarchy, load_hierarchies
 from stream_release.core.table import EncodedTable
 from stream_release.errors import ConfigError, GuaranteeUnsatisfiable
+from stream_release.history.overlay_store import OverlayHistoryStore
 from stream_release.io.encoding import encode
 from stream_release.io.snapshot import RawSnapshot, snapshot_from_columns
 from stream_release.io.snapshot_csv import read_snapshot
@@ -304,7 +305,8 @@ def _what_if(
         try:
             # each call keeps its own overlay of the history: the shards' series side by side
             series = [
-                publisher.what_if([(table, label, None) for table, label in part]) for part in parts
+                what_if(publisher, [(table, label, None) for table, label in part])
+                for part in parts
             ]
             for release in zip(*parts, strict=True):
                 prepared = []
@@ -378,3 +380,28 @@ def _figure(utility: dict[str, Any], key: str) -> float:
     """A query-error figure of a manifest's utility block (NaN when no query was kept)."""
     value = utility.get(key)
     return float(value) if value is not None else math.nan
+
+
+def what_if(
+    publisher: Publisher, releases: Sequence[tuple[EncodedTable, str, dict[str, Any] | None]]
+) -> Iterator[RenderedRelease]:
+    """Prepare ``(table, label, source)`` releases of ``publisher``'s series in order against
+    an in-memory overlay of its history: each sees the ones before it; nothing is written. One
+    release at a time: a refusal ends it after the releases before it were yielded."""
+    overlay = OverlayHistoryStore(publisher.store)
+    key_check = publisher.pseudonymizer.key_check()
+    for i, (table, label, source) in enumerate(releases):
+        inputs = publisher.next_input(table, label=label, source=source, store=overlay)
+        release = publisher.prepare(inputs)
+        keep = overlay.commit if i + 1 < len(releases) else overlay.check
+        commit = release.commit
+        keep(
+            release.sequence,
+            commit.pseudonyms,
+            commit.history,
+            commit.values,
+            release.record,
+            state=commit.state,
+            key_check=key_check,
+        )
+        yield release

@@ -36,6 +36,7 @@ from stream_release.io.encoding import encode
 from stream_release.io.snapshot_csv import read_snapshot
 from stream_release.mechanisms.global_guarantee.plan import withheld_rows
 from stream_release.pipeline.publisher import Publisher
+from stream_release.pipeline.what_if import what_if
 
 FIXED_KEY = "5e" * 32
 """The pseudonym key of these series: the rows are grouped in keyed order, so a fixed key
@@ -156,7 +157,7 @@ def test_permuting_the_withheld_rows_values_changes_no_public_byte(
     tables = _tables(config, snaps)
     publisher = Publisher.open(load_settings(config), tmp_path / "out")
     try:
-        prepared = publisher.dry_run(tables)
+        prepared = list(what_if(publisher, tables))
         k = next(
             k
             for k, p in enumerate(prepared)
@@ -171,7 +172,7 @@ def test_permuting_the_withheld_rows_values_changes_no_public_byte(
         permuted = EncodedTable(
             table.ids, table.qid, sensitive, table.sensitive_values, table.attributes
         )
-        again = publisher.dry_run([*tables[:k], (permuted, tables[k][1], None)])[k]
+        again = list(what_if(publisher, [*tables[:k], (permuted, tables[k][1], None)]))[k]
     finally:
         publisher.close()
     assert again.files.private["suppressed"]["withheld"] == withheld
@@ -196,7 +197,7 @@ def test_permuting_the_values_of_the_withheld_rows_and_the_decoys_changes_no_pub
     tables = _tables(config, snaps)
     publisher = Publisher.open(load_settings(config), tmp_path / "out")
     try:
-        prepared = publisher.dry_run(tables)
+        prepared = list(what_if(publisher, tables))
 
         def chosen(p: object) -> list[str]:
             block = p.files.private["suppressed"]  # type: ignore[attr-defined]
@@ -218,7 +219,7 @@ def test_permuting_the_values_of_the_withheld_rows_and_the_decoys_changes_no_pub
             permuted = EncodedTable(
                 table.ids, table.qid, sensitive, table.sensitive_values, table.attributes
             )
-            again = publisher.dry_run([*tables[:k], (permuted, tables[k][1], None)])[k]
+            again = list(what_if(publisher, [*tables[:k], (permuted, tables[k][1], None)]))[k]
             assert sorted(chosen(again)) == sorted(chosen(prepared[k]))
             assert _public(again) == _public(prepared[k])
     finally:
