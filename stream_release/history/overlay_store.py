@@ -169,11 +169,15 @@ class OverlayHistoryStore:
         check = check_key_check(key_check)
         if c.sequence != self._sequence + 1:
             raise SequenceConflict(
-                f"commit of release {c.sequence} refused: the last release is {self._sequence}"
+                f"commit of release {c.sequence} refused: the last release of the what-if "
+                f"series over {self._base!r} is {self._sequence}, so the next must be "
+                f"{self._sequence + 1}"
             )
         if c.values[: len(self._values)] != self._values:
             raise SequenceConflict(
-                f"commit of release {c.sequence} refused: the value dictionary is not a prefix"
+                f"commit of release {c.sequence} refused: the stored value dictionary "
+                f"({len(self._values)} values) is not a prefix of the given one "
+                f"({len(c.values)} values); reload the dictionary and plan the release again"
             )
         if check is not None and self._key_check not in (None, check):
             raise KeyMismatch(key_mismatch_message(repr(self._base)))

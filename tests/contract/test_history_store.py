@@ -1,8 +1,10 @@
 """One HistoryStore contract, run against every backend (STYLE.md rule 5).
 
-``store`` is parametrized over the file store (a tmp directory) and the Redis store (a real
-``redis-server`` from ``tests/conftest.py``, marked ``integration``). ``open_store()`` opens
-another instance on the same storage, to play a second process. The backend-specific tests at
+``store`` is parametrized over the file store (a tmp directory), the Redis store (a real
+``redis-server`` from ``tests/conftest.py``, marked ``integration``) and the in-memory overlay
+of a what-if series over an empty file store. ``open_store()`` opens another instance on the
+same storage, to play a second process (the overlay's storage is its memory: every "instance"
+is the one overlay). The backend-specific tests at
 the end cover how each one keeps a commit atomic.
 """
 
@@ -33,6 +35,7 @@ from stream_release.history import (
     make_history_store,
 )
 from stream_release.history import redis_store as redis_store_module
+from stream_release.history.overlay_store import OverlayHistoryStore
 from stream_release.history.redis_store import WATCH_ATTEMPTS
 
 Entry = tuple[int, float, int]
@@ -105,7 +108,9 @@ def snapshot(store: HistoryStore, probe: NDArray[np.bytes_]) -> tuple[object, ..
 # -- fixtures --------------------------------------------------------------------------------
 
 
-@pytest.fixture(params=["file", pytest.param("redis", marks=pytest.mark.integration)])
+@pytest.fixture(
+    params=["file", pytest.param("redis", marks=pytest.mark.integration), "overlay"]
+)
 def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenStore]:
     """Factory of store instances sharing one empty storage (a directory / a key prefix)."""
     opened: list[HistoryStore] = []
@@ -113,6 +118,12 @@ def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenS
 
         def make() -> HistoryStore:
             return FileHistoryStore(tmp_path / "history")
+
+    elif request.param == "overlay":
+        overlay = OverlayHistoryStore(FileHistoryStore(tmp_path / "history"))
+
+        def make() -> HistoryStore:
+            return overlay
 
     else:
         url: str = request.getfixturevalue("redis_url")

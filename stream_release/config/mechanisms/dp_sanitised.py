@@ -47,7 +47,7 @@ CAVEAT = (
     "goes unused). Theorem 7 (categorical, "
     "discrete metric) is proved only for mechanisms whose outputs lie in the domain D, as "
     "randomised response's do; for outputs outside D only (1 - delta)(kappa/2) m / "
-    "(m + e^epsilon) holds (digest section 4)."
+    "(m + e^epsilon) holds (Theorem 7's proof with radius kappa/2)."
 )
 
 

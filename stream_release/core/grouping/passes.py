@@ -14,8 +14,7 @@ A group G is *valid* iff ``|G| >= min_size`` and, for every protected value t pr
 ``|G| >= n(G,t) * R(G,t)`` with ``R(G,t) = max(base, max_{o in G} req(o,t))`` (the ratios
 carry the margin on the safe side where they are Theorem 1's own bound:
 :mod:`stream_release.core.privacy.strategy`)
-(Wong et al. 2010, Theorem 1 and §6, in the engineering form of the research digest §4;
-:mod:`stream_release.core.grouping.tally`).
+(Wong et al. 2010, Theorem 1 and §6; :mod:`stream_release.core.grouping.tally`).
 
 Algorithm (three passes, each QID-local):
 

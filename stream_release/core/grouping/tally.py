@@ -5,7 +5,7 @@ A group G is *valid* iff ``|G| >= min_size`` and, for every protected value t pr
 ``|G| >= n(G,t) * R(G,t)`` with ``R(G,t) = max(base, max_{o in G} req(o,t))`` (the ratios
 carry the margin on the safe side where they are Theorem 1's own bound:
 :mod:`stream_release.core.privacy.strategy`)
-(Wong et al. 2010, Theorem 1 and §6, in the engineering form of the research digest §4).
+(Wong et al. 2010, Theorem 1 and §6).
 
 :class:`GroupRules` holds the terms of that rule, :class:`Tally` the counts ``n(G,t)`` and
 ratios ``R(G,t)`` of one group while rows join it: :func:`add_row` takes a row in,

@@ -284,7 +284,7 @@ def laplace_expected_error(
     and largest at ``a = W/2`` (at an end it is ``(b/2)(1 - e^{-W/b})``).
     Compare with :func:`~stream_release.core.privacy.metric_dp_lower_bounds.
     error_lower_bound_compact` (Theorem 6): the ratio is about 2-3
-    clamped and 7 or more unclamped (digest §5).
+    clamped and 7 or more unclamped.
     """
     w = _diameter(diameter)
     rule = _scale_rule(scale)

@@ -51,7 +51,7 @@ def error_lower_bound_compact(diameter: float, epsilon: float, delta: float) -> 
 
     Notes
     -----
-    Valid for outputs outside D too (Laplace outputs in R) [X, digest §4]: the proof's two
+    Valid for outputs outside D too (Laplace outputs in R) (the proof of [HLM14] Theorem 6): its two
     radius-``diam/2`` balls around a diametral pair, taken in the output space U, are disjoint
     by the triangle inequality. Evaluated as ``(1-delta) W e^{-epsilon} / (2(e^{-epsilon}+1))``.
     """
@@ -91,9 +91,9 @@ def error_lower_bound_finite(
 
     Notes
     -----
-    Caveat [X, digest §4]: the proof needs the m + 1 radius-kappa balls to be disjoint, true
-    inside D but not in U. With outputs outside D the bound can fail: on the vertices of a unit
-    equilateral triangle, "always output the centroid" is (0, 0)-DP with
+    Caveat (the proof of [HLM14] Theorem 7): it needs the m + 1 radius-kappa balls to be
+    disjoint, true inside D but not in U. With outputs outside D the bound can fail: on the
+    vertices of a unit equilateral triangle, "always output the centroid" is (0, 0)-DP with
     ``E = 1/sqrt(3) = 0.577 < 2/3``. For such mechanisms (``outputs_in_domain=False``) the proof
     with radius ``kappa/2`` gives ``(1 - delta)(kappa/2) m / (m + e^epsilon)``, returned here.
     """

@@ -214,7 +214,7 @@ def rp_cap_theorem_5_13(p: float, epsilon: float, delta: float, m: int, f: float
 
     Examples
     --------
-    The digest's oracle (m = 14, f = 1, p = ε = 0.5, δ = 0.3):
+    m = 14, f = 1, p = ε = 0.5, δ = 0.3:
 
     >>> round(rp_cap_theorem_5_13(0.5, 0.5, 0.3, 14, 1.0), 4)
     20.6395

@@ -181,7 +181,7 @@ def rp_randomize(
       ``floor(b')``), and because, in a stream, ``f_max`` drifts while published trials
       cannot be withdrawn. With a public cap analysts can also compute ``n_g =
       min(|g|, floor(s*))`` for error bars (:func:`reconstruct_count`).
-    * ``exact`` scaling is the digest's suggestion: it keeps non-sensitive counts exact, the
+    * ``exact`` scaling is ours: it keeps non-sensitive counts exact, the
       advantage the paper claims for perturbation (§3.1). ``randomized`` is the paper's.
 
     Vectorised: one ``lexsort`` of the rows plus O(n) array passes (10^6 rows in 200,000

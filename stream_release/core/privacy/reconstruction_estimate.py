@@ -59,7 +59,7 @@ def estimate_count(observed: ArrayLike, size: ArrayLike, p: float, m: int) -> An
 
     Examples
     --------
-    The digest's worked example (|S| = 100, p = 0.5, m = 14, O* = 40):
+    A group of |S| = 100 with p = 0.5, m = 14 and O* = 40:
 
     >>> round(float(estimate_count(40, 100, 0.5, 14)), 3)
     72.857
@@ -92,7 +92,7 @@ def count_variance(
 
     Examples
     --------
-    The digest's simulation group (|g| = 200, f = 0.8, m = 14, p = 0.5), as ``Var(F')``:
+    A group of |g| = 200 with f = 0.8, m = 14 and p = 0.5, as ``Var(F')``:
 
     >>> round(count_variance(0.8, 200, 0.5, 14) / 200**2, 6)
     0.004117
@@ -161,7 +161,7 @@ def reconstruct_count(
 
     Notes
     -----
-    The digest's SE (§3.3) plugs in the binomial ``O_g (1 - O_g/|g*|)``, which exceeds the
+    A standard error that plugs in the binomial ``O_g (1 - O_g/|g*|)``, which exceeds the
     Poisson-trial variance by about ``|g| f (1-f) p²``; the linear plug-in used here has no
     such bias. The number of trials of a serial release (:func:`serial_rp_randomize`) can be
     below ``min(|g|, floor(s*))`` after deletions; the standard error then understates.

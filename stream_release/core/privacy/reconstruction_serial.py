@@ -1,4 +1,5 @@
-r"""Serial releases under Algorithm 1's cap, the serial rules of [WHF12]'s digest (§5 F4).
+r"""Serial releases under Algorithm 1's cap: the rules that keep [WHF12]'s one-shot guarantee
+across releases.
 
 The paper covers one static release. Across a series the adversary sees every trial ever
 published, so Theorem 5.13's cap must bound all of them: rule 1 (:func:`sticky_perturb`) draws
@@ -70,8 +71,8 @@ def sticky_perturb(
     r"""Serial rule 1: a record's randomized value is drawn once and reused (§3.1, Eq. 1, [WHF12]).
 
     Uniform perturbation (Eq. 1) is applied only to keys not in ``known_keys``; known keys
-    get ``known_values`` back. The paper covers one static release; this rule is the
-    digest's (§5 F4) extension of Theorem 5.13 to a series: re-randomizing a record in every
+    get ``known_values`` back. The paper covers one static release; this rule is our
+    extension of Theorem 5.13 to a series: re-randomizing a record in every
     release would hand an adversary who averages ``k`` releases ``k`` independent trials per
     record and break any trial cap. The record independence of §3.1 ("insertion and
     deletion of records on D can be done through insertion and deletion of randomized
@@ -295,8 +296,8 @@ def serial_rp_randomize(
     Notes
     -----
     Only the data-independent cap is offered: a per-group cap ``s(f_max)`` falls when a group
-    grows more skewed, below trials already published, which cannot be withdrawn (digest
-    §5 F4). Value-matched copies are the digest's online Sampling/Scaling; they keep every
+    grows more skewed, below trials already published, which cannot be withdrawn.
+    Value-matched copies are our online form of [WHF12]'s Sampling/Scaling; they keep every
     published per-value count equal in expectation to plain perturbation's (Fact 4) even
     when the surviving trials are not a stratified sample. If a group holds more reused
     trials than its ledger count, the state is inconsistent (keys not versioned by group,

@@ -60,7 +60,7 @@ def reconstruct(
 
     Examples
     --------
-    The digest's example (|S| = 100, p = 0.5, m = 14, O* = 40):
+    A group of |S| = 100 with p = 0.5, m = 14 and O* = 40:
 
     >>> block = {"kind": KIND, "p": 0.5, "m": 14, "domain": [f"v{i}" for i in range(14)]}
     >>> line = {"qid": {"a": 1}, "size": 100, "trials": 100, "sensitive": {"v0": 40, "v1": 60}}

@@ -21,8 +21,8 @@ What is fixed data-independently
   ``f_max`` through the published counts and fall below trials already published when a group
   drifts.
 
-Serial rules (digest §5 F4)
----------------------------
+Serial rules (what keeps [WHF12]'s one-shot guarantee across releases)
+----------------------------------------------------------------------
 1. *Sticky values.* A row's randomized value is a keyed function of (pseudonym, true value):
    ``ReleaseRandomness.row_uniforms("perturb", pseudonym + 0x1f + value)``, two uniforms: keep
    if ``u0 < p``, else ``floor(u1 m)``. The same person with the same value publishes the same
@@ -54,7 +54,7 @@ One line per micro group that has at least one trial in this release::
 * ``size`` = ``|g|``, every row of the micro group in this snapshot (NA-only counts are exact).
 * ``sensitive`` = the published (randomized) values of all ``|g|`` rows, Algorithm 1's ``g2*``:
   each trial publishes its own randomized value; every other row publishes a copy of a present
-  trial *with the same original value* (Scaling; digest §5 F4), or, when its value has no
+  trial *with the same original value* (Scaling), or, when its value has no
   present trial (the budget is spent), a uniform random value (noise). Counts sum to ``size``.
 * ``trials`` = ``n_g``, the independent trials present in this release; ``trials_total`` =
   ``T_g`` after it; ``weight`` = ``|g| / n_g`` (Scaling's ``b'``). Both depend on group sizes

@@ -29,7 +29,7 @@ on its snapshot ``D``:
 
 **The sensitive value is part of the tuple.** Both papers prove the theorem for the
 strengthened k-anonymity in which *every* attribute is a quasi-identifier ([LQS12]_ Def. 3.6,
-[LQS11]_ Def. 3; digest §2 D4): the output is the multiset of generalized tuples, and the
+[LQS11]_ Def. 3): the output is the multiset of generalized tuples, and the
 proof's ratio is about the multiplicity of the target's whole cell. Here the published tuple
 is (generalized QIDs, exact sensitive value), so what is suppressed is every
 (generalized QID tuple, sensitive value) pair held by fewer than ``k`` sampled rows. (Suppressing
@@ -62,7 +62,7 @@ The guarantee (manifest ``mechanism`` block)
 Only functions of the output are published: the manifest omits the input's size, the source
 file's hash, the time taken and any utility measured against the input
 (:attr:`~stream_release.mechanisms.base.MechanismRelease.input_statistics` is false), since
-these are statistics of ``D`` outside the mechanism ([LQS12]_ §2.6; digest §9.1).
+these are statistics of ``D`` outside the mechanism ([LQS12]_ §2.6).
 
 Scope: guarantees are per record; an individual has at most one row per snapshot (docs/contract.md
 §1), so per person per release. The sample is used for nothing else.
