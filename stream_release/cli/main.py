@@ -522,59 +522,10 @@ def _publish(args: argparse.Namespace) -> int:
 
 
 def _worker(args: argparse.Namespace) -> int:
-    from stream_release.config import check_planned, load_settings
-    from stream_release.history.pseudonym import load_key
+    from stream_release.config import load_settings
+    from stream_release.stream.worker import run_worker
 
-    settings = load_settings(args.config)
-    # a horizon on shards planned on data, and a key: refused before anything is imported,
-    # connected or created
-    s = settings
-    check_planned(s.privacy, s.grouping, s.schema, s.kafka.partitions)
-    load_key(settings.history)
-
-    import asyncio
-
-    from stream_release.history.redis_client import connect
-    from stream_release.pipeline.warm_up import warm_up
-    from stream_release.stream.access import check_access
-    from stream_release.stream.app import create_app, limit_malloc_arenas, tune_gc
-    from stream_release.stream.kafka import (
-        check_records_partitions,
-        ensure_topics,
-        quiet_client_logs,
-    )
-    from stream_release.stream.logs import logging_config
-    from stream_release.stream.service import BaseReleaseService, ReleaseService
-    from stream_release.stream.sharded.service import ShardedReleaseService
-    from stream_release.stream.shutdown import BoundedStopWorker
-
-    limit_malloc_arenas()
-    topics = settings.kafka.topics
-    client = connect(settings.redis.url, cluster=settings.redis.cluster)
-    service: BaseReleaseService
-    if settings.kafka.partitions > 1 or settings.redis.cluster:
-        service = ShardedReleaseService(settings, client)
-    else:
-        service = ReleaseService(settings, client)
-    warm_up()
-    # before the app subscribes (a broker may auto-create them otherwise): the records topic
-    # with kafka.partitions partitions, the others with one;
-    # a refused login or an unreachable broker ends the start with our one line
-    quiet_client_logs()
-    asyncio.run(ensure_topics(settings.kafka, topics.every))
-    asyncio.run(check_records_partitions(settings.kafka))  # the shards are fixed for a series
-    asyncio.run(check_access(settings))  # a missing ACL: one line now, not a hang later
-    app = create_app(settings, service)
-    tune_gc()
-    # the worker stops on SIGINT and SIGTERM, cleanly unless service.stop_timeout_s passes
-    BoundedStopWorker(
-        app,
-        loglevel=args.loglevel,
-        logging_config=logging_config(settings.service.log_format, args.loglevel),
-        quiet=settings.service.log_format == "json",  # no banner among the JSON lines
-        stop_timeout_s=settings.service.stop_timeout_s,
-    ).execute_from_commandline()
-    return 0
+    return run_worker(load_settings(args.config), loglevel=args.loglevel)
 
 
 def _demo(args: argparse.Namespace) -> int:

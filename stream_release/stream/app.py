@@ -58,8 +58,6 @@ same ``sequence``: consumers dedupe by it.
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import gc
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -71,6 +69,7 @@ from faust.types import EventT
 from stream_release.config import KafkaSettings, Settings, horizon_of
 from stream_release.errors import StoreRegressed
 from stream_release.faults import kill_point
+from stream_release.history.redis_client import connect
 from stream_release.release_format import GLOBAL_GUARANTEE, manifest_kind
 from stream_release.stream.intake import Incoming, PreparedBatch
 from stream_release.stream.kafka import (
@@ -88,7 +87,7 @@ from stream_release.stream.redaction import SentRejected
 from stream_release.stream.release_producer import ReleaseProducer, Releases
 from stream_release.stream.retry import until_done
 from stream_release.stream.seal_watch import SealWatch
-from stream_release.stream.service import BaseReleaseService, Outgoing
+from stream_release.stream.service import BaseReleaseService, Outgoing, ReleaseService
 from stream_release.stream.sharded.service import ShardedReleaseService
 from stream_release.stream.shutdown import exit_on_bug
 from stream_release.stream.staging import ReleaseStatus
@@ -524,12 +523,18 @@ class ServiceRunner:
 
 
 def create_app(
-    settings: Settings, service: BaseReleaseService, metrics: Metrics | None = None
+    settings: Settings,
+    service: BaseReleaseService | None = None,
+    metrics: Metrics | None = None,
 ) -> faust.App:
     """The worker's Faust app: the records consumer, the agent of ``topics.control``, the
     publication at start and every ``service.retry_interval_s``, and ``/metrics`` and
-    ``/health`` on ``service.metrics_port`` unless it is 0 (``metrics``: a new
-    :class:`Metrics` by default)."""
+    ``/health`` on ``service.metrics_port`` unless it is 0. ``service``: by default the one
+    ``settings`` call for (:func:`make_service`); ``metrics``: a new :class:`Metrics` by
+    default. The whole worker, checks and start-up included:
+    :func:`~stream_release.stream.worker.run_worker`."""
+    if service is None:
+        service = make_service(settings)
     kafka, conf = settings.kafka, settings.service
     app = faust.App(
         kafka.group_id,
@@ -632,48 +637,15 @@ def create_app(
     return app
 
 
-GC_GEN0_THRESHOLD = 50_000
-"""Allocations between young-generation collections in the worker (CPython's default: 700)."""
-
-
-def tune_gc() -> None:
-    """Make the garbage collector cheap for the worker's batches (call once, after start-up).
-
-    Everything alive at start-up (modules, hierarchies, compiled kernels, the app) is moved to
-    the permanent generation (:func:`gc.freeze`), so full collections no longer walk it, and
-    young collections run every :data:`GC_GEN0_THRESHOLD` allocations instead of 700: a batch
-    of thousands of decoded records otherwise triggers dozens of collections. Memory is still
-    reclaimed by reference counting; only cycles wait a little longer. Measured with
-    ``benchmarks/service.py``.
-    """
-    gc.collect()
-    gc.freeze()
-    _, gen1, gen2 = gc.get_threshold()
-    gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
-
-
-MALLOC_ARENAS = 2
-"""glibc malloc arenas the worker may use (glibc's default: 8 per core)."""
-_M_ARENA_MAX = -8  # mallopt parameter number, glibc malloc.h
-
-
-def limit_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
-    """Cap glibc's malloc arenas at ``arenas`` (call once, before any thread starts); returns
-    whether the C library took it (False off glibc).
-
-    The worker decodes, stages and cuts in threads (``asyncio.to_thread``) and computes the
-    utility report in another; glibc gives threads their own arenas, and memory freed in one is
-    kept there, fragmented, for that arena only. Measured with ``benchmarks/load.py`` (1 M-row
-    releases): three releases peaked at 3.65 GiB with glibc's default and 2.42 GiB with
-    ``MALLOC_ARENA_MAX=2``; ten releases with this call peaked at 2.36 GiB. ``MALLOC_ARENA_MAX``
-    does the same for a whole process; this call needs no restart.
-    """
-    try:
-        libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return False
-    return bool(mallopt(ctypes.c_int(_M_ARENA_MAX), ctypes.c_int(arenas)))
+def make_service(settings: Settings) -> BaseReleaseService:
+    """The release service ``settings`` call for, connected to ``redis.url``: on shards
+    (``kafka.partitions`` above 1, or a Redis Cluster) a
+    :class:`~stream_release.stream.sharded.service.ShardedReleaseService`, else a
+    :class:`~stream_release.stream.service.ReleaseService`."""
+    client = connect(settings.redis.url, cluster=settings.redis.cluster)
+    if settings.kafka.partitions > 1 or settings.redis.cluster:
+        return ShardedReleaseService(settings, client)
+    return ReleaseService(settings, client)
 
 
 def _credentials(kafka: KafkaSettings) -> Any:

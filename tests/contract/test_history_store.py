@@ -108,9 +108,7 @@ def snapshot(store: HistoryStore, probe: NDArray[np.bytes_]) -> tuple[object, ..
 # -- fixtures --------------------------------------------------------------------------------
 
 
-@pytest.fixture(
-    params=["file", pytest.param("redis", marks=pytest.mark.integration), "overlay"]
-)
+@pytest.fixture(params=["file", pytest.param("redis", marks=pytest.mark.integration), "overlay"])
 def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenStore]:
     """Factory of store instances sharing one empty storage (a directory / a key prefix)."""
     opened: list[HistoryStore] = []

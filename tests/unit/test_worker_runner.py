@@ -25,7 +25,7 @@ from support.worker_stubs import StubProducer, StubService, stub_runner
 
 from stream_release.config import Settings
 from stream_release.errors import SchemaError
-from stream_release.stream.app import ServiceRunner, create_app, limit_malloc_arenas
+from stream_release.stream.app import ServiceRunner, create_app
 from stream_release.stream.intake import Accepted, Incoming, PreparedBatch
 from stream_release.stream.logs import WITHHELD
 from stream_release.stream.messages import Rejected
@@ -33,6 +33,7 @@ from stream_release.stream.peers import configuration_tag, member_tag
 from stream_release.stream.records_consumer import consumer_options
 from stream_release.stream.service import Outgoing
 from stream_release.stream.shutdown import BUG_EXIT_CODE
+from stream_release.stream.worker import limit_malloc_arenas
 
 SETTINGS = Settings(schema={"qid": ["age"]}, service={"retry_interval_s": 0.001})
 TOPICS = SETTINGS.kafka.topics
