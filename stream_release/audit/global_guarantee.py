@@ -137,18 +137,7 @@ def audit_linkages(
     star_ids = {ids[i] for i in star.tolist()}
     record = SuppressedRecord.of(private)
     if record is not None:
-        if sum(record.counts.values()) != star.shape[0]:
-            problems.append(
-                f"the private record's suppressed multiset has {sum(record.counts.values())} "
-                f"rows but {star.shape[0]} ids are suppressed"
-            )
-        named = (record.withheld or frozenset()) | record.unplaced
-        if not named <= star_ids or (record.withheld or frozenset()) & record.unplaced:
-            problems.append(
-                "the private record lists a withheld or unplaced id that is not suppressed, or "
-                "one id as both"
-            )
-        figures.share_max = _set_share(record.counts, star.shape[0], bound, is_protected, problems)
+        figures.share_max = _check_record(record, star_ids, bound, is_protected, problems)
     elif star.size and isinstance(manifest.get("suppressed_set"), dict):
         problems.append(
             "the manifest states a suppressed set but no private record keeps its multiset"
@@ -243,17 +232,9 @@ def audit_linkages(
     if history:
         in_release = np.isin(owner, rows) & prot[ledger.keys % VALUE_SPACE]
         passed_now = ledger.above(ledger.keys[in_release], bound)
-        past = int(passed_now.sum())
-        people = int(np.unique(owner[in_release][passed_now]).shape[0])
-        figures.spent_people = people
-        if "spent" in claimed and claimed["spent"] != past:
-            problems.append(f"manifest breach.spent = {claimed['spent']} but the files give {past}")
-        if "spent_people" in claimed and claimed["spent_people"] != people:
-            problems.append(
-                f"manifest breach.spent_people = {claimed['spent_people']} but the files give "
-                f"{people}"
-            )
-        _check_horizon(manifest, people, figures.withheld, problems)
+        figures.spent_people = int(np.unique(owner[in_release][passed_now]).shape[0])
+        _check_spent(claimed, int(passed_now.sum()), figures.spent_people, problems)
+        _check_horizon(manifest, figures.spent_people, figures.withheld, problems)
     if record is not None:
         others = mine & ~np.isin(ledger.keys, exempt_keys)
         set_worst = _individual_max(owner[others], probs[others], rows[star])
@@ -263,6 +244,39 @@ def audit_linkages(
     else:
         _check_set_claims(manifest, star.shape[0], figures, None, 0.0, problems)
     return figures
+
+
+def _check_record(
+    record: SuppressedRecord,
+    star_ids: set[str],
+    bound: Fraction,
+    is_protected: Callable[[str], bool],
+    problems: list[str],
+) -> float:
+    """The private record's suppressed set against the suppressed ids (its multiset's size,
+    its withheld and unplaced ids); returns the set's largest share of a protected value."""
+    if sum(record.counts.values()) != len(star_ids):
+        problems.append(
+            f"the private record's suppressed multiset has {sum(record.counts.values())} "
+            f"rows but {len(star_ids)} ids are suppressed"
+        )
+    named = (record.withheld or frozenset()) | record.unplaced
+    if not named <= star_ids or (record.withheld or frozenset()) & record.unplaced:
+        problems.append(
+            "the private record lists a withheld or unplaced id that is not suppressed, or "
+            "one id as both"
+        )
+    return _set_share(record.counts, len(star_ids), bound, is_protected, problems)
+
+
+def _check_spent(claimed: dict[str, Any], pairs: int, people: int, problems: list[str]) -> None:
+    """The manifest's ``breach.spent`` and ``breach.spent_people`` against the ledger's."""
+    if "spent" in claimed and claimed["spent"] != pairs:
+        problems.append(f"manifest breach.spent = {claimed['spent']} but the files give {pairs}")
+    if "spent_people" in claimed and claimed["spent_people"] != people:
+        problems.append(
+            f"manifest breach.spent_people = {claimed['spent_people']} but the files give {people}"
+        )
 
 
 def sizes_of(lines: list[dict[str, Any]]) -> NDArray[np.int64]:

@@ -67,13 +67,61 @@ def check_rows(
     virtual = virtual if virtual is not None else np.zeros(len(ids), dtype=np.bool_)
     fake = {i for i, v in zip(ids, virtual.tolist(), strict=True) if v}
     real = [i for i in ids if i not in fake]
-    id_column, sensitive = schema.get("id"), schema.get("sensitive")
     qids = list(schema.get("qid") or [])
     header = snapshot.header
+    sensitive = schema.get("sensitive")
     missing = [c for c in (sensitive, *qids) if c not in header]
     if missing:
         found.problems.append(f"the snapshot {snapshot.path.name} lacks the columns {missing}")
         return None
+    if not _ids_match(fake, real, snapshot, schema.get("id"), found):
+        return None
+    s_col = header.index(str(sensitive))
+    q_col = {q: header.index(q) for q in qids}
+    members: dict[int, list[list[str]]] = {}
+    rows_of = {i: snapshot.rows[i] for i in real if i in snapshot.rows}
+    for i, g in zip(ids, assigned.tolist(), strict=True):
+        if g >= 0 and i in rows_of:
+            members.setdefault(g, []).append(rows_of[i])
+    if register is not None and any(q not in register.header for q in qids):
+        lacking = [q for q in qids if q not in register.header]
+        found.problems.append(f"the register {register.path.name} lacks the columns {lacking}")
+        register = None
+    others = (
+        _register_rows(ids, assigned, fake, register, qids, header, found)
+        if register is not None
+        else {}
+    )
+    unchecked = 0
+    for line in lines:
+        g = int(line["group"])
+        has_virtual = bool(int(line.get("virtual", 0) or 0))
+        verdict = _check_group(
+            line,
+            members.get(g, []),
+            others.get(g, []) if has_virtual else [],
+            s_col,
+            q_col,
+            hierarchies,
+            partial=has_virtual and register is None,
+        )
+        if isinstance(verdict, str):
+            found.problems.append(f"group {g}: {verdict}")
+            return rows_of
+        unchecked += verdict
+    if unchecked and hierarchies is not None:
+        found.not_done.append(
+            f"{unchecked} hierarchy labels in {snapshot.path.name}'s release (give --config "
+            "with the hierarchies)"
+        )
+    return rows_of
+
+
+def _ids_match(
+    fake: set[str], real: list[str], snapshot: Snapshot, id_column: object, found: Findings
+) -> bool:
+    """Check the assignments' ids against the snapshot's rows (problems into ``found``);
+    False when they do not name the snapshot's ids at all (nothing can be compared)."""
     present = [i for i in fake if i in snapshot.rows]
     if present:
         found.problems.append(
@@ -86,7 +134,7 @@ def check_rows(
             f"comparison with {snapshot.path.name}: the assignments do not hold its "
             f"{id_column!r} values (the worker's assignments hold keyed pseudonyms)"
         )
-        return None
+        return False
     if absent:
         found.problems.append(f"{len(absent)} assigned ids are not in {snapshot.path.name}")
     if len(real) != len(snapshot.rows):
@@ -94,67 +142,70 @@ def check_rows(
             f"the assignments list {len(real)} ids but {snapshot.path.name} has "
             f"{len(snapshot.rows)} rows"
         )
-    s_col = header.index(str(sensitive))
-    q_col = {q: header.index(q) for q in qids}
-    members: dict[int, list[list[str]]] = {}
-    rows_of = {i: snapshot.rows[i] for i in real if i in snapshot.rows}
+    return True
+
+
+def _register_rows(
+    ids: list[str],
+    assigned: NDArray[np.int64],
+    fake: set[str],
+    register: Snapshot,
+    qids: list[str],
+    header: list[str],
+    found: Findings,
+) -> dict[int, list[list[str]]]:
+    """Each group's virtual members as rows of the snapshot's columns, read from the
+    ``register`` (a member it does not hold is a problem)."""
+    r_col = {q: register.header.index(q) for q in qids}
+    others: dict[int, list[list[str]]] = {}
+    unknown = 0
     for i, g in zip(ids, assigned.tolist(), strict=True):
-        if g >= 0 and i in rows_of:
-            members.setdefault(g, []).append(rows_of[i])
-    others: dict[int, list[list[str]]] = {}  # virtual members, as register rows
-    if register is not None and any(q not in register.header for q in qids):
-        lacking = [q for q in qids if q not in register.header]
-        found.problems.append(f"the register {register.path.name} lacks the columns {lacking}")
-        register = None
-    if register is not None:
-        r_col = {q: register.header.index(q) for q in qids}
-        unknown = 0
-        for i, g in zip(ids, assigned.tolist(), strict=True):
-            if i not in fake:
-                continue
-            row = register.rows.get(i)
-            if row is None:
-                unknown += 1
-                continue
-            others.setdefault(g, []).append([row[r_col[q]] if q in r_col else "" for q in header])
-        if unknown:
-            found.problems.append(f"{unknown} virtual members are not in the register")
-    unchecked = 0
-    for line in lines:
-        g = int(line["group"])
-        got = members.get(g, [])
-        multiset: dict[str, int] = {}
-        for row in got:
-            multiset[row[s_col]] = multiset.get(row[s_col], 0) + 1
-        if multiset != {str(k): int(v) for k, v in line["sensitive"].items()}:
-            found.problems.append(f"group {g}: published sensitive values differ from its rows")
-            return rows_of
-        partial = bool(int(line.get("virtual", 0) or 0)) and register is None
-        if int(line.get("virtual", 0) or 0) and register is not None:
-            got = got + others.get(g, [])
-        if "members" in line:
-            # without the register, the real members must be among the listed ones
-            if _anatomy_differs(line["members"], got, q_col, subset=partial):
-                found.problems.append(f"group {g}: its members' QIDs differ from its rows")
-                return rows_of
+        if i not in fake:
             continue
-        for name, published in (line.get("qid") or {}).items():
-            if name not in q_col:
-                continue
-            verdict = _covers_all(published, [row[q_col[name]] for row in got], name, hierarchies)
-            if verdict is False:
-                found.problems.append(
-                    f"group {g}: {name} = {published!r} does not cover its rows' values"
-                )
-                return rows_of
-            if verdict is None:
-                unchecked += 1
-    if unchecked and hierarchies is not None:
-        found.not_done.append(
-            f"{unchecked} hierarchy labels in {snapshot.path.name}'s release (give --config "
-            "with the hierarchies)"
-        )
-    return rows_of
+        row = register.rows.get(i)
+        if row is None:
+            unknown += 1
+            continue
+        others.setdefault(g, []).append([row[r_col[q]] if q in r_col else "" for q in header])
+    if unknown:
+        found.problems.append(f"{unknown} virtual members are not in the register")
+    return others
+
+
+def _check_group(
+    line: dict[str, Any],
+    real: list[list[str]],
+    virtual: list[list[str]],
+    s_col: int,
+    q_col: dict[str, int],
+    hierarchies: Hierarchies | None,
+    *,
+    partial: bool,
+) -> str | int:
+    """What is wrong with a group line against its members' rows (``real``, and ``virtual``
+    from the register: they hold no value), or how many of its labels need a hierarchy the
+    audit was not given. ``partial``: virtual members without the register (the real members
+    must be among the listed ones)."""
+    multiset: dict[str, int] = {}
+    for row in real:
+        multiset[row[s_col]] = multiset.get(row[s_col], 0) + 1
+    if multiset != {str(k): int(v) for k, v in line["sensitive"].items()}:
+        return "published sensitive values differ from its rows"
+    got = real + virtual
+    if "members" in line:
+        if _anatomy_differs(line["members"], got, q_col, subset=partial):
+            return "its members' QIDs differ from its rows"
+        return 0
+    unchecked = 0
+    for name, published in (line.get("qid") or {}).items():
+        if name not in q_col:
+            continue
+        verdict = _covers_all(published, [row[q_col[name]] for row in got], name, hierarchies)
+        if verdict is False:
+            return f"{name} = {published!r} does not cover its rows' values"
+        if verdict is None:
+            unchecked += 1
+    return unchecked
 
 
 def _covers_all(

@@ -77,9 +77,9 @@ PINNED: dict[str, dict[str, str]] = {
         "reconstruction-private-rr/out.ledger": "c054ac1eaf73b0e1",
     },
     "dp-sanitised": {
-        "dp-sanitised/out/manifest-0001.json": "c1b4610b9b97e458",
-        "dp-sanitised/out/manifest-0002.json": "3511aaf4ad0ddb52",
-        "dp-sanitised/out/manifest-0003.json": "fcc285da9c2c743f",
+        "dp-sanitised/out/manifest-0001.json": "48b8b4fbbd55279f",
+        "dp-sanitised/out/manifest-0002.json": "674c2336d1e6c008",
+        "dp-sanitised/out/manifest-0003.json": "9b60cb21cb7eba29",
         "dp-sanitised/out/release-0001.jsonl": "e85efc35d617c2cf",
         "dp-sanitised/out/release-0002.jsonl": "f6fe2d0bc969495a",
         "dp-sanitised/out/release-0003.jsonl": "97cd7772c85a295b",

@@ -24,6 +24,7 @@ from support.tables import SMALL_ROWS, encode_columns, keyed_pseudonyms
 
 from stream_release.config import OutputSettings, SchemaSettings
 from stream_release.config.hierarchy import load_hierarchies
+from stream_release.config.mechanisms.dp_sanitised import EARLIER_CAVEATS
 from stream_release.core.privacy.dp_selftest import empirical_dp_check
 from stream_release.core.privacy.metric_dp_laplace import laplace_scale_tight
 from stream_release.core.privacy.metric_dp_lower_bounds import (
@@ -488,6 +489,12 @@ def test_verify_release_catches_tampering(tmp_path: Path) -> None:
         )
     )
     assert any("mechanism.published" in p for p in problems(lambda m, ls: ls.pop()))
+    # the caveat: altered fails; as a release published before its wording changed, passes
+    assert any(
+        "mechanism.caveat" in p
+        for p in problems(lambda m, ls: m["mechanism"].__setitem__("caveat", "none"))
+    )
+    assert problems(lambda m, ls: m["mechanism"].__setitem__("caveat", EARLIER_CAVEATS[0])) == []
     assert any(
         "already another line's" in p
         for p in problems(lambda m, ls: ls.append({**ls[0], "group": 99}))

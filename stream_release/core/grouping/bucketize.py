@@ -137,6 +137,103 @@ def _chunk_rest(
     return next_gid, n_left
 
 
+@njit(cache=True, inline="always")
+def _any_critical(  # pragma: no cover - jit
+    b_val: NDArray[np.int64],
+    b_rem: NDArray[np.int64],
+    protected: NDArray[np.bool_],
+    cnt: NDArray[np.int64],
+    m: int,
+    rows_after: int,
+) -> bool:
+    """Whether a protected value the group does not hold yet is critical: its remaining rows
+    exceed a 1/m share of the rows left after the group (``c_s m > N - m``)."""
+    for bb in range(b_val.shape[0]):
+        v = b_val[bb]
+        if b_rem[bb] > 0 and protected[v] and cnt[v] == 0 and b_rem[bb] * m > rows_after:
+            return True
+    return False
+
+
+@njit(cache=True, inline="always")
+def _eligible(  # pragma: no cover - jit
+    protected: bool,
+    held: int,
+    rem: int,
+    repeat: bool,
+    any_critical: bool,
+    m: int,
+    rows_after: int,
+) -> bool:
+    """Whether a bucket's rows may join the group: it has rows left; a protected value the
+    group holds already only when repeats are allowed; and, while some value is critical, only
+    a critical one (Anatomy's rule)."""
+    if rem == 0:
+        return False
+    if repeat:
+        return True
+    if protected and held > 0:
+        return False
+    return not any_critical or (protected and rem * m > rows_after)
+
+
+@njit(cache=True, inline="always")
+def _better(  # pragma: no cover - jit
+    extra: int, grow: float, rem: int, best_extra: int, best_growth: float, best_rem: int
+) -> bool:
+    """Whether a candidate beats the best so far: fewer extra rows needed, then less growth
+    of the box, then from a fuller bucket."""
+    if extra != best_extra:
+        return extra < best_extra
+    if grow != best_growth:
+        return grow < best_growth
+    return rem > best_rem
+
+
+@njit(cache=True, inline="always")
+def _widen(  # pragma: no cover - jit
+    row: int,
+    qid: NDArray[np.int32],
+    lo: NDArray[np.int64],
+    hi: NDArray[np.int64],
+    extents: NDArray[np.int64],
+    height: NDArray[np.int64],
+    span_lo: NDArray[np.int64],
+    span_hi: NDArray[np.int64],
+) -> None:
+    """Widen the group's box ``lo..hi`` (and its ``extents``) to hold ``row``."""
+    for a in range(lo.shape[0]):
+        c = qid[row, a]
+        if c < lo[a] or c > hi[a]:
+            lo[a] = min(lo[a], c)
+            hi[a] = max(hi[a], c)
+            extents[a] = extent(a, lo[a], hi[a], height, span_lo, span_hi)
+
+
+@njit(cache=True, inline="always")
+def _emit(  # pragma: no cover - jit
+    seg: NDArray[np.int64],
+    members: NDArray[np.int64],
+    size: int,
+    valid: bool,
+    group: NDArray[np.int64],
+    leftover: NDArray[np.int64],
+    next_gid: int,
+    n_left: int,
+) -> tuple[int, int]:
+    """A finished group: its rows get id ``next_gid`` when ``valid``, else go to the
+    leftovers (marked ``-2``); returns (next_gid, n_left)."""
+    if valid:
+        for i in range(size):
+            group[seg[members[i]]] = next_gid
+        return next_gid + 1, n_left
+    for i in range(size):
+        group[seg[members[i]]] = -2  # marked: sent to the leftovers
+        leftover[n_left] = seg[members[i]]
+        n_left += 1
+    return next_gid, n_left
+
+
 @njit(cache=True)
 def bucketize(
     seg: NDArray[np.int64],
@@ -194,22 +291,16 @@ def bucketize(
         taken[pos] = True
         b_rem[bucket_of[pos]] -= 1
         remaining -= 1
-        for a in range(d):
-            lo[a] = qid[row, a]
-            hi[a] = qid[row, a]
-            extents[a] = 0
+        lo[:] = qid[row]  # the box of one row
+        hi[:] = qid[row]
+        extents[:] = 0
         n_touched = add_row(
             row, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, touched, n_touched
         )
         while not is_valid(size, min_size, protected, cnt, req, touched, n_touched) and size < cap:
             rows_after = remaining - max(m - size, 0)  # untaken rows once this group is done
             # a critical value (Anatomy's invariant would break without it) restricts the choice
-            any_critical = False
-            for bb in range(nb):
-                v = b_val[bb]
-                if b_rem[bb] > 0 and protected[v] and cnt[v] == 0 and b_rem[bb] * m > rows_after:
-                    any_critical = True
-                    break
+            any_critical = _any_critical(b_val, b_rem, protected, cnt, m, rows_after)
             need = rows_needed(size + 1, protected, cnt, req, touched, n_touched)
             best_pos = -1
             best_extra = 0
@@ -223,15 +314,9 @@ def bucketize(
                     break
                 repeat = attempt == 1
                 for bb in range(nb):
-                    if b_rem[bb] == 0:
-                        continue
                     v = b_val[bb]
-                    if protected[v] and cnt[v] > 0 and not repeat:
-                        continue
-                    if (
-                        not repeat
-                        and any_critical
-                        and not (protected[v] and b_rem[bb] * m > rows_after)
+                    if not _eligible(
+                        protected[v], cnt[v], b_rem[bb], repeat, any_critical, m, rows_after
                     ):
                         continue
                     while b_ptr[bb] < b_end[bb] and taken[order[b_ptr[bb]]]:
@@ -265,13 +350,8 @@ def bucketize(
                                 cand, need, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req
                             )
                         grow = growth(cand, qid, norm, height, span_lo, span_hi, lo, hi, extents)
-                        if (
-                            best_pos < 0
-                            or extra < best_extra
-                            or (extra == best_extra and grow < best_growth)
-                            or (
-                                extra == best_extra and grow == best_growth and b_rem[bb] > best_rem
-                            )
+                        if best_pos < 0 or _better(
+                            extra, grow, b_rem[bb], best_extra, best_growth, best_rem
                         ):
                             best_pos = p
                             best_extra = extra
@@ -294,23 +374,11 @@ def bucketize(
             taken[best_pos] = True
             b_rem[bucket_of[best_pos]] -= 1
             remaining -= 1
-            for a in range(d):
-                c = qid[row, a]
-                if c < lo[a] or c > hi[a]:
-                    lo[a] = min(lo[a], c)
-                    hi[a] = max(hi[a], c)
-                    extents[a] = extent(a, lo[a], hi[a], height, span_lo, span_hi)
+            _widen(row, qid, lo, hi, extents, height, span_lo, span_hi)
             n_touched = add_row(
                 row, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, touched, n_touched
             )
-        if is_valid(size, min_size, protected, cnt, req, touched, n_touched):
-            for i in range(size):
-                group[seg[members[i]]] = next_gid
-            next_gid += 1
-        else:
-            for i in range(size):
-                group[seg[members[i]]] = -2  # marked: sent to the leftovers
-                leftover[n_left] = seg[members[i]]
-                n_left += 1
+        valid = is_valid(size, min_size, protected, cnt, req, touched, n_touched)
+        next_gid, n_left = _emit(seg, members, size, valid, group, leftover, next_gid, n_left)
         reset_tally(cnt, req, touched, n_touched)
     return _chunk_rest(seg, order, sens, rules, state, next_gid, n_left)

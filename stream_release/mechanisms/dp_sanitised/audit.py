@@ -23,6 +23,7 @@ import numpy as np
 
 from stream_release.config.mechanisms.dp_sanitised import (
     CAVEAT,
+    EARLIER_CAVEATS,
     KIND,
     _entry,
     _fingerprint,
@@ -198,12 +199,46 @@ def _check_parameters(
             f"mechanism.parameters_digest = {block.get('parameters_digest')!r}, but the "
             f"published parameters give {digest!r}"
         )
-    if block.get("caveat") != CAVEAT:
+    if block.get("caveat") not in (CAVEAT, *EARLIER_CAVEATS):
         problems.append("mechanism.caveat: missing or altered (Theorem 7 needs outputs in D)")
     refused = block.get("refused_budget")
     if isinstance(refused, bool) or not isinstance(refused, int) or refused < 0:
         problems.append(f"mechanism.refused_budget = {refused!r}: must be an integer >= 0")
     return problems
+
+
+def _qid_problems(
+    qid: Mapping[str, Any], specs: Mapping[str, dict[str, Any]], domains: Mapping[str, set[Any]]
+) -> list[str]:
+    """What is wrong with a line's sanitised QID values: a categorical one outside its domain,
+    a numeric one off its grid or bounds."""
+    out = []
+    for name, value in qid.items():
+        if name in domains:
+            ok = isinstance(value, str) and value in domains[name]
+            problem = "" if ok else "is not in its domain"
+        else:
+            problem = _value_problem(specs[name], value)
+        if problem:
+            out.append(f"qid.{name} = {value!r} {problem}")
+    return out
+
+
+def _count_sensitive(
+    sens: Mapping[str, Any], domain: set[Any] | None, totals: dict[str, int]
+) -> tuple[int, list[str]]:
+    """A line's sensitive counts added to ``totals``: the rows they count, and what is wrong
+    with them (a count not an integer >= 1, a value outside the domain)."""
+    counted, out = 0, []
+    for value, count in sens.items():
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            out.append(f"sensitive[{value!r}] = {count!r}, not an integer >= 1")
+            continue
+        if domain is not None and value not in domain:
+            out.append(f"sensitive value {value!r} is not in mechanism.sensitive.domain")
+        totals[value] = totals.get(value, 0) + count
+        counted += count
+    return counted, out
 
 
 def _check_lines(
@@ -251,14 +286,8 @@ def _check_lines(
             found = sorted(qid) if isinstance(qid, Mapping) else qid
             report(f"{where}: qid has {found!r}, need exactly {sorted(qid_specs)}")
             continue
-        for name, value in qid.items():
-            if name in domains:
-                ok = isinstance(value, str) and value in domains[name]
-                problem = "" if ok else "is not in its domain"
-            else:
-                problem = _value_problem(qid_specs[name], value)
-            if problem:
-                report(f"{where}: qid.{name} = {value!r} {problem}")
+        for text in _qid_problems(qid, qid_specs, domains):
+            report(f"{where}: {text}")
         row = json.dumps([qid[name] for name in qid_specs])
         if row in seen_rows:
             report(f"{where}: the sanitised row {row} is already another line's (not aggregated)")
@@ -267,15 +296,9 @@ def _check_lines(
         if not isinstance(sens, Mapping):
             report(f"{where}: sensitive is not an object of value counts")
             continue
-        counted = 0
-        for value, count in sens.items():
-            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-                report(f"{where}: sensitive[{value!r}] = {count!r}, not an integer >= 1")
-                continue
-            if sens_domain is not None and value not in sens_domain:
-                report(f"{where}: sensitive value {value!r} is not in mechanism.sensitive.domain")
-            totals[value] = totals.get(value, 0) + count
-            counted += count
+        counted, texts = _count_sensitive(sens, sens_domain, totals)
+        for text in texts:
+            report(f"{where}: {text}")
         if counted != size:
             report(f"{where}: the sensitive counts sum to {counted}, size is {size}")
     if bad > _MAX_LINE_PROBLEMS:

@@ -66,22 +66,8 @@ def verify_release(manifest: Mapping[str, Any], lines: Sequence[Mapping[str, Any
         )
     except (ValueError, TypeError) as exc:
         return [f"manifest parameters are invalid: {exc}"]
-    if block.get("m") != settings.m:
-        problems.append(f"manifest m = {block.get('m')!r} but its domain has {settings.m} values")
-    cap_block = block.get("cap")
-    stated = cap_block if isinstance(cap_block, Mapping) else {}
-    for bound, value in settings.caps.items():
-        got = stated.get(bound)
-        if not _is_number(got) or not math.isclose(got, value, rel_tol=_REL_TOL):
-            problems.append(
-                f"manifest cap.{bound} = {got!r}, recomputed {value!r} from p, epsilon, delta, m"
-            )
+    problems.extend(_check_caps(block, settings))
     cap = settings.max_trials
-    if block.get("max_trials") != cap:
-        problems.append(
-            f"manifest max_trials = {block.get('max_trials')!r}, recomputed "
-            f"floor(cap.{settings.bound}) = {cap}"
-        )
     domain = set(settings.domain)
     seen_groups: set[Any] = set()
     seen_qids: set[bytes] = set()
@@ -95,19 +81,7 @@ def verify_release(manifest: Mapping[str, Any], lines: Sequence[Mapping[str, Any
         for key in ("sequence", "release"):
             if key in line and key in manifest and line[key] != manifest[key]:
                 problems.append(f"{where}: {key} = {line[key]!r}, manifest says {manifest[key]!r}")
-        qid = line.get("qid")
-        if not isinstance(qid, Mapping):
-            problems.append(f"{where}: qid missing; a micro group publishes its exact QIDs")
-        else:
-            names = tuple(qid)
-            if qid_names is None:
-                qid_names = names
-            elif names != qid_names:
-                problems.append(f"{where}: qid attributes {list(names)}, others {list(qid_names)}")
-            canonical = _canonical(qid)
-            if canonical in seen_qids:
-                problems.append(f"{where}: micro group {dict(qid)} published twice")
-            seen_qids.add(canonical)
+        qid_names = _check_qid(where, line.get("qid"), qid_names, seen_qids, problems)
         size, trials, trials_total = (_field(line, k) for k in ("size", "trials", "trials_total"))
         weight = _field(line, "weight")
         if not (_is_int(size) and size >= 1):
@@ -151,6 +125,51 @@ def verify_release(manifest: Mapping[str, Any], lines: Sequence[Mapping[str, Any
         if block.get(key) != value:
             problems.append(f"manifest {key} = {block.get(key)!r}, the lines give {value}")
     return problems
+
+
+def _check_caps(block: Mapping[str, Any], settings: ReconstructionRRSettings) -> list[str]:
+    """The manifest's ``m``, ``cap`` and ``max_trials`` against those recomputed from its
+    parameters (Theorems 5.13 and 5.11 of [WHF12] at ``f = 1``)."""
+    problems = []
+    if block.get("m") != settings.m:
+        problems.append(f"manifest m = {block.get('m')!r} but its domain has {settings.m} values")
+    cap_block = block.get("cap")
+    stated = cap_block if isinstance(cap_block, Mapping) else {}
+    for bound, value in settings.caps.items():
+        got = stated.get(bound)
+        if not _is_number(got) or not math.isclose(got, value, rel_tol=_REL_TOL):
+            problems.append(
+                f"manifest cap.{bound} = {got!r}, recomputed {value!r} from p, epsilon, delta, m"
+            )
+    if block.get("max_trials") != settings.max_trials:
+        problems.append(
+            f"manifest max_trials = {block.get('max_trials')!r}, recomputed "
+            f"floor(cap.{settings.bound}) = {settings.max_trials}"
+        )
+    return problems
+
+
+def _check_qid(
+    where: str,
+    qid: object,
+    names_so_far: tuple[str, ...] | None,
+    seen: set[bytes],
+    problems: list[str],
+) -> tuple[str, ...] | None:
+    """A line's exact QIDs: present, the same attributes as the lines before (``names_so_far``)
+    and a micro group not published before (``seen``); returns the attributes to compare the
+    next lines with."""
+    if not isinstance(qid, Mapping):
+        problems.append(f"{where}: qid missing; a micro group publishes its exact QIDs")
+        return names_so_far
+    names = tuple(qid)
+    if names_so_far is not None and names != names_so_far:
+        problems.append(f"{where}: qid attributes {list(names)}, others {list(names_so_far)}")
+    canonical = _canonical(qid)
+    if canonical in seen:
+        problems.append(f"{where}: micro group {dict(qid)} published twice")
+    seen.add(canonical)
+    return names if names_so_far is None else names_so_far
 
 
 def verify_series(
