@@ -247,11 +247,11 @@ def test_no_group_of_a_million_rows_grows_past_the_cap() -> None:
 
 
 def _stratify(table: EncodedTable, ratio: float, min_size: int = 2) -> tuple[np.ndarray, int, bool]:
-    from stream_release.core.grouping.mondrian import _stratified
+    from stream_release.core.grouping.stratified import stratified_cut
 
     perm = np.arange(table.n_rows, dtype=np.int64)
     v = len(table.sensitive_values)
-    mid, ok = _stratified(
+    mid, ok = stratified_cut(
         perm, 0, table.n_rows, table.qid, 0, table.sensitive, np.ones(v, np.bool_), ratio,
         min_size, np.zeros(v, np.int64), np.zeros(v, np.int64), np.empty(table.n_rows, np.int64),
     )  # fmt: skip
