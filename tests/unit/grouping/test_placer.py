@@ -10,6 +10,7 @@ import pytest
 from numpy.typing import NDArray
 
 from stream_release.core.grouping import placer as placer_module
+from stream_release.core.grouping import placer_index
 from stream_release.core.grouping.merge import GroupValidity
 from stream_release.core.grouping.placer import (
     REGROUP_WORK,
@@ -165,21 +166,21 @@ def test_the_answers_of_an_exhaustive_search_call_after_call(
 ) -> None:
     # 0: every search asks the tree first (the release's few hundred groups would be scanned)
     monkeypatch.setattr(placer_module, "SCAN_GROUPS", scan)
-    monkeypatch.setattr(placer_module, "STALE_GROUPS", stale)  # 4: the tree built again often
+    monkeypatch.setattr(placer_index, "STALE_GROUPS", stale)  # 4: the tree built again often
     # 8: what searches of every group found is forgotten after a few changes
-    monkeypatch.setattr(placer_module, "REMEMBERED_CHANGES", remembered)
+    monkeypatch.setattr(placer_index, "REMEMBERED_CHANGES", remembered)
     told = []  # the searches that an earlier one narrowed
-    recall = placer_module._Refusals.candidates
+    recall = placer_index.Refusals.candidates
 
     def candidates(self, key, mine):  # type: ignore[no-untyped-def]
         known = recall(self, key, mine)
         told.append(known is not None)
         return known
 
-    monkeypatch.setattr(placer_module._Refusals, "candidates", candidates)
+    monkeypatch.setattr(placer_index.Refusals, "candidates", candidates)
     # 1 slot: values given up and filled again, and rows that need more values than slots
-    monkeypatch.setattr(placer_module, "VALUE_BYTES", 0)
-    monkeypatch.setattr(placer_module, "MIN_VALUES", slots)
+    monkeypatch.setattr(placer_index, "VALUE_BYTES", 0)
+    monkeypatch.setattr(placer_index, "MIN_VALUES", slots)
     rng, qid, norm, sensitive, protected, req, group = _release(seed)
     cap = 5  # groups of 5: only a group that lost a row takes one, the rest is swaps
     placer = Placer(qid, norm, sensitive, protected, req, cap=cap, min_group_size=2)
