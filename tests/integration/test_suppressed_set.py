@@ -34,7 +34,7 @@ from stream_release.core.table import EncodedTable
 from stream_release.devtools.datasets import ADULT_SENSITIVE
 from stream_release.io.encoding import encode
 from stream_release.io.snapshot_csv import read_snapshot
-from stream_release.mechanisms.global_guarantee.plan import withheld_rows
+from stream_release.mechanisms.global_guarantee.grouping import withheld_rows
 from stream_release.pipeline.publisher import Publisher
 from stream_release.pipeline.what_if import what_if
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from support.tables import encode_columns
 
-import stream_release.mechanisms.global_guarantee.plan as plan_module
+import stream_release.mechanisms.global_guarantee.grouping as grouping_module
 from stream_release.config import GroupingSettings
 from stream_release.core.privacy.linkage import HistoryRows
 from stream_release.core.privacy.strategy import make_strategy
@@ -54,7 +54,7 @@ def test_the_decoys_are_a_prefix_of_the_value_blind_order(
 ) -> None:
     table, history = _release(tmp_path)
     seen: dict[str, Any] = {"counts": []}
-    order_of, count_of = plan_module.decoy_order, plan_module.decoy_count
+    order_of, count_of = grouping_module.decoy_order, grouping_module.decoy_count
 
     def record_order(*args: Any, **kwargs: Any) -> Any:
         seen["order"] = order_of(*args, **kwargs)
@@ -64,8 +64,8 @@ def test_the_decoys_are_a_prefix_of_the_value_blind_order(
         seen["counts"].append((args, kwargs, count_of(*args, **kwargs)))
         return seen["counts"][-1][2]
 
-    monkeypatch.setattr(plan_module, "decoy_order", record_order)
-    monkeypatch.setattr(plan_module, "decoy_count", record_count)
+    monkeypatch.setattr(grouping_module, "decoy_order", record_order)
+    monkeypatch.setattr(grouping_module, "decoy_count", record_count)
 
     def planned(table: Any) -> Any:
         return plan_release(
