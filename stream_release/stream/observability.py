@@ -1,7 +1,7 @@
 """Prometheus metrics and the health endpoint of the streaming worker (docs/contract.md §5).
 
 :class:`Metrics` holds every metric on its own ``CollectorRegistry`` (not the process-global
-one, so several apps or tests never collide). :class:`~stream_release.stream.app.ServiceRunner`
+one, so several apps or tests never collide). :class:`~stream_release.stream.runner.ServiceRunner`
 feeds it from the outcomes of staging, cutting and sending; :class:`HttpEndpoint` serves it on
 ``service.metrics_host:service.metrics_port`` (``metrics_port = 0``: no endpoint):
 

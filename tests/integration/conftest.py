@@ -18,9 +18,9 @@ from support.data import adult_series, write_config
 from support.worker import MakeWorker, Worker, set_publish_environment, worker_environment
 
 from stream_release.config import KafkaSettings, TopicSettings
-from stream_release.stream.app import ServiceRunner
 from stream_release.stream.kafka import ensure_topics
 from stream_release.stream.release_producer import ReleaseProducer
+from stream_release.stream.runner import ServiceRunner
 from stream_release.stream.service import ReleaseService
 
 # -- test workers ----------------------------------------------------------------------------

@@ -32,8 +32,8 @@ from stream_release.cli.main import main
 from stream_release.config import KafkaSettings, load_settings
 from stream_release.errors import NEW_SERIES_CAVEAT, SeriesRewound
 from stream_release.history.keys import RedisKeys
-from stream_release.stream.app import ServiceRunner
 from stream_release.stream.notices import STORE_FIX
+from stream_release.stream.runner import ServiceRunner
 from stream_release.stream.service import ReleaseService
 
 pytestmark = pytest.mark.integration

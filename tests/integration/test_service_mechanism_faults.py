@@ -28,9 +28,9 @@ from support.service_runs import log_events, metric_sample, record_messages, sta
 from stream_release.audit import audit_directory
 from stream_release.config import KafkaSettings, Settings, load_settings
 from stream_release.errors import NEW_SERIES_CAVEAT
-from stream_release.stream.app import ServiceRunner
 from stream_release.stream.intake import Incoming
 from stream_release.stream.notices import CONFIG_FIX
+from stream_release.stream.runner import ServiceRunner
 from stream_release.stream.service import ReleaseService
 
 pytestmark = pytest.mark.integration

@@ -28,8 +28,8 @@ from stream_release.config import KafkaSettings, load_settings
 from stream_release.errors import ArchiveConflict
 from stream_release.history.keys import RedisKeys
 from stream_release.io.release_files import ReleaseFiles, ReleasePaths, stage_release
-from stream_release.stream.app import ServiceRunner
 from stream_release.stream.notices import STORE_FIX
+from stream_release.stream.runner import ServiceRunner
 from stream_release.stream.service import ReleaseService
 
 pytestmark = pytest.mark.integration

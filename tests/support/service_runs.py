@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from stream_release.devtools.datasets import read_csv_table
-from stream_release.stream.app import ServiceRunner
 from stream_release.stream.intake import Incoming
 from stream_release.stream.logs import RedactingJsonFormatter, logging_config
+from stream_release.stream.runner import ServiceRunner
 from stream_release.stream.service import ReleaseService
 
 

@@ -1,5 +1,5 @@
 """Stand-ins for the worker's Kafka producers and its release service in the unit tests of
-:class:`~stream_release.stream.app.ServiceRunner` (its retry and ordering logic is pure; the
+:class:`~stream_release.stream.runner.ServiceRunner` (its retry and ordering logic is pure; the
 integration tests use the real producer on the real broker).
 
 :class:`StubReleases` satisfies :class:`~stream_release.stream.release_producer.Releases`, the
@@ -16,7 +16,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from stream_release.config import Settings
-from stream_release.stream.app import ServiceRunner
+from stream_release.stream.runner import ServiceRunner
 from stream_release.stream.service import Outgoing
 
 

@@ -1,6 +1,6 @@
 """The worker's release producer and the unit tests' stand-in share one Protocol,
 :class:`~stream_release.stream.release_producer.Releases` (what
-:class:`~stream_release.stream.app.ServiceRunner` calls): the stand-in the runner's unit tests
+:class:`~stream_release.stream.runner.ServiceRunner` calls): the stand-in the runner's unit tests
 send through cannot drift from the real :class:`ReleaseProducer` unnoticed.
 
 Both are assigned to ``Releases``-typed names (mypy checks the assignment), and at run time

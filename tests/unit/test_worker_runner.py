@@ -25,12 +25,13 @@ from support.worker_stubs import StubProducer, StubService, stub_runner
 
 from stream_release.config import Settings
 from stream_release.errors import SchemaError
-from stream_release.stream.app import ServiceRunner, create_app
+from stream_release.stream.app import create_app
 from stream_release.stream.intake import Accepted, Incoming, PreparedBatch
 from stream_release.stream.logs import WITHHELD
 from stream_release.stream.messages import Rejected
 from stream_release.stream.peers import configuration_tag, member_tag
 from stream_release.stream.records_consumer import consumer_options
+from stream_release.stream.runner import ServiceRunner
 from stream_release.stream.service import Outgoing
 from stream_release.stream.shutdown import BUG_EXIT_CODE
 from stream_release.stream.worker import limit_malloc_arenas

@@ -24,7 +24,7 @@ from stream_release.config.hierarchy import load_hierarchy
 from stream_release.core.privacy.breach import RATIO_RTOL, minimum_ratio_from_log_product
 from stream_release.core.privacy.linkage import HistoryRows
 from stream_release.core.table import EncodedTable
-from stream_release.errors import GuaranteeUnsatisfiable
+from stream_release.errors import ConfigError, GuaranteeUnsatisfiable
 from stream_release.history.pseudonym import Pseudonymizer
 from stream_release.mechanisms.base import (
     Assignment,
@@ -132,6 +132,23 @@ class GlobalGuarantee:
 
     kind = GLOBAL_GUARANTEE
     shardable = True
+
+    @staticmethod
+    def on_shards(mechanism: object) -> GlobalGuarantee:
+        """``mechanism`` as the kind that runs on shards.
+
+        Raises
+        ------
+        ConfigError
+            It is another kind (a companion kind's state is one per series).
+        """
+        if not isinstance(mechanism, GlobalGuarantee):
+            kind = getattr(mechanism, "kind", type(mechanism).__name__)
+            raise ConfigError(
+                f"mechanism.kind = {kind!r} cannot run on shards (kafka.partitions > 1): its "
+                "state is one per series; use kafka.partitions = 1"
+            )
+        return mechanism
 
     def __init__(self, settings: Settings, pseudonymizer: Pseudonymizer) -> None:
         self.settings = settings

@@ -75,12 +75,17 @@ from stream_release.mechanisms.global_guarantee.parts import (
     merge_part_manifests,
     merge_part_private,
 )
-from stream_release.mechanisms.global_guarantee.plan import SuppressedUnion
 from stream_release.pipeline.publisher import Publisher
 from stream_release.pipeline.render import render_release
 from stream_release.release_format import Manifest
 from stream_release.stream.messages import ReleaseNotice
 from stream_release.stream.notices import shard_refusal_notice
+from stream_release.stream.sharded.vote import (
+    log_part_refused,
+    refusal_of,
+    union_refusal,
+    vote_union,
+)
 from stream_release.stream.staging import REFUSED, RedisStaging, SealOutcome
 
 __all__ = ["CutResult", "Shard", "ShardedCut"]
@@ -308,7 +313,7 @@ class ShardedCut:
                 if manifest is not None:
                     result.manifests.append(manifest)
                 else:
-                    result.refused.append(_refusal(current))
+                    result.refused.append(refusal_of(current))
         return result
 
     def file_finished(self) -> list[int]:
@@ -356,7 +361,7 @@ class ShardedCut:
         label, round_ = current["label"], int(current.get("round", "0"))
         votes = self.client.hkeys(self.keys.votes(label))
         voted = {int(v) for v in cast("list[bytes]", votes)}
-        refusal = orjson.dumps({"refused": _union_refusal(label).model_dump(mode="json")})
+        refusal = orjson.dumps({"refused": union_refusal(label).model_dump(mode="json")})
         for number, publisher in self.publishers.items():
             if number in voted:
                 continue
@@ -365,7 +370,7 @@ class ShardedCut:
                 planned = self._plan(number, publisher, current)
             except (GuaranteeUnsatisfiable, SchemaError) as exc:
                 vote = {"refused": shard_refusal_notice(label, exc).model_dump(mode="json")}
-                _log_part_refused(label, number, exc)
+                log_part_refused(label, number, exc)
             else:
                 self.planned[number] = planned
                 self.planned_round[number] = round_
@@ -404,23 +409,25 @@ class ShardedCut:
         label = current["label"]
         confirmed = self.client.hkeys(self.keys.confirms(label))
         done = {int(v) for v in cast("list[bytes]", confirmed)}
-        union = _union(current["union"])
+        union = vote_union(current["union"])
         for number, publisher in self.publishers.items():
             if number in done:
                 continue
             confirm: dict[str, Any]
             try:
                 planned = self._planned(number, publisher, current)
-                self.planned[number] = _guarantee(publisher).relink(planned, union)
+                self.planned[number] = GlobalGuarantee.on_shards(publisher.mechanism).relink(
+                    planned, union
+                )
             except GuaranteeUnsatisfiable as exc:
                 confirm = {"refused": shard_refusal_notice(label, exc).model_dump(mode="json")}
-                _log_part_refused(label, number, exc)
+                log_part_refused(label, number, exc)
             except ValueError as exc:  # the union does not hold this part's rows: refuse
                 unsatisfiable = GuaranteeUnsatisfiable(str(exc))
                 confirm = {
                     "refused": shard_refusal_notice(label, unsatisfiable).model_dump(mode="json")
                 }
-                _log_part_refused(label, number, exc)
+                log_part_refused(label, number, exc)
             else:
                 breach = np.sort(self.planned[number].plan.breach).astype("<f8").tobytes()
                 self.client.hset(self.keys.breaches(label), str(number), breach)
@@ -459,7 +466,9 @@ class ShardedCut:
         table = encode(raw, self.settings.schema, self.hierarchies)
         del raw
         release = publisher.next_input(table, label=label, pseudonyms=pseudonyms, cut_label=True)
-        planned = _guarantee(publisher).plan(release, set_floor=floor or None)
+        planned = GlobalGuarantee.on_shards(publisher.mechanism).plan(
+            release, set_floor=floor or None
+        )
         kill_point("planned")
         if planned.sequence != sequence:
             raise HistoryStoreError(
@@ -476,9 +485,9 @@ class ShardedCut:
             done = shard.staging.committed(label)
             if done is None:
                 if current["outcome"] == "ok":
-                    mechanism = _guarantee(publisher)
+                    mechanism = GlobalGuarantee.on_shards(publisher.mechanism)
                     planned = self._planned(number, publisher, current)
-                    planned = mechanism.relink(planned, _union(current["union"]))
+                    planned = mechanism.relink(planned, vote_union(current["union"]))
                     offsets = orjson.loads(current["offsets"])
                     first_group = int(offsets[number])
                     publisher.apply(render_release(mechanism, planned, first_group=first_group))
@@ -515,12 +524,12 @@ class ShardedCut:
                 label,
                 sequence,
                 self.part_manifests(sequence),
-                _union(current["union"]),
+                vote_union(current["union"]),
                 breach,
             )
             payload = encode_record(b"", manifest)
         else:
-            payload = orjson.dumps(_refusal(current).model_dump(mode="json"))
+            payload = orjson.dumps(refusal_of(current).model_dump(mode="json"))
         keys = [
             self.keys.current,
             self.keys.parts(label),
@@ -572,51 +581,3 @@ class ShardedCut:
 ROUNDS = 6
 """Rounds of planning a release in flight may take before it is refused: each round plans
 every part again with a higher floor on its suppressed set's ratios (release_vote.lua)."""
-
-
-def _union_refusal(label: str) -> ReleaseNotice:
-    """The status message of a release whose parts' suppressed rows could not be made one
-    safe set within :data:`ROUNDS` rounds."""
-    return shard_refusal_notice(label, GuaranteeUnsatisfiable("the shards' suppressed rows"))
-
-
-def _union(raw: str) -> SuppressedUnion:
-    """The union of the parts' suppressed rows as ``release_vote.lua`` wrote it."""
-    document = orjson.loads(raw)
-    counts = document["counts"]
-    pairs = counts if isinstance(counts, list) else []  # Lua encodes an empty table as {}
-    return SuppressedUnion({str(v): int(c) for v, c in pairs}, int(document["size"]))
-
-
-def _refusal(current: dict[str, str]) -> ReleaseNotice:
-    """The status message of a refused release in flight (the refusing shard's vote)."""
-    return ReleaseNotice.model_validate(orjson.loads(current["refusal"])["refused"])
-
-
-def _log_part_refused(label: str, shard: int, exc: Exception) -> None:
-    """A shard's part cannot be made: the kind of failure and the shard, never its counts."""
-    log.warning(
-        "release %r: shard %d's part cannot be made (%s); the release is refused",
-        label,
-        shard,
-        type(exc).__name__,
-        extra={"event": "part_refused", "release": label, "shard": shard},
-    )
-
-
-def _guarantee(publisher: Publisher) -> GlobalGuarantee:
-    """The mechanism of a shard's publisher: the global guarantee, the one kind that runs on
-    shards.
-
-    Raises
-    ------
-    ConfigError
-        The series is of another kind.
-    """
-    mechanism = publisher.mechanism
-    if not isinstance(mechanism, GlobalGuarantee):
-        raise ConfigError(
-            f"mechanism.kind = {publisher.kind!r} cannot run on shards (kafka.partitions > 1): "
-            "its state is one per series; use kafka.partitions = 1"
-        )
-    return mechanism
