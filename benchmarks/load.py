@@ -54,7 +54,7 @@ from stream_release.history.keys import RedisKeys
 from stream_release.history.types import ENTRY_DTYPE
 from stream_release.io.snapshot import RawSnapshot, snapshot_from_columns
 from stream_release.stream.kafka import ensure_topics
-from stream_release.stream.publish import publish_snapshot
+from stream_release.stream.snapshot_sender import send_snapshot
 
 REPO = Path(__file__).resolve().parents[1]
 RELEASE_TARGET_S = 10.0
@@ -112,13 +112,13 @@ async def run_series(kafka: KafkaSettings, population: Population, releases: int
         consumer.assign([partition])
         await consumer.seek_to_beginning(partition)
         # warm-up: the worker joins its groups and loads its kernels before the first release
-        await publish_snapshot(kafka, "warm-up", population.warm_up())
+        await send_snapshot(kafka, "warm-up", population.warm_up())
         await next_manifest(consumer, "warm-up", 180)
         for k in range(1, releases + 1):
             snapshot = population.next_snapshot()
             label = f"L{k:02d}"
             started = time.perf_counter()
-            await publish_snapshot(kafka, label, snapshot)
+            await send_snapshot(kafka, label, snapshot)
             sealed = time.perf_counter()
             manifest = await next_manifest(consumer, label, 600)
             row = {

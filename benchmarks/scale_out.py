@@ -10,7 +10,7 @@ Once every shard has an owner: a warm-up release (3,000 rows, not measured: 600 
 leave too few rows per shard to be published), a calibration release of ``--small-rows`` rows,
 then ``--releases`` releases of ``--rows`` rows of load.py's churn population (Adult rows
 drawn with replacement; each release keeps 20 % of the previous one's individuals, 20 % of
-those with a value drawn again: Wong et al. 2010 §8), each sent with ``publish_snapshot`` once
+those with a value drawn again: Wong et al. 2010 §8), each sent with ``send_snapshot`` once
 the previous manifest was read (``read_committed``). Every W is sent the same snapshots (same
 seed). The workers run with the local settings of the tests
 (``LOCAL_WORKER_SETTINGS``: batches of 0.2 s, ``service.retry_interval_s`` = 1 s) and group
@@ -107,7 +107,7 @@ from stream_release.history.pseudonym import Pseudonymizer, load_key
 from stream_release.history.types import ENTRY_DTYPE
 from stream_release.io.snapshot import RawSnapshot, snapshot_from_columns
 from stream_release.stream.kafka import ensure_topics, transactional_options
-from stream_release.stream.publish import publish_snapshot
+from stream_release.stream.snapshot_sender import send_snapshot
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
@@ -485,7 +485,7 @@ async def send_releases(
             raw = make()
             cpu = probe.sample()
             first = time.time()
-            await publish_snapshot(series.kafka, label, raw)
+            await send_snapshot(series.kafka, label, raw)
             sealed = time.time()
             manifest = await next_manifest(consumer, topics, label, probe.workers, timeout)
             read = time.time()

@@ -45,7 +45,7 @@ from stream_release.devtools.local_services import (
 from stream_release.history.keys import RedisKeys
 from stream_release.io.snapshot import RawSnapshot, snapshot_from_columns
 from stream_release.stream.kafka import ensure_topics
-from stream_release.stream.publish import publish_snapshot
+from stream_release.stream.snapshot_sender import send_snapshot
 
 REPO = Path(__file__).resolve().parents[1]
 INGEST_TARGET = 100_000
@@ -140,10 +140,10 @@ async def measure_latency(  # type: ignore[no-untyped-def]
 ) -> dict[str, float]:
     """Seal-to-manifest of the Adult snapshot on a warm worker."""
     topics = kafka.topics
-    await publish_snapshot(kafka, "warm-up", snapshot(table, slice(0, 600), copy=-1))
+    await send_snapshot(kafka, "warm-up", snapshot(table, slice(0, 600), copy=-1))
     await wait_manifest(kafka, topics.manifests, "warm-up", 180)
     adult = snapshot(table)
-    sending = asyncio.create_task(publish_snapshot(kafka, "adult", adult))
+    sending = asyncio.create_task(send_snapshot(kafka, "adult", adult))
     staged_at = await asyncio.to_thread(wait_staged, client, keys, "adult", adult.n_rows, 180)
     await sending
     sealed_at = time.perf_counter()
@@ -174,7 +174,7 @@ def main() -> int:
             started = time.perf_counter()
             for k, label in enumerate(labels):
                 rows = copies(table, args.copies, first=k * args.copies)
-                produced += asyncio.run(publish_snapshot(kafka, label, rows, seal=False))
+                produced += asyncio.run(send_snapshot(kafka, label, rows, seal=False))
             produce_rate = produced / (time.perf_counter() - started)
             per_round = produced // len(labels)
             ceiling = asyncio.run(raw_consume_rate(kafka, topics.records, produced))
@@ -191,7 +191,7 @@ def main() -> int:
     lines = [
         f"service benchmark: one worker, Apache Kafka + Redis, {per_round:,} records per ingest "
         f"round ({args.copies} x Adult), {len(rates)} rounds",
-        f"  producer (publish_snapshot, info)     {produce_rate:>12,.0f} records/s",
+        f"  producer (send_snapshot, info)     {produce_rate:>12,.0f} records/s",
         f"  raw aiokafka consume (ceiling)        {ceiling:>12,.0f} records/s",
         f"  ingest into Redis staging (median)    {ingest:>12,.0f} records/s   "
         f"target >= {INGEST_TARGET:,}  {verdict}  ({100 * ingest / ceiling:.0f} % of the "

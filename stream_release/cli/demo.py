@@ -299,7 +299,7 @@ async def _stream(
 
     from stream_release.io.snapshot import snapshot_from_columns
     from stream_release.stream.kafka import client_options
-    from stream_release.stream.publish import publish_snapshot
+    from stream_release.stream.snapshot_sender import send_snapshot
 
     schema = settings.schema
     consumer = AIOKafkaConsumer(
@@ -329,7 +329,7 @@ async def _stream(
                 table.columns[schema.sensitive],
                 source=label,
             )
-            sent = await publish_snapshot(kafka, label, raw)
+            sent = await send_snapshot(kafka, label, raw)
             progress(
                 f"release {label}: {sent} records sent to {kafka.topics.records}, sealed; "
                 "waiting for the manifest"

@@ -484,10 +484,10 @@ def _publish(args: argparse.Namespace) -> int:
     from stream_release.errors import InvalidParameter
     from stream_release.io.snapshot_csv import read_snapshot
     from stream_release.stream.kafka import quiet_client_logs
-    from stream_release.stream.publish import (
+    from stream_release.stream.snapshot_sender import (
         check_snapshot_rows,
-        publish_and_wait,
-        publish_snapshot,
+        send_and_wait,
+        send_snapshot,
     )
 
     quiet_client_logs()  # the error that ends the run is our one line
@@ -498,7 +498,7 @@ def _publish(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     topics = settings.kafka.topics
     if not args.wait:
-        sent = asyncio.run(publish_snapshot(settings.kafka, args.release, raw))
+        sent = asyncio.run(send_snapshot(settings.kafka, args.release, raw))
         print(
             f"release {args.release}: {sent} records sent to {topics.records}, "
             f"seal to {topics.control}, in {time.perf_counter() - start:.2f} s"
@@ -506,7 +506,7 @@ def _publish(args: argparse.Namespace) -> int:
         return 0
     if not args.timeout > 0:
         raise InvalidParameter(f"--timeout {args.timeout:g}: give seconds > 0")
-    sent, outcome = asyncio.run(publish_and_wait(settings.kafka, args.release, raw, args.timeout))
+    sent, outcome = asyncio.run(send_and_wait(settings.kafka, args.release, raw, args.timeout))
     elapsed = time.perf_counter() - start
     if outcome.status == "published":
         print(

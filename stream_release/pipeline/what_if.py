@@ -50,8 +50,8 @@ __all__ = [
     "ALPHAS",
     "K_PRIMES",
     "PlanReport",
-    "PlannedRelease",
     "PlannedSetting",
+    "WhatIfRelease",
     "candidates",
     "plan_report",
     "plan_series",
@@ -68,7 +68,7 @@ ALPHAS = (1.5, 2.0, 3.0, 5.0)
 
 
 @dataclass(frozen=True)
-class PlannedRelease:
+class WhatIfRelease:
     """One release of a what-if series."""
 
     sequence: int
@@ -95,7 +95,7 @@ class PlannedSetting:
 
     name: str
     privacy: dict[str, Any]
-    releases: list[PlannedRelease] = field(default_factory=list)
+    releases: list[WhatIfRelease] = field(default_factory=list)
     refused: str | None = None
     """The refusal of the first infeasible release (``None``: every release is feasible)."""
     lasts: int | None = None
@@ -352,7 +352,7 @@ def _parts(
     return out
 
 
-def _measure(rows: int, label: str, parts: list[RenderedRelease]) -> PlannedRelease:
+def _measure(rows: int, label: str, parts: list[RenderedRelease]) -> WhatIfRelease:
     """The figures of one release of ``rows`` rows of a what-if series from its parts (one on
     one shard)."""
     manifests = [p.manifest for p in parts]
@@ -362,7 +362,7 @@ def _measure(rows: int, label: str, parts: list[RenderedRelease]) -> PlannedRele
         w for p in parts for w in (p.files.private.get("suppressed") or {}).get("withheld", [])
     ]
     u = manifest["utility"]
-    return PlannedRelease(
+    return WhatIfRelease(
         sequence=sequence,
         label=label,
         rows=rows,

@@ -13,7 +13,7 @@ hands it batches of messages:
   release is published.
 - ``topics.control``: a Faust agent does the same for seals.
 
-Publication (:meth:`ServiceRunner.publish`) cuts and commits every ready release in a thread,
+Publication (:meth:`ServiceRunner.cut_and_send`) cuts and commits every ready release in a thread,
 then sends each committed but unsent release, its groups then its manifest, waits until the
 broker has acknowledged all of them and only then marks it published. It also runs when the
 worker starts (a release committed before a crash is sent again, same content and sequence)
@@ -135,7 +135,7 @@ def create_app(
             await runner.stage_seals(events)
 
     @app.task  # type: ignore[untyped-decorator]
-    async def publish_at_start() -> None:
+    async def cut_and_send_at_start() -> None:
         try:
             await runner.restore_metrics()
         except Exception as exc:  # Redis down: the gauges wait for the next release
@@ -145,11 +145,11 @@ def create_app(
                 exc_info=unexpected(exc),
                 extra={"event": "gauges_not_restored", "error": type(exc).__name__},
             )
-        await runner.publish()
+        await runner.cut_and_send()
 
     @app.timer(interval=conf.retry_interval_s)  # type: ignore[untyped-decorator]
-    async def publish_periodically() -> None:
-        await runner.publish()
+    async def cut_and_send_periodically() -> None:
+        await runner.cut_and_send()
 
     if isinstance(service, ShardedReleaseService):
 
@@ -180,7 +180,7 @@ def create_app(
                     )
                 return
             if in_flight or waiting:
-                await runner.publish()
+                await runner.cut_and_send()
 
     seal_watch = SealWatch(conf.seal_alert_after_s)  # logs seals that stay incomplete
 

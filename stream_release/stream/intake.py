@@ -124,7 +124,7 @@ class RecordValidator:
     def fast_row(self, raw: bytes) -> tuple[str, str, bytes] | None:
         """The release label, id and staged row of a well-formed record whose values pass,
         read in one pass (orjson); ``None`` for anything else, which the caller then decodes
-        with :func:`~stream_release.stream.messages.decode_record` and :meth:`staged_row`
+        with :func:`~stream_release.stream.messages.decode_snapshot_record` and :meth:`staged_row`
         to name what is wrong.
 
         It accepts a subset of what those two accept, with the same result: the four fields

@@ -2,7 +2,7 @@
 
 Every message on a topic is one of these pydantic models; their JSON Schemas are exported to
 ``deploy/schemas/`` (:func:`export_schemas`, checked by the tests). Decoding never raises on
-bad input: :func:`decode_record` and :func:`decode_seal` return a :class:`Rejection` naming
+bad input: :func:`decode_snapshot_record` and :func:`decode_seal` return a :class:`Rejection` naming
 the field, the value and the fix, which the worker publishes to ``sr.rejected``, and a stable
 :class:`RejectReason` code, which the worker counts (``sr_records_rejected_total{reason}``) but
 does not send: the wire message of docs/contract.md §5 is unchanged.
@@ -201,7 +201,7 @@ MODELS: dict[str, type[BaseModel]] = {
 }
 
 
-def decode_record(
+def decode_snapshot_record(
     raw: bytes, schema: SchemaSettings, *, max_bytes: int
 ) -> SnapshotRecord | Rejection:
     """Parse and check one ``sr.records`` value against the configured schema.

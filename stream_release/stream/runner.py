@@ -166,7 +166,7 @@ class ServiceRunner:
         await self._until_done("send the rejections", lambda: self._reject(messages, rejected))
         self.metrics.observe_batch(len(messages), rejected, seconds)
         if accepted.complete:
-            await self.publish()
+            await self.cut_and_send()
 
     async def stage_seals(self, events: Sequence[EventT[bytes]]) -> None:
         """Record a batch of ``topics.control`` seals, send their rejections, then publish."""
@@ -181,9 +181,9 @@ class ServiceRunner:
         await self._until_done("send the rejections", lambda: self._reject(messages, rejected))
         self.metrics.observe_batch(0, rejected, seconds)
         kill_point("sealed")
-        await self.publish()
+        await self.cut_and_send()
 
-    async def publish(self) -> None:
+    async def cut_and_send(self) -> None:
         """Cut every ready release, then send every committed but unsent one, in sequence.
 
         A failure (an infeasible release, Redis or the broker down) is logged and left for

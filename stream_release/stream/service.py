@@ -86,8 +86,8 @@ from stream_release.stream.messages import (
     RejectReason,
     ReleaseNotice,
     decode_seal,
+    decode_snapshot_record,
 )
-from stream_release.stream.messages import decode_record as decode_snapshot_record
 from stream_release.stream.notices import (
     CONFIG_FIX,
     STORE_FIX,

@@ -54,7 +54,7 @@ from stream_release.devtools.local_services import (
 from stream_release.history.keys import RedisKeys
 from stream_release.history.pseudonym import Pseudonymizer
 from stream_release.stream.intake import Incoming, rejected_message
-from stream_release.stream.messages import Rejection, decode_record
+from stream_release.stream.messages import Rejection, decode_snapshot_record
 from stream_release.stream.observability import HttpEndpoint, Metrics
 from stream_release.stream.redaction import Redactor
 
@@ -274,7 +274,7 @@ def test_a_redacted_rejection_shows_no_id_and_is_no_longer_than_the_full_one(
     value: bytes,
 ) -> None:
     schema = SchemaSettings(qid=("age",))
-    refusal = decode_record(value, schema, max_bytes=1 << 20)
+    refusal = decode_snapshot_record(value, schema, max_bytes=1 << 20)
     assert isinstance(refusal, Rejection)
     full = rejected_message(Incoming("sr.records", 0, 1, b"secret-id-7", value), refusal)
     redacted = Redactor("redact", Pseudonymizer(b"k" * 32), schema.qid).rejection(

@@ -20,8 +20,8 @@ from stream_release.cli.main import main
 from stream_release.config import load_settings
 from stream_release.errors import ConfigError
 from stream_release.pipeline.what_if import (
-    PlannedRelease,
     PlannedSetting,
+    WhatIfRelease,
     candidates,
     plan_report,
     plan_series,
@@ -66,8 +66,8 @@ def test_plan_continues_a_history_without_writing_to_it(shared_data: Path, tmp_p
     assert sorted((p.name, p.stat().st_mtime_ns) for p in history.rglob("*")) == stamp
 
 
-def _release(sequence: int, withheld: tuple[str, ...]) -> PlannedRelease:
-    return PlannedRelease(sequence, f"t{sequence}", 100, 1, withheld, 5.0, 6, 1.0, 0.5, 0.7)
+def _release(sequence: int, withheld: tuple[str, ...]) -> WhatIfRelease:
+    return WhatIfRelease(sequence, f"t{sequence}", 100, 1, withheld, 5.0, 6, 1.0, 0.5, 0.7)
 
 
 def test_the_forecast_extends_the_later_releases_rate() -> None:

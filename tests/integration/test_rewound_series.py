@@ -117,10 +117,10 @@ def test_a_worker_does_not_cut_below_the_manifests_already_published(
     service = ReleaseService(settings, client, archive)
     runner = make_runner(service)
     stage_sealed(service, snapshot, "t01", 0)
-    loop.run(runner.publish())
+    loop.run(runner.cut_and_send())
     first = _backup(client, redis_prefix, tmp_path, "after-1")
     stage_sealed(service, snapshot, "t02", 10_000)
-    loop.run(runner.publish())
+    loop.run(runner.cut_and_send())
     assert service.store.last_sequence() == 2 and runner.publication_ok
     second = _backup(client, redis_prefix, tmp_path, "after-2")
 
@@ -136,7 +136,7 @@ def test_a_worker_does_not_cut_below_the_manifests_already_published(
     stage_sealed(service, snapshot, "t03", 20_000)
     caplog.clear()
     for _ in range(2):
-        loop.run(runner.publish())
+        loop.run(runner.cut_and_send())
     assert service.store.last_sequence() == 1  # nothing cut as sequence 2 again
     assert not (archive / "manifest-0002.json").exists()
     problems = log_events(caplog, "store_regressed")
@@ -166,7 +166,7 @@ def test_a_worker_does_not_cut_below_the_manifests_already_published(
     runner = make_runner(service)
     stage_sealed(service, snapshot, "t03", 20_000)  # sent again: the backup predates it
     caplog.clear()
-    loop.run(runner.publish())
+    loop.run(runner.cut_and_send())
     assert [r.sequence for r in log_events(caplog, "committed")] == [3]
     status, body = loop.run(runner.health())
     assert (status, body["store_error"]) == (200, None)

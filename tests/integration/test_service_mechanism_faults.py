@@ -91,7 +91,7 @@ def test_a_configuration_the_series_cannot_continue_holds_the_release_and_is_rep
     runner = make_runner(changed)
     caplog.clear()
     for _ in range(3):  # the first publication, then two periodic retries
-        loop.run(runner.publish())
+        loop.run(runner.cut_and_send())
     assert runner.publication_ok
     assert changed.staging.published() == 1
     manifests = read_topic(release_kafka.bootstrap, release_kafka.topics.manifests)
@@ -124,7 +124,7 @@ def test_a_configuration_the_series_cannot_continue_holds_the_release_and_is_rep
     )
     runner = make_runner(fixed)
     caplog.clear()
-    loop.run(runner.publish())
+    loop.run(runner.cut_and_send())
     assert [r.sequence for r in log_events(caplog, "committed")] == [2]
     assert fixed.config_problem is None and fixed.staging.published() == 2
     assert metric_sample(runner, "sr_config_error") == 0
@@ -158,7 +158,7 @@ def test_a_value_outside_the_domain_refuses_the_release_and_the_series_goes_on(
     seal = json.dumps({"release": "t01", "records": ROWS}).encode()
     assert service.accept_seal(Incoming("sr.control", 0, 1, None, seal)) is None
     runner = make_runner(service)
-    loop.run(runner.publish())
+    loop.run(runner.cut_and_send())
     assert service.refused == ["t01"] and service.store.last_sequence() == 0
     assert metric_sample(runner, "sr_releases_refused_total") == 1
     assert metric_sample(runner, "sr_config_error") == 0

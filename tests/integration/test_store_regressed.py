@@ -71,7 +71,7 @@ def test_an_emptied_store_stops_the_cut_and_nothing_published_is_replaced(
     runner = make_runner(service)
     for k, label in enumerate(("t01", "t02")):
         stage_sealed(service, snapshot, label, k * 10_000)
-        loop.run(runner.publish())
+        loop.run(runner.cut_and_send())
     assert service.store.last_sequence() == 2 and runner.publication_ok
     published = {d: _digests(d) for d in (archive, tmp_path / "archive.private")}
 
@@ -82,7 +82,7 @@ def test_an_emptied_store_stops_the_cut_and_nothing_published_is_replaced(
     stage_sealed(service, snapshot, "t03", 20_000)
     caplog.clear()
     for _ in range(2):
-        loop.run(runner.publish())
+        loop.run(runner.cut_and_send())
     assert service.store.last_sequence() == 0  # nothing was cut as sequence 1
     assert {d: _digests(d) for d in published} == published
     problems = log_events(caplog, "store_regressed")
@@ -104,7 +104,7 @@ def test_an_emptied_store_stops_the_cut_and_nothing_published_is_replaced(
     for key, dumped in backup.items():
         client.restore(key, 0, dumped, replace=True)
     caplog.clear()
-    loop.run(runner.publish())
+    loop.run(runner.cut_and_send())
     assert [r.sequence for r in log_events(caplog, "committed")] == [3]
     assert metric_sample(runner, "sr_store_regressed") == 0
     status, body = loop.run(runner.health())

@@ -15,7 +15,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from stream_release.config import KafkaSettings, TopicSettings, load_settings
 from stream_release.io.snapshot_csv import read_snapshot
 from stream_release.stream.kafka import ensure_topics
-from stream_release.stream.publish import publish_snapshot
+from stream_release.stream.snapshot_sender import send_snapshot
 
 
 def fresh_topics() -> TopicSettings:
@@ -37,7 +37,7 @@ def send_snapshots(kafka: KafkaSettings, config: Path, snaps: Sequence[Path]) ->
     async def send() -> None:
         await ensure_topics(kafka, kafka.topics.every)
         for label, raw in raws:
-            await publish_snapshot(kafka, label, raw)
+            await send_snapshot(kafka, label, raw)
 
     asyncio.run(send())
 

@@ -13,7 +13,7 @@ from stream_release.config.hierarchy import load_hierarchies
 from stream_release.history.pseudonym import Pseudonymizer, load_key
 from stream_release.pipeline.diagnosis import shard_of
 from stream_release.stream.intake import RecordValidator
-from stream_release.stream.messages import SnapshotRecord, decode_record
+from stream_release.stream.messages import SnapshotRecord, decode_snapshot_record
 from stream_release.stream.sharded.cut import ShardedCut
 from support.service_runs import record_messages
 
@@ -43,7 +43,7 @@ def stage(cut: ShardedCut, settings: Settings, snapshot: Path, label: str) -> li
         snapshot, label, schema.qid, 0, id_column=schema.id, sensitive=schema.sensitive
     )
     for message in messages:
-        record = decode_record(message.value, settings.schema, max_bytes=1 << 20)
+        record = decode_snapshot_record(message.value, settings.schema, max_bytes=1 << 20)
         assert isinstance(record, SnapshotRecord)
         row = validator.staged_row(record)
         assert isinstance(row, bytes)

@@ -16,8 +16,8 @@ from stream_release.stream.messages import (
     Rejection,
     Seal,
     SnapshotRecord,
-    decode_record,
     decode_seal,
+    decode_snapshot_record,
     json_schemas,
 )
 
@@ -31,7 +31,7 @@ def _record(**changes: object) -> bytes:
 
 
 def test_a_valid_record_and_seal_decode() -> None:
-    record = decode_record(_record(), SCHEMA, max_bytes=LIMIT)
+    record = decode_snapshot_record(_record(), SCHEMA, max_bytes=LIMIT)
     assert isinstance(record, SnapshotRecord) and record.qid == {"sex": "M", "age": 34}
     seal = decode_seal(b'{"release": "2026-10", "records": 5234}', max_bytes=LIMIT)
     assert seal == Seal(release="2026-10", records=5234)
@@ -55,16 +55,16 @@ def test_a_valid_record_and_seal_decode() -> None:
     ],
 )
 def test_bad_records_are_rejected_with_a_reason(raw: bytes, expected: str) -> None:
-    result = decode_record(raw, SCHEMA, max_bytes=LIMIT)
+    result = decode_snapshot_record(raw, SCHEMA, max_bytes=LIMIT)
     assert isinstance(result, Rejection)
     assert expected in result.error
 
 
 def test_an_id_is_the_same_id_with_surrounding_blanks() -> None:
     # as a CSV snapshot's cell and a register's id: one individual, one pseudonym
-    record = decode_record(_record(id=" \tp-17 "), SCHEMA, max_bytes=LIMIT)
+    record = decode_snapshot_record(_record(id=" \tp-17 "), SCHEMA, max_bytes=LIMIT)
     assert isinstance(record, SnapshotRecord) and record.id == "p-17"
-    inner = decode_record(_record(id="p 17"), SCHEMA, max_bytes=LIMIT)
+    inner = decode_snapshot_record(_record(id="p 17"), SCHEMA, max_bytes=LIMIT)
     assert isinstance(inner, SnapshotRecord) and inner.id == "p 17"
 
 

@@ -27,8 +27,8 @@ from stream_release.stream.messages import (
     Rejection,
     RejectReason,
     SnapshotRecord,
-    decode_record,
     decode_seal,
+    decode_snapshot_record,
     json_schemas,
 )
 from stream_release.stream.observability import HttpEndpoint, Metrics, health_payload
@@ -177,7 +177,7 @@ def test_reason_codes_are_short_and_stable() -> None:
     ],
 )
 def test_decoding_gives_the_reason(raw: bytes, reason: RejectReason) -> None:
-    refused = decode_record(raw, SETTINGS.schema, max_bytes=1024)
+    refused = decode_snapshot_record(raw, SETTINGS.schema, max_bytes=1024)
     assert isinstance(refused, Rejection) and refused.reason is reason
     seal = decode_seal(b'{"release": "r", "records": -1}', max_bytes=1024)
     assert isinstance(seal, Rejection) and seal.reason is RejectReason.INVALID_FIELD
@@ -400,7 +400,7 @@ def test_the_endpoint_serves_metrics_and_health() -> None:
     runner.kafka_problem = kafka_problem  # type: ignore[method-assign]
 
     async def scenario() -> None:
-        await runner.publish()  # release 1..3 committed and sent
+        await runner.cut_and_send()  # release 1..3 committed and sent
         endpoint = HttpEndpoint(runner.metrics, runner.refresh_metrics, runner.health)
         async with TestClient(TestServer(endpoint.app)) as client:
             response = await client.get("/metrics")

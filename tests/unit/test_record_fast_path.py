@@ -1,6 +1,6 @@
 """The worker's one-pass read of a record (``RecordValidator.fast_row``) takes a subset of what
-the full decode (``decode_record`` then ``staged_row``) takes, with the same result, and every
-well-formed record whose values pass."""
+the full decode (``decode_snapshot_record`` then ``staged_row``) takes, with the same result,
+and every well-formed record whose values pass."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from stream_release.config import Settings
 from stream_release.stream.intake import RecordValidator
-from stream_release.stream.messages import Rejection, decode_record
+from stream_release.stream.messages import Rejection, decode_snapshot_record
 
 SETTINGS = Settings(
     schema={"qid": ["age", "zip"], "numeric": ["age"]}, kafka={"max_message_bytes": 1024}
@@ -22,7 +22,9 @@ VALIDATOR = RecordValidator(SETTINGS, {"zip": SimpleNamespace(leaves=["10", "11"
 
 
 def full(raw: bytes) -> tuple[str, str, bytes] | None:
-    record = decode_record(raw, SETTINGS.schema, max_bytes=SETTINGS.kafka.max_message_bytes)
+    record = decode_snapshot_record(
+        raw, SETTINGS.schema, max_bytes=SETTINGS.kafka.max_message_bytes
+    )
     if isinstance(record, Rejection):
         return None
     row = VALIDATOR.staged_row(record)

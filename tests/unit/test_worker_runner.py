@@ -168,7 +168,7 @@ def test_a_failed_publication_logs_its_traceback_and_no_value_of_the_data(runner
 
     service.cut_ready = cut_ready
     with caplog.at_level(logging.DEBUG):  # no value at any level
-        asyncio.run(runner.publish())
+        asyncio.run(runner.cut_and_send())
     [record] = log_events(caplog, "publication_failed")
     assert record.getMessage() == "publication failed, will retry: SchemaError"
     assert runner.publication_error == "SchemaError" and runner.publication_ok is False
@@ -187,7 +187,7 @@ def test_a_publication_failed_by_redis_is_one_line(runner, caplog) -> None:  # t
 
     service.cut_ready = cut_ready
     with caplog.at_level(logging.DEBUG):
-        asyncio.run(runner.publish())
+        asyncio.run(runner.cut_and_send())
     [entry] = [e for e in as_worker_logs(caplog.records) if e.get("event") == "publication_failed"]
     assert entry["message"] == (
         "publication failed, will retry: ConnectionError: Error 111 connecting to "
@@ -200,12 +200,12 @@ def test_a_release_is_marked_published_only_once_acknowledged(runner) -> None:  
     runner, service, producer = runner
     service.committed = 2
     producer.failing = {TOPICS.manifests}
-    asyncio.run(runner.publish())
+    asyncio.run(runner.cut_and_send())
     assert service.published() == 0  # the manifest of release 1 failed: nothing marked, no more
     assert [v for _, _, v in producer.sent] == [b"g1", b"g2", b"m"]
     assert (runner.releases.committed, runner.releases.aborted) == (0, 1)  # its transaction
     producer.failing = set()
-    asyncio.run(runner.publish())  # the retry sends release 1 again, then release 2
+    asyncio.run(runner.cut_and_send())  # the retry sends release 1 again, then release 2
     assert service.published() == 2
     assert (runner.releases.committed, runner.releases.aborted) == (2, 1)  # one per release
     assert [(k, v) for _, k, v in producer.sent[3:]] == [

@@ -94,9 +94,9 @@ class GroupContents:
         ptr, values, counts = layout.pair_ptr, layout.pair_value, layout.pair_count
         pair_group = np.repeat(np.arange(groups.n_groups, dtype=np.int64), np.diff(ptr))
         sizes = groups.sizes.astype(np.int64)
-        none = no_value_code(table)
-        if none is not None:
-            real = values != none
+        no_value = no_value_code(table)
+        if no_value is not None:
+            real = values != no_value
             pair_group, values, counts = pair_group[real], values[real], counts[real]
             ptr = np.zeros(groups.n_groups + 1, dtype=np.int64)
             np.cumsum(np.bincount(pair_group, minlength=groups.n_groups), out=ptr[1:])
@@ -276,16 +276,16 @@ def plan_release(
             PrivacyLeakWarning,
             stacklevel=2,
         )
-    none = no_value_code(table)
+    no_value = no_value_code(table)
     absent = virtual if virtual is not None else np.zeros(table.n_rows, dtype=np.bool_)
-    if none is not None and np.any(absent != (table.sensitive == none)):
+    if no_value is not None and np.any(absent != (table.sensitive == no_value)):
         raise ValueError("virtual: exactly the rows holding NO_VALUE are virtual candidates")
     values, value_of_local, local_of_global = extend_dictionary(
-        history_values, table.sensitive_values, skip=none
+        history_values, table.sensitive_values, skip=no_value
     )
     is_protected = protected_mask(table, protected)
-    if none is not None:
-        is_protected[none] = False
+    if no_value is not None:
+        is_protected[no_value] = False
 
     requirements = requirements_of(table, history, local_of_global, is_protected, strategy)
     grouper = ReleaseGrouping(table, is_protected, requirements, min_group_size, grouping)
@@ -313,8 +313,10 @@ def plan_release(
     layout = ReleaseLayout.of(table, group)  # once per release: render reads it too
     contents = GroupContents.of(table, layout)
     check_sizes(contents.size, min_group_size)
-    star = (group < 0) & ~absent
-    pairs = _pairs(contents, value_of_local, table.sensitive[star], len(table.sensitive_values))
+    suppressed_rows = (group < 0) & ~absent
+    pairs = _pairs(
+        contents, value_of_local, table.sensitive[suppressed_rows], len(table.sensitive_values)
+    )
     return _link_and_check(
         _Linking(table, history, absent, is_protected, protected, strategy, virtual),
         layout,
@@ -359,10 +361,10 @@ def relink_suppressed(
         The union does not hold this part's suppressed rows.
     """
     group, absent = plan.group, _absent(plan)
-    star = (group < 0) & ~absent
-    own = np.bincount(table.sensitive[star], minlength=len(table.sensitive_values))
+    suppressed_rows = (group < 0) & ~absent
+    own = np.bincount(table.sensitive[suppressed_rows], minlength=len(table.sensitive_values))
     names = table.sensitive_values
-    if union.size < int(star.sum()) or any(
+    if union.size < int(suppressed_rows.sum()) or any(
         union.counts.get(names[v], 0) < int(c) for v, c in enumerate(own.tolist()) if c
     ):
         raise ValueError("the union of the suppressed rows does not hold this part's")
@@ -376,7 +378,7 @@ def relink_suppressed(
     star_values = np.array([g for g, _ in held], dtype=np.int64)
     star_counts = np.array([c for _, c in held], dtype=np.int64)
     pairs = _pairs(plan.contents, plan.value_of_local)
-    if star.any():
+    if suppressed_rows.any():
         pairs = pairs.with_group(star_values, star_counts, union.size)
     is_protected = plan.protected
     linking = _Linking(table, history, absent, is_protected, protected, plan.strategy, plan.virtual)
@@ -488,7 +490,7 @@ def _link_and_check(
     group = layout.group
     published = np.flatnonzero(group >= 0)
     committed = np.flatnonzero(~absent | (group >= 0)).astype(np.int64)
-    star = (group < 0) & ~absent
+    suppressed_rows = (group < 0) & ~absent
     linked = np.where(group >= 0, group, np.where(absent, -1, contents.n_groups))
     factor = log_survival_factor(
         pairs.size[np.repeat(np.arange(pairs.size.shape[0]), np.diff(pairs.ptr))], pairs.count
@@ -531,7 +533,7 @@ def _link_and_check(
         breach=breach_all[published],
         strategy=strategy,
         suppressed_set=suppressed,
-        suppressed_breach=float(breach_all[star].max(initial=0.0)),
+        suppressed_breach=float(breach_all[suppressed_rows].max(initial=0.0)),
         spent_pairs=int(np.count_nonzero(spent)),
         spent_people=int(np.unique(merged.owner()[spent]).shape[0]),
         virtual=linking.virtual if absent.any() else None,

@@ -103,7 +103,7 @@ def partition_counts(ids: list[str], placed: array[int], partitions: int) -> lis
 
 
 class Outcome(NamedTuple):
-    """What became of a release :func:`publish_snapshot` waited for."""
+    """What became of a release :func:`send_snapshot` waited for."""
 
     status: Literal["published", "refused", "blocked", "held", "timeout"]
     sequence: int | None = None
@@ -112,7 +112,7 @@ class Outcome(NamedTuple):
     """Otherwise: why, and the fix (the worker's status message), or how long it waited."""
 
 
-async def publish_snapshot(
+async def send_snapshot(
     settings: KafkaSettings, label: str, raw: RawSnapshot, *, seal: bool = True
 ) -> int:
     """Send the rows of ``raw`` as release ``label``, then its seal; return the rows sent.
@@ -140,10 +140,10 @@ async def publish_snapshot(
     return await _send(settings, label, raw, seal=seal)
 
 
-async def publish_and_wait(
+async def send_and_wait(
     settings: KafkaSettings, label: str, raw: RawSnapshot, wait_s: float
 ) -> tuple[int, Outcome]:
-    """:func:`publish_snapshot`, then wait up to ``wait_s`` seconds for what the worker says
+    """:func:`send_snapshot`, then wait up to ``wait_s`` seconds for what the worker says
     of release ``label``: its manifest on ``topics.manifests`` (published, with its
     sequence) or a status message on ``topics.status`` (refused, blocked or held, with the reason
     and the fix), read as ``read_committed`` from where both topics ended before the records
@@ -152,14 +152,14 @@ async def publish_and_wait(
     Raises
     ------
     InvalidParameter, KafkaError
-        As :func:`publish_snapshot`; also when the two topics cannot be read.
+        As :func:`send_snapshot`; also when the two topics cannot be read.
     """
     topics = settings.topics
     watched = [topics.manifests, topics.status]
     await ensure_topics(settings, watched)
     watch = await _Watch.start(settings, watched)
     try:
-        sent = await publish_snapshot(settings, label, raw)
+        sent = await send_snapshot(settings, label, raw)
         return sent, await watch.outcome(label, wait_s)
     finally:
         await watch.stop()
