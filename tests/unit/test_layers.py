@@ -20,8 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.paths import REPO
 
-PACKAGE = Path(__file__).resolve().parents[2] / "stream_release"
+PACKAGE = REPO / "stream_release"
 
 FOUNDATION = "foundation"
 """The modules at the package's root (not a folder): they import nothing of the package but

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -18,6 +17,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from faust.types import TP
 from prometheus_client.parser import text_string_to_metric_families
+from support.paths import REPO
 from support.worker_stubs import StubService, stub_runner
 
 from stream_release.config import Settings
@@ -35,7 +35,7 @@ from stream_release.stream.observability import HttpEndpoint, Metrics, health_pa
 from stream_release.stream.service import Outgoing
 from stream_release.stream.staging import ReleaseStatus, SealOutcome, StageOutcome
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+DEPLOY = REPO / "deploy"
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "stream-release.json"
 SETTINGS = Settings(schema={"qid": ["age", "zip"], "numeric": ["age"]})
 METRIC_NAME = re.compile(r"\bsr_[a-z0-9_]+")

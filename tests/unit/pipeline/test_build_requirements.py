@@ -11,11 +11,11 @@ import subprocess
 import sys
 import textwrap
 import tomllib
-from pathlib import Path
 
 from packaging.requirements import Requirement
+from support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 
 
 def _closure(requirements: list[str]) -> set[str]:

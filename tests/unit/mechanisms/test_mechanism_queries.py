@@ -17,6 +17,7 @@ from types import ModuleType
 
 import numpy as np
 import pytest
+from support.paths import REPO
 from support.tables import EDUCATION_HIERARCHY
 
 from stream_release.config import SchemaSettings, load_settings
@@ -29,7 +30,7 @@ from stream_release.io.snapshot import snapshot_from_columns
 from stream_release.mechanisms.reconstruction_rr.estimate import reconstruct
 from stream_release.pipeline.publisher import Publisher
 
-BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "mechanisms.py"
+BENCHMARK = REPO / "benchmarks" / "mechanisms.py"
 
 AGE_HIERARCHY = "".join(
     f"{a};{20 + 4 * ((a - 20) // 4)}-{23 + 4 * ((a - 20) // 4)};*\n" for a in range(20, 28)

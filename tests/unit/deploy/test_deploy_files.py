@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 from support.kafka_broker import kafka_version
+from support.paths import REPO
 
 from stream_release.cli.main import _parser
 from stream_release.config import ServiceSettings, Settings, load_settings
@@ -34,7 +35,7 @@ try:
 except ImportError:  # pragma: no cover - PyYAML is in the test extra (pyproject.toml)
     yaml = None
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 CONFIG = ROOT / "deploy" / "config" / "stream-release.toml"

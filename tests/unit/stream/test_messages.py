@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from support.paths import REPO
 from support.schemas import SCHEMAS, schema_errors
 
 from stream_release.cli.main import main
@@ -102,7 +103,7 @@ def test_a_seal_gives_the_ids_of_each_partition() -> None:
 
 
 def test_exported_schemas_are_up_to_date() -> None:
-    directory = Path(__file__).resolve().parents[2] / "deploy" / "schemas"
+    directory = REPO / "deploy" / "schemas"
     for name, schema in json_schemas().items():
         path = directory / f"{name}.schema.json"
         assert path.is_file(), f"run: python -m stream_release.stream.messages {directory}"

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
+
+from support.paths import REPO
 
 from stream_release.errors import NEW_SERIES_CAVEAT
 
-PACKAGE = Path(__file__).resolve().parents[2] / "stream_release"
+PACKAGE = REPO / "stream_release"
 
 SUGGESTS = re.compile(r"\bnew (series|history|archive)|\bstart a new\b|\bfor another series\b")
 
