@@ -8,7 +8,7 @@ either way; this script runs the command line ``--runs`` times (200 by default),
 fresh process as a user would, and counts the exit codes.
 
 The runs cycle through (command, hostile file) pairs built from :mod:`support.hostile_files`,
-the definitions ``tests/integration/test_bad_input.py`` uses:
+the definitions ``tests/offline/test_bad_input.py`` uses:
 
 - ``anonymize`` of a valid snapshot then each of ``HOSTILE_SNAPSHOTS``; ``plan`` of each;
   ``publish`` of each that reading refuses (no broker is needed: nothing is sent);

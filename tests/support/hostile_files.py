@@ -1,7 +1,7 @@
 """Hostile files for the command line: each must be refused with one line naming the problem,
 exit code 2 and nothing written (docs/contract.md §3).
 
-One definition for the tests (``tests/integration/test_bad_input.py``,
+One definition for the tests (``tests/offline/test_bad_input.py``,
 ``tests/unit/test_snapshot_csv.py``) and for ``tests/bad_input_runs.py``, which runs the
 command line on them many times over.
 

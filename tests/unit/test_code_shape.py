@@ -37,3 +37,32 @@ def test_the_unit_tests_mirror_the_package() -> None:
         deploy = folder.parts[0] == "deploy"
         mirrored = REPO / "deploy" if deploy else REPO / "stream_release" / folder
         assert mirrored.is_dir(), f"tests/unit/{folder} mirrors no folder of the package"
+
+
+REAL_SERVICES = (
+    "redis_url",
+    "redis_prefix",
+    "redis_cluster",
+    "kafka_bootstrap",
+    "kafka_topics",
+    "make_worker",
+    "adult_worker",
+    "release_kafka",
+    "make_runner",
+    'main(["demo"',
+)
+"""The fixtures that start or use the session's real Redis, Redis Cluster and Kafka
+(``tests/conftest.py``, ``tests/integration/conftest.py``), and the streaming demo, which
+starts its own broker and Redis."""
+
+
+def test_integration_tests_are_those_with_a_real_redis_or_kafka() -> None:
+    # the offline series (no service at all) are tests/offline/; the unit tests, tests/unit/
+    integration = sorted((REPO / "tests" / "integration").glob("test_*.py"))
+    assert integration
+    for path in integration:
+        text = path.read_text(encoding="utf-8")
+        assert any(name in text for name in REAL_SERVICES), f"{path.name} uses no real service"
+    for path in sorted((REPO / "tests" / "offline").glob("test_*.py")):
+        text = path.read_text(encoding="utf-8")
+        assert not any(name in text for name in REAL_SERVICES), f"{path.name} uses a service"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from support.data import wage_panel_config, wage_panel_series
+from support.paths import REPO
 
 from stream_release.audit import audit_directory
 from stream_release.cli.main import main
@@ -78,7 +79,7 @@ def test_a_configuration_that_cannot_last_its_horizon_is_refused_before_release_
     assert not out.exists() and not (tmp_path / "out.private").exists()
 
 
-DEPLOY_CONFIG = Path(__file__).resolve().parents[2] / "deploy" / "config" / "stream-release.toml"
+DEPLOY_CONFIG = REPO / "deploy" / "config" / "stream-release.toml"
 
 
 def test_the_example_configuration_runs_its_year_inside_its_horizon(tmp_path: Path) -> None:
