@@ -140,7 +140,7 @@ def exact_inverse(ell: float) -> Fraction:
 
 
 PLAN_MARGIN = {"constant-ratio": 1e-9, "geometric": 1e-9, "minimal": 1e-6}
-"""The relative margins the strategies plan above Theorem 1's ratio (``RATIO_RTOL``,
+"""The relative margins the strategies plan above [WFLWX10] Theorem 1's ratio (``RATIO_RTOL``,
 ``MINIMAL_MARGIN`` of :mod:`stream_release.core.privacy.strategy`; a test keeps them equal)."""
 
 
@@ -172,8 +172,9 @@ def planned_ratio(
     keep: NDArray[np.float64], ell: float, strategy: dict[str, object], base: float
 ) -> NDArray[np.float64]:
     """The ratio the strategy plans for pairs whose ``P`` is ``keep`` (1: no history):
-    ``max(base, plan(ñ))`` with Theorem 1's ``ñ = lP / (lP - (l - 1))``, infinite at the bound
-    (``P <= 1 - 1/l`` plus the planner's tolerance); the plan as in :func:`forced_threshold`."""
+    ``max(base, plan(ñ))`` with [WFLWX10] Theorem 1's ``ñ = lP / (lP - (l - 1))``, infinite at the
+    bound (``P <= 1 - 1/l`` plus the planner's tolerance); the plan as in
+    :func:`forced_threshold`."""
     name = str(strategy.get("name"))
     if name == "localized":
         return np.full(keep.shape, float(ell))

@@ -98,7 +98,8 @@ def check_horizon(privacy: PrivacySettings, grouping: GroupingSettings) -> None:
             f'strategy = "constant-ratio" with k_prime = {horizon}'
         )
     raise ValueError(
-        f"{head} (it plans at Theorem 1's minimum: Theorem 2's dead end); use "
+        f"{head} (it plans at the minimum of Wong et al.'s Theorem 1: their Theorem 2's dead "
+        "end); use "
         f'strategy = "constant-ratio" with k_prime = {horizon}'
     )
 

@@ -12,7 +12,7 @@ as :class:`~stream_release.core.grouping.tally.GroupRules`, the output state as
 
 A group G is *valid* iff ``|G| >= min_size`` and, for every protected value t present,
 ``|G| >= n(G,t) * R(G,t)`` with ``R(G,t) = max(base, max_{o in G} req(o,t))`` (the ratios
-carry the margin on the safe side where they are Theorem 1's own bound:
+carry the margin on the safe side where they are [WFLWX10] Theorem 1's own bound:
 :mod:`stream_release.core.privacy.strategy`)
 (Wong et al. 2010, Theorem 1 and §6; :mod:`stream_release.core.grouping.tally`).
 
@@ -32,6 +32,11 @@ Algorithm (three passes, each QID-local):
    bucketized together, then each row still left is inserted into the nearest group (in k-d
    order) that stays valid with it and within the cap; a row that fits nowhere is suppressed
    (``-1``). No pass grows a group past ``cap``.
+
+References
+----------
+.. [WFLWX10] R. C.-W. Wong, A. W.-C. Fu, J. Liu, K. Wang, Y. Xu. Preserving Individual Privacy
+   in Serial Data Publishing. ICDE 2010 (arXiv:0903.0682).
 """
 
 from __future__ import annotations

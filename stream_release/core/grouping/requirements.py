@@ -1,4 +1,10 @@
-"""The ratios a release requires of its (row, value) pairs (Wong et al. 2010, Theorem 1 and §6)."""
+"""The ratios a release requires of its (row, value) pairs (Wong et al. 2010, Theorem 1 and §6).
+
+References
+----------
+.. [WFLWX10] R. C.-W. Wong, A. W.-C. Fu, J. Liu, K. Wang, Y. Xu. Preserving Individual Privacy
+   in Serial Data Publishing. ICDE 2010 (arXiv:0903.0682).
+"""
 
 from __future__ import annotations
 
@@ -18,8 +24,8 @@ class Requirements:
 
     ``ptr`` (n+1,) int64; ``value`` (m,) int32 local value codes (protected and present in the
     release); ``ratio`` (m,) float64 > base, ``inf`` = the row may not share a group with it.
-    ``least_ptr`` (n+1,), ``least_value`` (h,), ``least`` (h,): Theorem 1's ratio of *every*
-    (row, protected value present) pair with history, also those the strategy plans at the
+    ``least_ptr`` (n+1,), ``least_value`` (h,), ``least`` (h,): [WFLWX10] Theorem 1's ratio of
+    *every* (row, protected value present) pair with history, also those the strategy plans at the
     base (``None``: no history). The suppressed set needs these, not the plan.
     """
 
@@ -48,7 +54,7 @@ class Requirements:
     def theorem_1(
         self,
     ) -> tuple[NDArray[np.int64], NDArray[np.int32], NDArray[np.float64]]:
-        """``(ptr, value, ratio)``: Theorem 1's ratio of every pair with history, as a CSR
+        """``(ptr, value, ratio)``: [WFLWX10] Theorem 1's ratio of every pair with history, as a CSR
         over rows (empty when the release has no history)."""
         if self.least_ptr is None or self.least_value is None or self.least is None:
             n = self.ptr.shape[0] - 1

@@ -17,7 +17,7 @@ row's value:
 
 * **withheld for their history** (``W``, :func:`withheld_for_history`): before grouping, the
   rows whose plan for *some* protected value of their history exceeds the cap (or is at the
-  bound: Theorem 1's ratio infinite), whatever value they hold now. Its inputs are the
+  bound: [WFLWX10] Theorem 1's ratio infinite), whatever value they hold now. Its inputs are the
   histories, which the public files and membership determine, the strategy and the cap;
 * **decoys** (``D``, :func:`decoy_order`, :func:`decoy_count`): single rows of the snapshot
   taken before grouping, in an order that reads no value (the rows that plan the lowest
@@ -48,8 +48,8 @@ with ``plan(o,s)`` the strategy's ratio for the pair (its base without history) 
 margin ``\epsilon`` of :data:`~stream_release.core.privacy.breach.RATIO_RTOL`. Every member not
 withheld is held to its plan, as in a published group, so that its later releases stay on the
 strategy's schedule; past the series' horizon the decoys drawn for withheld rows are held to
-Theorem 1's bound ``\tilde n`` instead (their breach stays within ``1/l``, their budget goes
-faster than planned), since a drawn set keeps a ratio near ``l`` far more surely than a plan's
+[WFLWX10] Theorem 1's bound ``\tilde n`` instead (their breach stays within ``1/l``, their budget
+goes faster than planned), since a drawn set keeps a ratio near ``l`` far more surely than a plan's
 ``n_c``, which the protected values' frequencies come close to. A withheld member, whose
 plan for some value the release cannot meet, is held to the **per-release** bound: every
 protected value holds less than ``1/l`` of the set, so this release alone links it to no
@@ -208,8 +208,8 @@ def decoy_order(
 
     The ``candidates`` (n,) (the snapshot's rows not withheld for their history) by the largest
     ratio each plans for a protected value (the ``base`` without a higher requirement), then by
-    the largest of its Theorem 1 ratios (``l`` without history), lowest first, so that a decoy
-    raises the set's ratios as little as it can, whether it is held to its plan or to the
+    the largest of its [WFLWX10] Theorem 1 ratios (``l`` without history), lowest first, so that a
+    decoy raises the set's ratios as little as it can, whether it is held to its plan or to the
     bound; ties in the order of a permutation drawn from ``rng``, which the caller keys with a
     secret and the release's sequence (nobody without the key can tell who comes first, and
     the same people are not the first in every release). Reads no sensitive value: a decoy is
@@ -265,8 +265,8 @@ def protect_suppressed_set(
         set, holds it too
     keep_plan : inside the series' horizon (nobody may leave the schedule there): the members
         not withheld (decoys, unplaced rows) are held to their plan. Past it: the decoys to
-        Theorem 1's bound only (they keep the global guarantee but spend their budget faster
-        than planned), and the unplaced rows, which no group of the release could take, to
+        [WFLWX10] Theorem 1's bound only (they keep the global guarantee but spend their budget
+        faster than planned), and the unplaced rows, which no group of the release could take, to
         the per-release bound, like the withheld
 
     Returns
@@ -296,7 +296,7 @@ def protect_suppressed_set(
             ratio = np.maximum(ratio, requirements.base)
         _, entries = csr_rows(requirements.ptr, free)
         np.maximum.at(ratio, requirements.value[entries], requirements.ratio[entries])
-    else:  # their Theorem 1 ratios, with the safe margin
+    else:  # their [WFLWX10] Theorem 1 ratios, with the safe margin
         ptr, value, least = requirements.theorem_1()
         _, entries = csr_rows(ptr, free)
         np.maximum.at(ratio, value[entries], least[entries] * (1.0 + RATIO_RTOL))

@@ -3,7 +3,7 @@ kernels trust their inputs.
 
 A group G is *valid* iff ``|G| >= min_size`` and, for every protected value t present,
 ``|G| >= n(G,t) * R(G,t)`` with ``R(G,t) = max(base, max_{o in G} req(o,t))`` (the ratios
-carry the margin on the safe side where they are Theorem 1's own bound:
+carry the margin on the safe side where they are [WFLWX10] Theorem 1's own bound:
 :mod:`stream_release.core.privacy.strategy`)
 (Wong et al. 2010, Theorem 1 and §6).
 
@@ -17,6 +17,11 @@ The helpers take the arrays, not the structs: numba takes a reference to every a
 tuple argument at each call of a function it does not inline (seen in the generated code),
 and these run once per member or candidate row. The passes take the structs and unpack them
 once.
+
+References
+----------
+.. [WFLWX10] R. C.-W. Wong, A. W.-C. Fu, J. Liu, K. Wang, Y. Xu. Preserving Individual Privacy
+   in Serial Data Publishing. ICDE 2010 (arXiv:0903.0682).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ Floating point and the bound: every margin on the safe side
 The bound ``1/l`` is compared exactly: ``l`` is taken as the rational number its float is
 (``Fraction(l)``), and a float is never compared with slack in its favour.
 
-* Planning: where a strategy's ratio is Theorem 1's own bound ``q = \tilde n`` it plans
+* Planning: where a strategy's ratio is [WFLWX10] Theorem 1's own bound ``q = \tilde n`` it plans
   ``q (1 + RATIO_RTOL)`` (``RATIO_RTOL = 1e-9``; :mod:`stream_release.core.privacy.strategy`): by
   Theorem 3 a plan then stays below ``1/l`` by about ``RATIO_RTOL P / q``, far more than the
   rounding of the history, so the check before release passes it; an exact ``p = 1/l``
@@ -115,17 +115,19 @@ def minimum_ratio_from_log_product(ell: float, log_p: ArrayLike) -> NDArray[np.f
 
     .. math:: \tilde n(k) = \frac{1}{1 - (1 - 1/\ell)/P} = \frac{P}{P - (1 - 1/\ell)}
 
-    which is Theorem 1's ``l prod(n_j - n_{j,s}) / (l prod(n_j - n_{j,s}) - (l-1) prod n_j)``
-    divided through by ``prod n_j``. ``log_p = 0`` (no linkage yet) gives ``\tilde n(1) = l``.
+    which is [WFLWX10] Theorem 1's
+    ``l prod(n_j - n_{j,s}) / (l prod(n_j - n_{j,s}) - (l-1) prod n_j)`` divided through by
+    ``prod n_j``. ``log_p = 0`` (no linkage yet) gives ``\tilde n(1) = l``.
 
     Returns ``inf`` where ``P <= 1 - 1/l + BREACH_ATOL``: there o can never again share a group
-    with s (Theorem 2: any further linkage breaches; within the margin the required group would
-    exceed 10^8 rows). Treating those as at the bound errs on the safe side.
+    with s ([WFLWX10] Theorem 2: any further linkage breaches; within the margin the required group
+    would exceed 10^8 rows). Treating those as at the bound errs on the safe side.
     """
     ell = check_ell(ell)
     p_keep = np.exp(np.asarray(log_p, dtype=np.float64))
-    # Theorem 1's own form l P / (l P - (l - 1)): exactly l at P = 1 (l - (l - 1) == 1 in floats),
-    # where P / (P - (1 - 1/l)) rounds to l +- a few ulps (e.g. 48.99999999999994 for l = 49).
+    # [WFLWX10] Theorem 1's own form l P / (l P - (l - 1)): exactly l at P = 1 (l - (l - 1) == 1 in
+    # floats), where P / (P - (1 - 1/l)) rounds to l +- a few ulps (e.g. 48.99999999999994 for
+    # l = 49).
     # den = l * (P - (1 - 1/l)), so the dead-end test is unchanged: slack <= BREACH_ATOL.
     num = ell * p_keep
     den = num - (ell - 1.0)
@@ -181,7 +183,8 @@ def constant_ratio_target(ell: float, k_prime: int) -> float:
 def geometric_ratio(ell: float, alpha: float, log_p: ArrayLike) -> NDArray[np.float64]:
     r"""Geometric strategy (§6.2 of [WFLWX10]): ratio ``alpha * \tilde n(j)`` for the j-th linkage.
 
-    ``alpha > 1``; ``alpha = 1`` would plan at Theorem 1's minimum, the dead end of Theorem 2.
+    ``alpha > 1``; ``alpha = 1`` would plan at [WFLWX10] Theorem 1's minimum, the dead end of
+    Theorem 2.
     """
     alpha = check_alpha(alpha)
     return alpha * minimum_ratio_from_log_product(ell, log_p)

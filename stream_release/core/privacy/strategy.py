@@ -4,20 +4,25 @@ Every strategy maps an individual's history for one value, ``(log P, links)``, t
 its next group holding that value must meet. Sources, all [WFLWX10] (see ``breach.py``):
 
 * ``constant-ratio`` (§6.1, min-max optimal by Theorem 4): ``max(n_c, \tilde n^+)`` with
-  ``n_c = constant_ratio_target(l, k')``. ``n_c`` is the plan; ``\tilde n`` (Theorem 1) still
-  guards an individual linked more than ``k'`` times, and is infinite once ``P <= 1 - 1/l``.
+  ``n_c = constant_ratio_target(l, k')``. ``n_c`` is the plan; ``\tilde n`` ([WFLWX10] Theorem 1)
+  still guards an individual linked more than ``k'`` times, and is infinite once ``P <= 1 - 1/l``.
 * ``geometric`` (§6.2): ``max(alpha * \tilde n, \tilde n^+)``.
 
-``\tilde n^+ = \tilde n (1 + RATIO_RTOL)``: where a ratio is Theorem 1's own bound, it is
+``\tilde n^+ = \tilde n (1 + RATIO_RTOL)``: where a ratio is [WFLWX10] Theorem 1's own bound, it is
 planned a hair above it, so that a planned group stays strictly below ``1/l`` however the
 history's floats round (the margin on the safe side, :mod:`stream_release.core.privacy.breach`);
 the base ratio likewise stays above ``l``. A plan ratio clear of the bound (``n_c > l``,
 ``alpha > 1``) is used as it is.
-* ``minimal``: ``\tilde n (1 + MINIMAL_MARGIN)``, Theorem 1's bound with a margin against
-  rounding; it shows Theorem 2's dead end: an individual linked at (close to) the minimum
+* ``minimal``: ``\tilde n (1 + MINIMAL_MARGIN)``, [WFLWX10] Theorem 1's bound with a margin against
+  rounding; it shows [WFLWX10] Theorem 2's dead end: an individual linked at (close to) the minimum
   can never be linked to that value again.
 * ``localized``: ``l`` whatever the history (Principle 1, per-release l-diversity in ratio
   form). The baseline the product exists to beat: it does not meet the global guarantee.
+
+References
+----------
+.. [WFLWX10] R. C.-W. Wong, A. W.-C. Fu, J. Liu, K. Wang, Y. Xu. Preserving Individual Privacy
+   in Serial Data Publishing. ICDE 2010 (arXiv:0903.0682).
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ MOST_LINKAGES = 10_000
 """Where :meth:`Strategy.lasts` stops counting."""
 
 MINIMAL_MARGIN = 1e-6
-"""Relative margin of the ``minimal`` strategy above Theorem 1's ratio ``\tilde n``."""
+"""Relative margin of the ``minimal`` strategy above [WFLWX10] Theorem 1's ratio ``\tilde n``."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +65,7 @@ class Strategy:
 
     def __post_init__(self) -> None:
         # Validate here too: Strategy is public, and unchecked fields fail open (a geometric
-        # strategy without alpha required ratio 0; alpha < 1 or l < 1 undercut Theorem 1).
+        # strategy without alpha required ratio 0; alpha < 1 or l < 1 undercut [WFLWX10] Theorem 1).
         check_ell(self.ell)
         if self.name == "constant-ratio":
             object.__setattr__(self, "target", constant_ratio_target(self.ell, self.k_prime or 0))
@@ -80,7 +85,7 @@ class Strategy:
     @property
     def base_ratio(self) -> float:
         """The ratio required of an (individual, value) pair with no history: the plan's
-        ratio, and above Theorem 1's ``l`` by the safe margin (``localized``: ``l``)."""
+        ratio, and above [WFLWX10] Theorem 1's ``l`` by the safe margin (``localized``: ``l``)."""
         if self.name == "localized":
             return self.target
         return max(self.target, self.ell * (1.0 + RATIO_RTOL))
@@ -135,7 +140,7 @@ class Strategy:
           ``cap >= n_c``;
         * geometric: the linkages before ``alpha ñ(j)`` passes the cap (§6.2: the ratio grows
           with every linkage, so a larger cap or a smaller ``alpha`` lasts longer);
-        * minimal: 1 (Theorem 2: a linkage at the minimum leaves the pair at the bound).
+        * minimal: 1 ([WFLWX10] Theorem 2: a linkage at the minimum leaves the pair at the bound).
         """
         if not self.uses_history:
             return None

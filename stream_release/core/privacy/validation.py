@@ -2,6 +2,11 @@
 
 Each ``check_*`` raises :class:`~stream_release.errors.InvalidParameter` naming the
 parameter, its value and the allowed domain; it returns the value as the right type.
+
+References
+----------
+.. [WFLWX10] R. C.-W. Wong, A. W.-C. Fu, J. Liu, K. Wang, Y. Xu. Preserving Individual Privacy
+   in Serial Data Publishing. ICDE 2010 (arXiv:0903.0682).
 """
 
 from __future__ import annotations
@@ -32,12 +37,13 @@ def check_k_prime(k_prime: int) -> int:
 
 
 def check_alpha(alpha: float) -> float:
-    """``alpha`` of the geometric strategy: a finite real number > 1 (1 is Theorem 2's dead end)."""
+    """``alpha`` of the geometric strategy: a finite real number > 1 (1 is [WFLWX10] Theorem 2's
+    dead end)."""
     value = _as_float("alpha", alpha)
     if not value > 1.0 or not math.isfinite(value):
         raise InvalidParameter(
             f"alpha = {alpha!r}: must be a finite number > 1; alpha = 1 plans at the minimum "
-            "ratio, the dead end of Theorem 2 (e.g. alpha = 2)"
+            "ratio, the dead end of Wong et al.'s Theorem 2 (e.g. alpha = 2)"
         )
     return value
 

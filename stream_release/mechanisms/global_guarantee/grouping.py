@@ -1,7 +1,13 @@
 """The grouping of one release under the global guarantee: the requirements every row's
 history sets (Wong et al. 2010, Theorem 1), the rows withheld for their history (decided from
 the histories alone, never from a row's value), and the groups and the suppressed set built
-around them (:class:`ReleaseGrouping`), for :func:`~.plan.plan_release`."""
+around them (:class:`ReleaseGrouping`), for :func:`~.plan.plan_release`.
+
+References
+----------
+.. [WFLWX10] R. C.-W. Wong, A. W.-C. Fu, J. Liu, K. Wang, Y. Xu. Preserving Individual Privacy
+   in Serial Data Publishing. ICDE 2010 (arXiv:0903.0682).
+"""
 
 from __future__ import annotations
 
@@ -110,7 +116,7 @@ class ReleaseGrouping:
         (the cap is the groups' size for utility, not a bound); when rows are left over even so
         (*unplaced*), decoys are drawn for them too and the rest is grouped again once. Inside
         the horizon the set's members not withheld keep their plan; past it
-        (``past_horizon``) the decoys keep Theorem 1's bound and the unplaced rows the
+        (``past_horizon``) the decoys keep [WFLWX10] Theorem 1's bound and the unplaced rows the
         per-release bound, like the withheld.
         """
         table, is_protected = self.table, self.is_protected

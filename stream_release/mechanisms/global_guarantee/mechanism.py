@@ -8,6 +8,11 @@ A release cut on shards plans each shard's part (``set_floor``: what every part'
 set must hold), links each part's suppressed rows to the union of every part's
 (:meth:`GlobalGuarantee.relink`) and renders the parts with their groups numbered after the
 shards before them.
+
+References
+----------
+.. [WFLWX10] R. C.-W. Wong, A. W.-C. Fu, J. Liu, K. Wang, Y. Xu. Preserving Individual Privacy
+   in Serial Data Publishing. ICDE 2010 (arXiv:0903.0682).
 """
 
 from __future__ import annotations
@@ -88,9 +93,9 @@ class GuaranteePlan:
         part's set: ``(ratios, base)``.
 
         ``ratios``: value by value, the ratio ``R(S,s)`` this set holds (Wong et al. 2010,
-        Theorem 1, safe margin included) and what each member not withheld needs for any
+        [WFLWX10] Theorem 1, safe margin included) and what each member not withheld needs for any
         protected value of its history, also one this set does not hold (another part's set
-        may bring it): its plan inside the horizon, Theorem 1's ratio past it (the set's
+        may bring it): its plan inside the horizon, [WFLWX10] Theorem 1's ratio past it (the set's
         ``keep_plan``). ``base``: what such a member needs for any other protected value (the
         strategy's base ratio, or ``l`` with the safe margin past the horizon), 0 when every
         member is withheld for its history (held to the per-release bound only,
