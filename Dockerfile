@@ -28,7 +28,7 @@ USER app
 WORKDIR /home/app
 # numba compiles the grouping kernels once, here, into a cache the worker loads at start.
 ENV NUMBA_CACHE_DIR=/home/app/.cache/numba
-RUN python -c "from stream_release.pipeline.plan import warm_up; warm_up()"
+RUN python -c "from stream_release.pipeline.warm_up import warm_up; warm_up()"
 
 VOLUME ["/archive", "/archive-private"]
 EXPOSE 9464

@@ -16,9 +16,18 @@ This module is at the package's root: it imports nothing of the package, and eve
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final, Literal, get_args
+from typing import Annotated, Any, ClassVar, Final, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, RootModel, Tag
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    RootModel,
+    Tag,
+    ValidationInfo,
+    model_validator,
+)
 
 __all__ = [
     "GLOBAL_GUARANTEE",
@@ -55,9 +64,33 @@ Y. Xu, Preserving Individual Privacy in Serial Data Publishing, ICDE 2010, confi
 
 QidValue = str | int | float
 
+PARSING: Final = "parsing"
+"""The validation context's key of a file being parsed (:meth:`Manifest.parse`), not built."""
 
-class _Published(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+class _Stated(BaseModel):
+    """A part of a published file: every number finite, and in a parsed file (:meth:`Manifest.
+    parse`) a field either stated with a value or left out, never stated as ``null`` (but those
+    in :attr:`NULLABLE`); the renderer gives ``None`` for a field it does not state."""
+
+    NULLABLE: ClassVar[frozenset[str]] = frozenset()
+    """Fields whose ``null`` is a value the format states (e.g. no horizon)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_null(cls, data: Any, info: ValidationInfo) -> Any:
+        parsing = isinstance(info.context, dict) and info.context.get(PARSING, False)
+        if parsing and isinstance(data, dict):
+            stated_null = [k for k, v in data.items() if v is None and k not in cls.NULLABLE]
+            if stated_null:
+                raise ValueError(
+                    f"{stated_null[0]} is null: leave the field out, or give it a value"
+                )
+        return data
+
+
+class _Published(_Stated):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class GroupLine(_Published):
@@ -100,6 +133,9 @@ class StrategyBlock(_Published):
     """The global guarantee's setting: the strategy of Wong et al. 2010 (§6.1 constant-ratio
     with ``k_prime``, §6.2 geometric with ``alpha``, or the minimal and localized baselines),
     its base ratio, the protected values and the group-size limits."""
+
+    NULLABLE: ClassVar[frozenset[str]] = frozenset({"horizon"})
+    """``horizon: null``: a strategy that plans no horizon (the localized baseline)."""
 
     name: str
     l: float = Field(gt=1)  # noqa: E741 - the paper's symbol
@@ -180,12 +216,13 @@ class MechanismBlock(BaseModel):
 
 
 def _not_stated(model: BaseModel) -> dict[str, Any]:
-    """The fields of ``model`` and of the models in it that hold ``None`` (not stated), as
-    pydantic's ``exclude``."""
+    """The fields of ``model`` and of the models in it that hold ``None`` (not stated; but a
+    ``null`` the format states, :attr:`_Stated.NULLABLE`), as pydantic's ``exclude``."""
     out: dict[str, Any] = {}
+    nullable: frozenset[str] = getattr(model, "NULLABLE", frozenset())
     for name in type(model).model_fields:
         value = getattr(model, name)
-        if value is None:
+        if value is None and name not in nullable:
             out[name] = True
         elif isinstance(value, BaseModel):
             inner = _not_stated(value)
@@ -194,7 +231,7 @@ def _not_stated(model: BaseModel) -> dict[str, Any]:
     return out
 
 
-class _Manifest(BaseModel):
+class _Manifest(_Stated):
     def document(self) -> dict[str, Any]:
         """The manifest as published: the fields it was given, but those that hold ``None``
         (not stated), in the order of the format."""
@@ -213,7 +250,9 @@ class GuaranteeManifest(_Manifest):
     """The manifest of a release under the global guarantee (``[mechanism] kind =
     "global-guarantee"``, the default): its breach bound and figures."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, strict=True, allow_inf_nan=False
+    )
 
     release: str
     sequence: int = Field(ge=1)
@@ -252,7 +291,9 @@ class MechanismManifest(_Manifest):
     """The manifest of a release made by a companion ``[mechanism] kind``: no breach bound
     (the mechanism states its own guarantee under ``mechanism``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, strict=True, allow_inf_nan=False
+    )
 
     release: str
     sequence: int = Field(ge=1)
@@ -315,5 +356,5 @@ class Manifest(
             ``document`` is not a manifest of the format.
         """
         if isinstance(document, dict):
-            return cls.model_validate(document).root
-        return cls.model_validate_json(document).root
+            return cls.model_validate(document, context={PARSING: True}).root
+        return cls.model_validate_json(document, context={PARSING: True}).root

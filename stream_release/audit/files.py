@@ -278,11 +278,15 @@ def check_manifest(path: Path, manifest: dict[str, Any]) -> AnyManifest:
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = [str(part) for part in first["loc"]][1:]  # the first is the kind's tag
-        where = ".".join(loc) or "the manifest"
         given = first.get("input")
-        shown = "" if first["type"] == "missing" or isinstance(given, dict) else f" = {given!r}"
+        message = first["msg"].removeprefix("Value error, ")
+        if first["type"] == "value_error" or first["type"] == "missing" or isinstance(given, dict):
+            shown = ""
+        else:
+            shown = f" = {given!r}"
+        where = ".".join(loc) + shown + ": " if loc else ""
         raise AuditInputError(
-            f"{path}: {where}{shown}: {first['msg']} (not a manifest of the format)"
+            f"{path}: {where}{message} (not a manifest of the format)"
         ) from None
 
 

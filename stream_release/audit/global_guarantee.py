@@ -137,7 +137,9 @@ def audit_linkages(
     star_ids = {ids[i] for i in star.tolist()}
     record = SuppressedRecord.of(private)
     if record is not None:
-        figures.share_max = _check_record(record, star_ids, bound, is_protected, problems)
+        figures.share_max = _check_record(
+            record, star_ids, star.shape[0], bound, is_protected, problems
+        )
     elif star.size and isinstance(manifest.get("suppressed_set"), dict):
         problems.append(
             "the manifest states a suppressed set but no private record keeps its multiset"
@@ -249,16 +251,18 @@ def audit_linkages(
 def _check_record(
     record: SuppressedRecord,
     star_ids: set[str],
+    suppressed: int,
     bound: Fraction,
     is_protected: Callable[[str], bool],
     problems: list[str],
 ) -> float:
-    """The private record's suppressed set against the suppressed ids (its multiset's size,
-    its withheld and unplaced ids); returns the set's largest share of a protected value."""
-    if sum(record.counts.values()) != len(star_ids):
+    """The private record's suppressed set against the ``suppressed`` rows and their ids (its
+    multiset's size, its withheld and unplaced ids); returns the set's largest share of a
+    protected value."""
+    if sum(record.counts.values()) != suppressed:
         problems.append(
             f"the private record's suppressed multiset has {sum(record.counts.values())} "
-            f"rows but {len(star_ids)} ids are suppressed"
+            f"rows but {suppressed} ids are suppressed"
         )
     named = (record.withheld or frozenset()) | record.unplaced
     if not named <= star_ids or (record.withheld or frozenset()) & record.unplaced:
@@ -266,7 +270,7 @@ def _check_record(
             "the private record lists a withheld or unplaced id that is not suppressed, or "
             "one id as both"
         )
-    return _set_share(record.counts, len(star_ids), bound, is_protected, problems)
+    return _set_share(record.counts, suppressed, bound, is_protected, problems)
 
 
 def _check_spent(claimed: dict[str, Any], pairs: int, people: int, problems: list[str]) -> None:

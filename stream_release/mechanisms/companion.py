@@ -34,6 +34,9 @@ class CompanionPlan:
 
     inputs: ReleaseInput
     out: MechanismRelease
+    started: float
+    """``time.perf_counter()`` when the release step began (the manifest's ``elapsed_s``, for a
+    kind that states it: the release step and its rendering)."""
 
 
 class CompanionMechanism:
@@ -49,6 +52,7 @@ class CompanionMechanism:
         self.settings = settings
 
     def plan(self, release: ReleaseInput) -> CompanionPlan:
+        started = time.perf_counter()
         out = self.release_step.release(
             release.table,
             release.pseudonyms,
@@ -56,7 +60,7 @@ class CompanionMechanism:
             randomness=release.randomness,
             load_state=release.store.load_state,
         )
-        return CompanionPlan(release, out)
+        return CompanionPlan(release, out, started)
 
     def assignment(self, planned: CompanionPlan) -> Assignment:
         return Assignment(planned.inputs.table.ids.tolist(), planned.out.group)
@@ -71,7 +75,7 @@ class CompanionMechanism:
             label=inputs.label,
             sequence=inputs.sequence,
             settings=self.settings,
-            elapsed_s=time.perf_counter() - inputs.started,
+            elapsed_s=time.perf_counter() - planned.started,
         )
         # no breach history: an empty commit of individuals, the dictionary unchanged
         commit = ReleaseCommit.without_history(inputs.store.values(), out.state)

@@ -92,7 +92,9 @@ class Publisher:
         self.kind_checked_sequence = 0  # the last release whose kind is known to be ours
         # the highest sequence known committed or published: a store below it lost commits
         self.highest_committed = 0
-        self.ledger = None if ledger is None else LedgerKeeper(ledger, out_dir, self.private_dir)
+        self.ledger = (
+            None if ledger is None else LedgerKeeper(ledger, self.out_dir, self.private_dir)
+        )
 
     @property
     def kind(self) -> str:

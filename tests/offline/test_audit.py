@@ -155,7 +155,7 @@ def test_a_malformed_file_is_one_line_and_exit_2(
     path.write_text('{"sequence": 1, "release": ')
     fails_with("manifest-0001.json: not valid JSON")
     broken: list[tuple[dict[str, object], str]] = [
-        ({"l": None}, "l = None: Input should be a valid number"),
+        ({"l": None}, "l is null: leave the field out, or give it a value"),
         ({"l": "2"}, "l = '2': Input should be a valid number"),
         ({"l": 0}, "l = 0: Input should be greater than 1"),
         ({"strategy": "constant-ratio"}, "strategy = 'constant-ratio': Input should be a valid"),

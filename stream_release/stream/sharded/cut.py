@@ -44,6 +44,7 @@ from typing import Any, cast
 
 import numpy as np
 import orjson
+from pydantic import ValidationError
 
 from stream_release.config import Settings, check_planned
 from stream_release.config.hierarchy import Hierarchy, load_hierarchies
@@ -344,9 +345,17 @@ class ShardedCut:
                 f"release {sequence}: a shard's part files are not in place yet (its owner "
                 "committed it and has not renamed them): filed at a later step"
             )
+        try:
+            parsed = Manifest.parse(manifest)
+        except ValidationError as exc:
+            raise HistoryStoreError(
+                f"release {sequence}: the manifest its parts merged into is not of this "
+                f"version's format ({exc.errors()[0]['msg']}); file it with the version of "
+                "stream-release that cut it"
+            ) from exc
         files = ReleaseFiles(
             self.group_lines(sequence),
-            Manifest.parse(manifest),
+            parsed,
             merge_part_assignments([p.assignments.read_bytes() for p in parts]),
             merge_part_private(
                 label, sequence, [orjson.loads(p.private_record.read_bytes()) for p in parts]

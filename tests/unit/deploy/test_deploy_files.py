@@ -11,6 +11,7 @@ deploy/prometheus.yml loads them.
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import shlex
@@ -413,3 +414,12 @@ def test_compose_file_follows_the_compose_specification() -> None:
         timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_every_module_the_image_imports_exists() -> None:
+    # a RUN line that imports a module of the package (the kernels' warm-up) fails the build
+    # when the module moves; nothing else would notice
+    modules = re.findall(r"from (stream_release[\w.]*) import (\w+)", DOCKERFILE.read_text())
+    assert modules, "the Dockerfile compiles the kernels at build time"
+    for module, name in modules:
+        assert hasattr(importlib.import_module(module), name), f"{module}.{name}"
