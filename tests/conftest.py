@@ -93,9 +93,11 @@ CLUSTER_START_TRIES = 3
 ports are free when picked, not when bound (seen once in a full run, beside Kafka)."""
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterNodes]:
-    """A Redis Cluster for this session (:class:`support.redis_cluster.RedisClusterNodes`).
+    """A Redis Cluster for each test module (:class:`support.redis_cluster.RedisClusterNodes`):
+    a module that kills nodes or fails masters over leaves nothing to the next (a full run had
+    a master without a replica after another file's kills, when the two files shared a session).
 
     ``SR_TEST_REDIS_CLUSTER`` (``redis://host:port`` of one node) if set, whose cluster must
     be in state ok, taken as it is: the tests may fail its masters over, not kill them. Else
