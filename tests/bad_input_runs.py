@@ -26,7 +26,7 @@ and exits 1 if any run failed.
 
 Where it lives: not in ``benchmarks/`` (it measures no speed, against no baseline), and not a
 test (a loop over a rare outcome, minutes long; the suite holds the deterministic test of the
-crash's cause, in ``tests/unit/test_snapshot_csv.py``). It sits in ``tests/`` next to the
+crash's cause, in ``tests/unit/io/test_snapshot_csv.py``). It sits in ``tests/`` next to the
 ``support`` package whose hostile files it runs, under a name pytest does not collect
 (``test_*.py``), and it imports ``support`` as the tests do (``tests/`` is its own directory,
 hence first on ``sys.path``).

@@ -2,7 +2,7 @@
 exit code 2 and nothing written (docs/contract.md §3).
 
 One definition for the tests (``tests/offline/test_bad_input.py``,
-``tests/unit/test_snapshot_csv.py``) and for ``tests/bad_input_runs.py``, which runs the
+``tests/unit/io/test_snapshot_csv.py``) and for ``tests/bad_input_runs.py``, which runs the
 command line on them many times over.
 
 - :data:`HOSTILE_SNAPSHOTS`: an Adult snapshot (``;``, ``\\r\\n``, as

@@ -4,7 +4,7 @@ integration tests use the real producer on the real broker).
 
 :class:`StubReleases` satisfies :class:`~stream_release.stream.release_producer.Releases`, the
 Protocol of the real :class:`~stream_release.stream.release_producer.ReleaseProducer`
-(``tests/unit/test_release_producer_protocol.py`` checks both).
+(``tests/unit/stream/test_release_producer_protocol.py`` checks both).
 """
 
 from __future__ import annotations
