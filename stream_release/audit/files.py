@@ -285,9 +285,7 @@ def check_manifest(path: Path, manifest: dict[str, Any]) -> AnyManifest:
         else:
             shown = f" = {given!r}"
         where = ".".join(loc) + shown + ": " if loc else ""
-        raise AuditInputError(
-            f"{path}: {where}{message} (not a manifest of the format)"
-        ) from None
+        raise AuditInputError(f"{path}: {where}{message} (not a manifest of the format)") from None
 
 
 def check_private_record(path: Path, record: dict[str, Any]) -> None:

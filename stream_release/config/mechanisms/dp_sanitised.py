@@ -48,26 +48,17 @@ record's fingerprint, so a record sanitised by another sampler is charged afresh
 
 KIND = "dp-sanitised"
 
-CAVEAT = (
+_CAVEAT_CLAIM = (
     "Per-record bounds of [HLM14] (1-row mechanism, Eq. 13), not bounds for aggregate counts. "
     "Theorem 6 (numeric) holds for any output space, so it bounds the clamped discrete "
     "Laplace on a grid that numeric attributes use (pure epsilon; a delta share given to one "
     "goes unused). Theorem 7 (categorical, "
     "discrete metric) is proved only for mechanisms whose outputs lie in the domain D, as "
     "randomised response's do; for outputs outside D only (1 - delta)(kappa/2) m / "
-    "(m + e^epsilon) holds (Theorem 7's proof with radius kappa/2)."
+    "(m + e^epsilon) holds "
 )
-EARLIER_CAVEATS = (
-    (
-        "Per-record bounds of [HLM14] (1-row mechanism, Eq. 13), not bounds for aggregate counts. "
-        "Theorem 6 (numeric) holds for any output space, so it bounds the clamped discrete "
-        "Laplace on a grid that numeric attributes use (pure epsilon; a delta share given to one "
-        "goes unused). Theorem 7 (categorical, "
-        "discrete metric) is proved only for mechanisms whose outputs lie in the domain D, as "
-        "randomised response's do; for outputs outside D only (1 - delta)(kappa/2) m / "
-        "(m + e^epsilon) holds (digest section 4)."
-    ),
-)
+CAVEAT = _CAVEAT_CLAIM + "(Theorem 7's proof with radius kappa/2)."
+EARLIER_CAVEATS = (_CAVEAT_CLAIM + "(digest section 4).",)
 """The caveat as manifests stated it before (it pointed at a file users do not have): still
 accepted by the audit, so that a series published then still passes."""
 
