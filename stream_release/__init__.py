@@ -15,10 +15,11 @@ Names are imported on first use (PEP 562), so ``import stream_release.audit`` or
 may import, are in README "Layout".
 """
 
-import importlib as _importlib
 import typing as _typing
 from importlib.metadata import PackageNotFoundError as _NotInstalled
 from importlib.metadata import version as _version
+
+from stream_release.lazy_names import lazy_names as _lazy_names
 
 if _typing.TYPE_CHECKING:
     from stream_release.audit import AuditReport, audit_directory
@@ -115,15 +116,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> _typing.Any:
-    """A public name, imported from its module on first use."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'stream_release' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy_names(__name__, _EXPORTS, globals())

@@ -21,8 +21,9 @@ Their modules are imported on first use (PEP 562): the audit reads a mechanism's
 
 from __future__ import annotations
 
-import importlib
 import typing
+
+from stream_release.lazy_names import lazy_names
 
 if typing.TYPE_CHECKING:
     from stream_release.config._horizon import Horizon, horizon_of
@@ -50,27 +51,27 @@ if typing.TYPE_CHECKING:
     from stream_release.config._settings import Settings
 
 _EXPORTS: dict[str, str] = {
-    "GroupingSettings": "_sections",
-    "HistorySettings": "_sections",
-    "Horizon": "_horizon",
-    "KafkaSettings": "_sections",
-    "MechanismSettings": "_mechanism",
-    "OutputSettings": "_sections",
-    "PrivacySettings": "_sections",
-    "RedisSettings": "_sections",
-    "SchemaSettings": "_sections",
-    "ServiceSettings": "_sections",
-    "Settings": "_settings",
-    "TopicSettings": "_sections",
-    "VirtualSettings": "_sections",
-    "check_planned": "_planned",
-    "closest_match": "_protected",
-    "corrected": "_protected",
-    "describe_misses": "_protected",
-    "horizon_of": "_horizon",
-    "load_settings": "_load",
-    "plan_digest": "_planned",
-    "same_value": "_protected",
+    "GroupingSettings": "stream_release.config._sections",
+    "HistorySettings": "stream_release.config._sections",
+    "Horizon": "stream_release.config._horizon",
+    "KafkaSettings": "stream_release.config._sections",
+    "MechanismSettings": "stream_release.config._mechanism",
+    "OutputSettings": "stream_release.config._sections",
+    "PrivacySettings": "stream_release.config._sections",
+    "RedisSettings": "stream_release.config._sections",
+    "SchemaSettings": "stream_release.config._sections",
+    "ServiceSettings": "stream_release.config._sections",
+    "Settings": "stream_release.config._settings",
+    "TopicSettings": "stream_release.config._sections",
+    "VirtualSettings": "stream_release.config._sections",
+    "check_planned": "stream_release.config._planned",
+    "closest_match": "stream_release.config._protected",
+    "corrected": "stream_release.config._protected",
+    "describe_misses": "stream_release.config._protected",
+    "horizon_of": "stream_release.config._horizon",
+    "load_settings": "stream_release.config._load",
+    "plan_digest": "stream_release.config._planned",
+    "same_value": "stream_release.config._protected",
 }
 """Public name -> the private module of this package that defines it."""
 
@@ -99,15 +100,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> typing.Any:
-    """A public name, imported from its module on first use."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, _EXPORTS, globals())
