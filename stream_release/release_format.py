@@ -16,7 +16,7 @@ This module is at the package's root: it imports nothing of the package, and eve
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Final, Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -172,6 +172,13 @@ class BreachSummary(_Published):
         default=0, ge=0, description="the release's individuals with a pair past the bound"
     )
 
+    def described(self) -> str:
+        """``breach max 0.4880 <= 0.5000``, or ``BREACH: breach max 1.0000 > 0.5000`` above
+        the bound (the localized baseline): a breach reads as one."""
+        if self.max > self.bound:
+            return f"BREACH: breach max {self.max:.4f} > {self.bound:.4f}"
+        return f"breach max {self.max:.4f} <= {self.bound:.4f}"
+
 
 class SuppressedSetSummary(_Published):
     """The suppressed rows as one more group (all QIDs ``*``)."""
@@ -215,6 +222,17 @@ class MechanismBlock(BaseModel):
     kind: CompanionKind
 
 
+def _query_error(utility: dict[str, Any]) -> str:
+    """The query error as ``median 0.38 trimmed 0.70 mean 1.02`` (the mean swings with tiny
+    true counts), or ``none`` without a query."""
+    if utility.get("query_error") is None:
+        return "none (no query)"
+    return (
+        f"median {utility['query_error_median']:.3f} trimmed "
+        f"{utility['query_error_trimmed']:.3f} mean {utility['query_error']:.3f}"
+    )
+
+
 def _not_stated(model: BaseModel) -> dict[str, Any]:
     """The fields of ``model`` and of the models in it that hold ``None`` (not stated; but a
     ``null`` the format states, :attr:`_Stated.NULLABLE`), as pydantic's ``exclude``."""
@@ -232,6 +250,14 @@ def _not_stated(model: BaseModel) -> dict[str, Any]:
 
 
 class _Manifest(_Stated):
+    if TYPE_CHECKING:  # the fields every kind's manifest has (each model states them in order)
+        release: str
+        sequence: int
+        published: int
+        groups: int
+        utility: dict[str, Any]
+        mechanism: GuaranteeBlock | MechanismBlock
+
     def document(self) -> dict[str, Any]:
         """The manifest as published: the fields it was given, but those that hold ``None``
         (not stated), in the order of the format."""
@@ -242,8 +268,26 @@ class _Manifest(_Stated):
     @property
     def kind(self) -> str:
         """``mechanism.kind``: which mechanism made the release."""
-        kind: str = self.mechanism.kind  # type: ignore[attr-defined]
-        return kind
+        return self.mechanism.kind
+
+    def summary(self) -> str:
+        """One line about the release for a person (``stream-release anonymize``)."""
+        raise NotImplementedError
+
+    def logged(self) -> dict[str, Any]:
+        """The release's figures a worker logs when it commits it (``event: committed``):
+        what the manifest publishes, never more."""
+        raise NotImplementedError
+
+    def _head(self) -> str:
+        return f"release {self.sequence:>4} {self.release}: "
+
+    def _sizes(self) -> str:
+        u = self.utility
+        return (
+            f"{self.groups} groups (avg {u.get('avg_group_size', 0.0):.2f}, "
+            f"max {u.get('max_group_size', 0)})"
+        )
 
 
 class GuaranteeManifest(_Manifest):
@@ -286,6 +330,34 @@ class GuaranteeManifest(_Manifest):
         description="never written: a manifest without a mechanism block is the global guarantee's",
     )
 
+    def summary(self) -> str:
+        """``release    2 t02: 980 published, 20 suppressed, 140 groups (avg 7.00, max 12),
+        breach max 0.4880 <= 0.5000, 0 people past 1/l, query error median ...``."""
+        return (
+            f"{self._head()}{self.published} published, {self.suppressed} suppressed, "
+            f"{self._sizes()}, {self.breach.described()}, {self.described_spent()}, "
+            f"query error {_query_error(self.utility)}"
+        )
+
+    def described_spent(self) -> str:
+        """``0 people past 1/l``, or ``3 people past 1/l (7 pairs), past the horizon of 4``:
+        the release's individuals whose cumulative breach passed the bound (held to the
+        per-release bound past the series' horizon), next to ``breach.max``."""
+        people, pairs = self.breach.spent_people, self.breach.spent
+        text = f"{people} people past 1/l" + (f" ({pairs} pairs)" if pairs else "")
+        if self.past_horizon:
+            text += f", past the horizon of {self.strategy.horizon}"
+        return text
+
+    def logged(self) -> dict[str, Any]:
+        return {
+            "sequence": self.sequence,
+            "published": self.published,
+            "suppressed": self.suppressed,
+            "groups": self.groups,
+            "breach_max": self.breach.max,
+        }
+
 
 class MechanismManifest(_Manifest):
     """The manifest of a release made by a companion ``[mechanism] kind``: no breach bound
@@ -308,6 +380,27 @@ class MechanismManifest(_Manifest):
     mechanism: MechanismBlock
     utility: dict[str, Any]
     elapsed_s: float | None = Field(default=None, ge=0)
+
+    def summary(self) -> str:
+        """``release    1 t01: 950 published, 120 groups (avg 7.92, max 15),
+        dp-sanitised: epsilon 1, delta 1e-06 (series: epsilon 3, delta 3e-06)``: the guarantee
+        block's ``epsilon``/``delta`` (and the series') when it states them."""
+        block = self.mechanism.model_dump()
+        text = f"{self._head()}{self.published} published, {self._sizes()}, {self.kind}"
+        if "epsilon" in block and "delta" in block:
+            text += f": epsilon {block['epsilon']:g}, delta {block['delta']:.3g}"
+            series = block.get("series")
+            if isinstance(series, dict) and "epsilon" in series and "delta" in series:
+                text += f" (series: epsilon {series['epsilon']:g}, delta {series['delta']:.3g})"
+        return text
+
+    def logged(self) -> dict[str, Any]:
+        return {
+            "sequence": self.sequence,
+            "published": self.published,
+            "groups": self.groups,
+            "mechanism": self.kind,
+        }
 
 
 AnyManifest = GuaranteeManifest | MechanismManifest

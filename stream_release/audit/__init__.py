@@ -129,6 +129,16 @@ class ReleaseAudit:
             return "unchecked: no private files, the breach cannot be recomputed"
         return "ok"
 
+    def as_json(self) -> dict[str, Any]:
+        """The release's entry of ``audit --json``: a figure the audit did not recompute is
+        ``null``, not a made-up 0."""
+        out = {**self.__dict__, "status": self.status}
+        if not self.breach_checked:
+            out.update(breach_max=None, suppressed_share=None, exempt_members=None)
+            if self.kind == GLOBAL_GUARANTEE:  # rows counted from the private assignments
+                out.update(records=None, suppressed=None)
+        return out
+
 
 @dataclass
 class AuditReport:
@@ -162,6 +172,14 @@ class AuditReport:
         if not (self.strict_ok if strict else self.ok):
             return 1
         return 0 if self.guarantee_checked else 3
+
+    def as_json(self) -> dict[str, Any]:
+        """``audit --json``: each release's entry, the series' problems, the checks not done."""
+        return {
+            "releases": [r.as_json() for r in self.releases],
+            "problems": self.problems,
+            "not_done": self.not_done,
+        }
 
     def table(self) -> str:
         head = (

@@ -16,7 +16,7 @@ from stream_release.cli.calc import add_calc_parser
 from stream_release.cli.memory import BATCH_THRESHOLD, WORKER_THRESHOLD, return_freed_memory
 from stream_release.cli.reconstruct import add_reconstruct_parser
 from stream_release.errors import StreamReleaseError
-from stream_release.release_format import GLOBAL_GUARANTEE, manifest_kind
+from stream_release.release_format import Manifest
 
 if TYPE_CHECKING:
     from stream_release.pipeline.what_if import PlannedSetting, PlanReport
@@ -301,20 +301,7 @@ def _anonymize(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
 
     def report(manifest: dict[str, Any]) -> None:
-        if manifest_kind(manifest) != GLOBAL_GUARANTEE:  # a companion kind: no breach block
-            from stream_release.mechanisms import describe_release
-
-            print(describe_release(manifest))
-            return
-        u, b = manifest["utility"], manifest["breach"]
-        print(
-            f"release {manifest['sequence']:>4} {manifest['release']}: "
-            f"{manifest['published']} published, "
-            f"{manifest['suppressed']} suppressed, {manifest['groups']} groups "
-            f"(avg {u['avg_group_size']:.2f}, max {u['max_group_size']}), "
-            f"{describe_breach(b['max'], b['bound'])}, {describe_spent(manifest)}, "
-            f"query error {_error(u)}"
-        )
+        print(Manifest.parse(manifest).summary())
 
     with progress("planning", "release") as step:
         anonymize_files(
@@ -414,38 +401,6 @@ def _keygen(args: argparse.Namespace) -> int:
     return 0
 
 
-def describe_spent(manifest: dict[str, Any]) -> str:
-    """``0 people past 1/l``, or ``3 people past 1/l (7 pairs), past the horizon of 4``: the
-    release's individuals whose cumulative breach passed the bound (held to the per-release
-    bound past the series' horizon), next to ``breach.max``."""
-    breach = manifest["breach"]
-    people, pairs = int(breach.get("spent_people", 0)), int(breach.get("spent", 0))
-    text = f"{people} people past 1/l" + (f" ({pairs} pairs)" if pairs else "")
-    horizon = (manifest.get("strategy") or {}).get("horizon")
-    if manifest.get("past_horizon"):
-        text += f", past the horizon of {horizon}"
-    return text
-
-
-def _error(utility: dict[str, Any]) -> str:
-    """The query error as ``median 0.38 trimmed 0.70 mean 1.02`` (the mean swings with tiny
-    true counts), or ``none`` without a query."""
-    if utility.get("query_error") is None:
-        return "none (no query)"
-    return (
-        f"median {utility['query_error_median']:.3f} trimmed "
-        f"{utility['query_error_trimmed']:.3f} mean {utility['query_error']:.3f}"
-    )
-
-
-def describe_breach(worst: float, bound: float) -> str:
-    """``breach max 0.4880 <= 0.5000``, or ``BREACH: breach max 1.0000 > 0.5000`` above the
-    bound (the localized baseline): a breach reads as one."""
-    if worst > bound:
-        return f"BREACH: breach max {worst:.4f} > {bound:.4f}"
-    return f"breach max {worst:.4f} <= {bound:.4f}"
-
-
 def _audit(args: argparse.Namespace) -> int:
     from stream_release.audit import audit_directory
     from stream_release.cli.progress import progress
@@ -461,16 +416,7 @@ def _audit(args: argparse.Namespace) -> int:
             on_step=step,
         )
     if args.json:
-        releases = []
-        for r in report.releases:
-            release = {**r.__dict__, "status": r.status}
-            if not r.breach_checked:  # not recomputed: no figure, not a made-up 0
-                release.update(breach_max=None, suppressed_share=None, exempt_members=None)
-                if r.kind == GLOBAL_GUARANTEE:  # rows counted from the private assignments
-                    release.update(records=None, suppressed=None)
-            releases.append(release)
-        body = {"releases": releases, "problems": report.problems, "not_done": report.not_done}
-        print(json.dumps(body, indent=2))
+        print(json.dumps(report.as_json(), indent=2))
     else:
         print(report.table())
     return report.exit_code(strict=args.strict)

@@ -24,7 +24,6 @@ from typing import Any
 from stream_release.mechanisms.registry import (
     MECHANISMS,
     Registration,
-    describe_release,
     make_mechanism,
     registration,
 )
@@ -36,7 +35,6 @@ __all__ = [
     "Registration",
     "ReleaseRandomness",
     "StateLoader",
-    "describe_release",
     "make_mechanism",
     "registration",
 ]

@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 __all__ = [
     "MECHANISMS",
     "Registration",
-    "describe_release",
     "make_mechanism",
     "registration",
 ]
@@ -127,22 +126,3 @@ def make_mechanism(settings: Settings, pseudonymizer: Pseudonymizer) -> ReleaseM
     if section is None:  # unreachable: the configuration refuses a missing section
         raise ConfigError(f"mechanism.kind = {kind!r} needs its [mechanism.{section_name(kind)}]")
     return CompanionMechanism(registration(kind).make(section, settings), settings)
-
-
-def describe_release(manifest: dict[str, Any]) -> str:
-    """One line about a mechanism's release for ``stream-release anonymize``: counts, group
-    sizes and the guarantee block's ``epsilon``/``delta`` (and the series') when it has them."""
-    u = manifest.get("utility", {})
-    block = manifest.get("mechanism", {})
-    text = (
-        f"release {manifest['sequence']:>4} {manifest['release']}: "
-        f"{manifest['published']} published, {manifest['groups']} groups "
-        f"(avg {u.get('avg_group_size', 0.0):.2f}, max {u.get('max_group_size', 0)}), "
-        f"{block.get('kind')}"
-    )
-    if "epsilon" in block and "delta" in block:
-        text += f": epsilon {block['epsilon']:g}, delta {block['delta']:.3g}"
-        series = block.get("series")
-        if isinstance(series, dict) and "epsilon" in series and "delta" in series:
-            text += f" (series: epsilon {series['epsilon']:g}, delta {series['delta']:.3g})"
-    return text

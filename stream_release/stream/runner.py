@@ -17,7 +17,7 @@ from faust.types import EventT
 from stream_release.config import Settings, horizon_of
 from stream_release.errors import StoreRegressed
 from stream_release.faults import kill_point
-from stream_release.release_format import GLOBAL_GUARANTEE, manifest_kind
+from stream_release.release_format import Manifest
 from stream_release.stream.intake import Incoming, PreparedBatch
 from stream_release.stream.kafka import (
     connection_problem,
@@ -206,24 +206,14 @@ class ServiceRunner:
                     self.service.store_problem is not None,
                 )
                 for manifest in manifests:
-                    kind = manifest_kind(manifest)
-                    if kind != GLOBAL_GUARANTEE:  # a companion: no breach, no input figures
-                        fields = {k: manifest[k] for k in ("sequence", "published", "groups")}
-                        fields["mechanism"] = kind
-                        fields["cut_s"] = round(cut_s, 3)
-                        log.info(
-                            "release %d committed: %d published, %d groups",
-                            *(fields[k] for k in ("sequence", "published", "groups")),
-                            extra={"event": "committed", **fields},
-                        )
-                        continue
-                    fields = {k: manifest[k] for k in ("sequence", "published", "suppressed")}
-                    fields["groups"] = manifest["groups"]
-                    fields["breach_max"] = manifest["breach"]["max"]
+                    fields = Manifest.parse(manifest).logged()
                     fields["cut_s"] = round(cut_s, 3)  # of every release of this cut
+                    counts = ("published", "suppressed", "groups")
+                    figures = ", ".join(f"{fields[k]} {k}" for k in counts if k in fields)
                     log.info(
-                        "release %d committed: %d published, %d suppressed, %d groups",
-                        *(fields[k] for k in ("sequence", "published", "suppressed", "groups")),
+                        "release %d committed: %s",
+                        fields["sequence"],
+                        figures,
                         extra={"event": "committed", **fields},
                     )
                 if not self.sends_releases():

@@ -58,3 +58,56 @@ def test_no_horizon_is_stated_and_kept() -> None:
 def test_a_manifest_is_published_as_it_was_given() -> None:
     assert Manifest.parse(GOOD).document() == GOOD
     assert list(Manifest.parse(GOOD).document()) == list(GOOD)
+
+
+def test_a_guarantee_release_reads_as_one_line_with_its_breach_and_people_past_it() -> None:
+    utility = {
+        "avg_group_size": 3.0,
+        "max_group_size": 3,
+        "query_error": 1.02,
+        "query_error_median": 0.38,
+        "query_error_trimmed": 0.7,
+    }
+    line = guarantee_manifest(2, utility=utility).summary()
+    assert line == (
+        "release    2 r2: 3 published, 0 suppressed, 1 groups (avg 3.00, max 3), "
+        "breach max 0.4000 <= 0.5000, 0 people past 1/l, "
+        "query error median 0.380 trimmed 0.700 mean 1.020"
+    )
+    spent = guarantee_manifest(
+        5,
+        breach={"bound": 0.5, "max": 1.0, "p50": 0.4, "p99": 0.9, "spent": 7, "spent_people": 3},
+        strategy={"name": "localized", "l": 2.0, "base_ratio": 2.0, "horizon": 4},
+        past_horizon=True,
+    ).summary()
+    assert "BREACH: breach max 1.0000 > 0.5000" in spent
+    assert "3 people past 1/l (7 pairs), past the horizon of 4" in spent
+    assert spent.endswith("query error none (no query)")
+
+
+def test_a_companion_release_reads_as_one_line_with_its_guarantee() -> None:
+    document = {
+        "release": "t1",
+        "sequence": 1,
+        "published": 950,
+        "groups": 120,
+        "mechanism": {
+            "kind": "dp-sanitised",
+            "epsilon": 1.0,
+            "delta": 1e-6,
+            "series": {"epsilon": 3.0, "delta": 3e-6},
+        },
+        "utility": {"avg_group_size": 7.916, "max_group_size": 15},
+    }
+    manifest = Manifest.parse(document)
+    assert manifest.summary() == (
+        "release    1 t1: 950 published, 120 groups (avg 7.92, max 15), dp-sanitised: "
+        "epsilon 1, delta 1e-06 (series: epsilon 3, delta 3e-06)"
+    )
+    assert manifest.logged() == {
+        "sequence": 1,
+        "published": 950,
+        "groups": 120,
+        "mechanism": "dp-sanitised",
+    }
+    assert "suppressed" not in manifest.logged()  # not a figure the mechanism publishes
