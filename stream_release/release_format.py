@@ -104,7 +104,9 @@ class GroupLine(_Published):
     members: list[dict[str, QidValue]] | None = Field(
         default=None, description="anatomy format: the members' exact QIDs"
     )
-    sensitive: dict[str, int]
+    sensitive: dict[str, Annotated[int, Field(ge=1)]] = Field(
+        description="the published multiset: each value's count (a value not held is left out)"
+    )
     virtual: int | None = Field(
         default=None,
         ge=0,
@@ -127,6 +129,20 @@ class GroupLine(_Published):
         gt=0,
         description="reconstruction-private-rr: size / trials, the scaling of the counts",
     )
+
+    @classmethod
+    def parse(cls, document: dict[str, Any] | bytes | str) -> GroupLine:
+        """The group line of a JSON object or its text, as a published file states it (no
+        field stated as ``null``, every number finite).
+
+        Raises
+        ------
+        pydantic.ValidationError
+            ``document`` is not a group line of the format.
+        """
+        if isinstance(document, dict):
+            return cls.model_validate(document, context={PARSING: True})
+        return cls.model_validate_json(document, context={PARSING: True})
 
 
 class StrategyBlock(_Published):

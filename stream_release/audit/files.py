@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 from pydantic import ValidationError
 
 from stream_release.errors import StreamReleaseError
-from stream_release.release_format import AnyManifest, Manifest
+from stream_release.release_format import AnyManifest, GroupLine, Manifest
 
 PRIVATE_SUFFIX = ".private"
 
@@ -87,8 +87,16 @@ def read_json(path: Path) -> dict[str, Any]:
 
 
 def read_lines(path: Path) -> list[dict[str, Any]]:
-    """The JSON objects of a ``release-NNNN.jsonl``, each with ``group``, ``size`` and
-    ``sensitive`` (an object of counts)."""
+    """The JSON objects of a ``release-NNNN.jsonl``, each a group line of the format
+    (:class:`~stream_release.release_format.GroupLine`: ``group``, ``size``, ``sensitive``, an
+    object of counts >= 1, and the fields its kind states).
+
+    Raises
+    ------
+    AuditInputError
+        A line is not a group line of the format: names the line, the field, its value and
+        what it must be.
+    """
     text = read_text(path, SERIES_FILE)
     lines = []
     for number, raw in enumerate(text.splitlines(), start=1):
@@ -100,18 +108,11 @@ def read_lines(path: Path) -> list[dict[str, Any]]:
             raise AuditInputError(f"{path}, line {number}: not valid JSON ({exc})") from None
         if not isinstance(line, dict):
             raise AuditInputError(f"{path}, line {number}: not a JSON object")
-        sizes = line.get("size"), line.get("group")
-        if not all(isinstance(x, int) and not isinstance(x, bool) for x in sizes):
-            raise AuditInputError(f"{path}, line {number}: group and size must be integers")
-        if not isinstance(line.get("qid", {}), dict):
-            raise AuditInputError(f"{path}, line {number}: qid must be an object")
-        counts = line.get("sensitive")
-        if not isinstance(counts, dict) or not all(
-            isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in counts.values()
-        ):
-            raise AuditInputError(
-                f"{path}, line {number}: sensitive must be an object of counts >= 1"
-            )
+        try:
+            GroupLine.parse(line)
+        except ValidationError as exc:
+            where = f"{path}, line {number}: {_first_error(exc)}"
+            raise AuditInputError(f"{where} (not a group line of the format)") from None
         lines.append(line)
     return lines
 
@@ -275,17 +276,23 @@ def check_manifest(path: Path, manifest: dict[str, Any]) -> AnyManifest:
     """
     try:
         return Manifest.parse(manifest)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = [str(part) for part in first["loc"]][1:]  # the first is the kind's tag
-        given = first.get("input")
-        message = first["msg"].removeprefix("Value error, ")
-        if first["type"] == "value_error" or first["type"] == "missing" or isinstance(given, dict):
-            shown = ""
-        else:
-            shown = f" = {given!r}"
-        where = ".".join(loc) + shown + ": " if loc else ""
-        raise AuditInputError(f"{path}: {where}{message} (not a manifest of the format)") from None
+    except ValidationError as exc:  # the first part of where is the kind's tag
+        message = _first_error(exc, skip=1)
+        raise AuditInputError(f"{path}: {message} (not a manifest of the format)") from None
+
+
+def _first_error(exc: ValidationError, skip: int = 0) -> str:
+    """The first error of ``exc`` as ``field.path = value: what it must be`` (the value left
+    out when it is an object, or missing), the first ``skip`` parts of its path left out."""
+    first = exc.errors()[0]
+    loc = [str(part) for part in first["loc"]][skip:]
+    given = first.get("input")
+    message = first["msg"].removeprefix("Value error, ")
+    if first["type"] in ("value_error", "missing") or isinstance(given, dict):
+        shown = ""
+    else:
+        shown = f" = {given!r}"
+    return ".".join(loc) + shown + ": " + message if loc else message
 
 
 def check_private_record(path: Path, record: dict[str, Any]) -> None:

@@ -159,10 +159,13 @@ def load_releases(
         raise StreamReleaseError(
             f"{str(directory)!r} holds no manifest-NNNN.json: not a directory of releases"
         )
-    manifests = {seq: _read_json(ReleasePaths(directory, seq).manifest) for seq in sequences}
-    for seq, manifest in manifests.items():
-        block = manifest.get("mechanism")
-        kind = block.get("kind") if isinstance(block, Mapping) else "global-guarantee"
+    from stream_release.audit.files import check_manifest, read_json, read_lines
+
+    manifests = {}
+    for seq in sequences:
+        path = ReleasePaths(directory, seq).manifest
+        manifests[seq] = read_json(path)
+        kind = check_manifest(path, manifests[seq]).kind
         if kind != KIND:
             raise StreamReleaseError(
                 f"{str(directory)!r}: release {seq} is of mechanism kind {kind!r}; reconstruct "
@@ -175,7 +178,7 @@ def load_releases(
                 f"{_ranges(sequences)}; pick one of them"
             )
         sequences = [release]
-    return [(manifests[seq], _read_lines(ReleasePaths(directory, seq).groups)) for seq in sequences]
+    return [(manifests[seq], read_lines(ReleasePaths(directory, seq).groups)) for seq in sequences]
 
 
 def estimate_release(
@@ -260,24 +263,6 @@ def _check_value(manifest: Mapping[str, Any], value: str) -> None:
         raise InvalidParameter(
             f"value = {value!r}: not in the release's sensitive domain {domain}; pick one of them"
         )
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise StreamReleaseError(f"cannot read {str(path)!r}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise StreamReleaseError(f"{str(path)!r} is not a JSON object")
-    return data
-
-
-def _read_lines(path: Path) -> list[dict[str, Any]]:
-    try:
-        with path.open(encoding="utf-8") as fh:
-            return [json.loads(line) for line in fh if line.strip()]
-    except (OSError, ValueError) as exc:
-        raise StreamReleaseError(f"cannot read {str(path)!r}: {exc}") from exc
 
 
 def _ranges(sequences: Sequence[int]) -> str:

@@ -179,9 +179,13 @@ def test_a_malformed_file_is_one_line_and_exit_2(
     lines = out / "release-0001.jsonl"
     first, rest = lines.read_text().split("\n", 1)
     lines.write_text(json.dumps({**json.loads(first), "qid": ["x"]}) + "\n" + rest)
-    fails_with("release-0001.jsonl, line 1: qid must be an object")
-    lines.write_text('{"group": 0, "size": "five"}\n')
-    fails_with("release-0001.jsonl, line 1: group and size must be integers")
+    fails_with("release-0001.jsonl, line 1: qid = ['x']: Input should be a valid dictionary")
+    lines.write_text(json.dumps({**json.loads(first), "size": "five"}) + "\n" + rest)
+    fails_with("release-0001.jsonl, line 1: size = 'five': Input should be a valid integer")
+    lines.write_text(json.dumps({**json.loads(first), "sensitive": {"Sales": 0}}) + "\n" + rest)
+    fails_with("line 1: sensitive.Sales = 0: Input should be greater than or equal to 1")
+    lines.write_text(json.dumps({**json.loads(first), "colour": "red"}) + "\n" + rest)
+    fails_with("line 1: colour = 'red': Extra inputs are not permitted")
 
 
 PLANNING = (
