@@ -246,16 +246,16 @@ def attribute_spans(attributes: tuple[Attribute, ...]) -> Spans:
     for j, attribute in enumerate(attributes):
         if attribute.kind != "hierarchy" or attribute.levels is None:
             continue
-        levels = attribute.levels
+        levels, size = attribute.levels, attribute.size
         height[j] = levels.shape[1]
-        codes = np.arange(attribute.size)
+        codes = np.arange(size)
         for h in range(levels.shape[1]):
             ids = levels[:, h]
             first = np.ones(ids.shape[0], dtype=bool)
             first[1:] = ids[1:] != ids[:-1]
             starts = codes[first]
             run = np.cumsum(first) - 1
-            ends = np.append(starts[1:] - 1, attribute.size - 1)
-            span_lo[j, h, : attribute.size] = starts[run]
-            span_hi[j, h, : attribute.size] = ends[run]
+            ends = np.append(starts[1:] - 1, size - 1)
+            span_lo[j, h, :size] = starts[run]
+            span_hi[j, h, :size] = ends[run]
     return height, span_lo, span_hi

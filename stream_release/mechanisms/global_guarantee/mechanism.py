@@ -158,6 +158,10 @@ class GlobalGuarantee:
     def __init__(self, settings: Settings, pseudonymizer: Pseudonymizer) -> None:
         self.settings = settings
         self.pseudonymizer = pseudonymizer
+        self.strategy = settings.privacy.make_strategy()
+        """The strategy of ``[privacy]`` (built once for the series)."""
+        self.horizon = horizon_of(settings.privacy, settings.grouping)
+        """The series' horizon: the releases it is planned for (``strategy.horizon``)."""
         self.candidates: CandidatePool | None = None
         """The population register of virtual individuals, once read."""
         self.sensitive_leaves: frozenset[str] | None = None
@@ -193,14 +197,14 @@ class GlobalGuarantee:
                 table,
                 history,
                 store.values(),
-                privacy.make_strategy(),
+                self.strategy,
                 protected=privacy.protected,
                 min_group_size=privacy.min_group_size,
                 grouping=grouping,
                 virtual=virtual,
                 set_floor=set_floor,
                 rng=release.randomness.generator("decoys"),
-                past_horizon=horizon_of(privacy, grouping).past(release.sequence),
+                past_horizon=self.horizon.past(release.sequence),
             )
         except GuaranteeUnsatisfiable as exc:
             if release.source is None:  # the worker's status message and log name the release
@@ -271,6 +275,7 @@ class GlobalGuarantee:
             label=inputs.label,
             sequence=inputs.sequence,
             settings=self.settings,
+            horizon=self.horizon,
             started=inputs.started,
             first_group=first_group,
         )

@@ -11,7 +11,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from stream_release.config import Settings, horizon_of
+from stream_release.config import Horizon, Settings
 from stream_release.core.grouping.generalize import (
     anatomy_members,
     generalized_columns,
@@ -40,12 +40,13 @@ def render_guarantee(
     label: str,
     sequence: int,
     settings: Settings,
+    horizon: Horizon,
     started: float,
     first_group: int = 0,
 ) -> tuple[bytes, GuaranteeManifest]:
     """The bytes of ``release-NNNN.jsonl`` (:func:`encode_lines`) and the manifest of one
     release (docs/contract.md §4); the groups are numbered from ``first_group`` (a shard's
-    part of a release).
+    part of a release); ``horizon`` is the series' (``strategy.horizon``).
 
     The manifest is public: it names no file and holds no digest of any input (a hash of the
     snapshot would let whoever knows all rows but one confirm that row's value); the source
@@ -72,7 +73,6 @@ def render_guarantee(
         registry = settings.virtual.registry is not None
         groups = _lines(table, plan, layout, label, sequence, fmt, registry, first_group)
         utility = utility_future.result()
-    horizon = horizon_of(settings.privacy, settings.grouping)
     privacy = settings.privacy
     strategy = StrategyBlock(
         name=plan.strategy.name,
