@@ -13,11 +13,12 @@ then (:mod:`~stream_release.audit.global_guarantee`): the suppressed set's share
 of every pair linked, the manifest's breach and suppressed-set figures; its utility figures
 (:mod:`~stream_release.audit.utility`: group sizes, suppression, discernibility, NCP and the
 count-query errors, each as far as the files given allow); with the configuration, every
-hierarchy label; with the snapshot, every group against its rows and the suppressed multiset
-against the suppressed rows (:mod:`~stream_release.audit.rows`). Another ``[mechanism]
-kind``: its registered verification of the published files
-(:mod:`~stream_release.audit.mechanisms`). The series: with its ledger (``DIR.ledger`` or
-``ledger``), no release deleted, added or altered (:mod:`~stream_release.audit.series_ledger`).
+hierarchy label; with the snapshot (:mod:`~stream_release.audit.snapshots` finds it), every
+group against its rows and the suppressed multiset against the suppressed rows
+(:mod:`~stream_release.audit.rows`). Another ``[mechanism] kind``: its registered
+verification of the published files (:mod:`~stream_release.audit.mechanisms`). The series:
+with its ledger (``DIR.ledger`` or ``ledger``), no release deleted, added or altered
+(:mod:`~stream_release.audit.series_ledger`).
 
 What it could not check is listed (:attr:`AuditReport.not_done`): no private files, no
 configuration, no snapshot for a release, assignments holding pseudonyms, no ledger, a figure
@@ -57,16 +58,18 @@ from stream_release.audit.global_guarantee import (
     check_public_bounds,
 )
 from stream_release.audit.mechanisms import guarantee_summary, verify_mechanism
-from stream_release.audit.queries import CannotRecompute, release_table
+from stream_release.audit.queries import AuditTable, CannotRecompute, release_table
 from stream_release.audit.rows import Findings, check_labels, check_rows
 from stream_release.audit.series_ledger import audit_ledger
 from stream_release.audit.settings import (
+    ConfiguredOutput,
     ConfiguredPrivacy,
     check_protected_named,
     check_settings,
     read_output,
     read_privacy,
 )
+from stream_release.audit.snapshots import match_snapshots
 from stream_release.audit.structure import check_structure, from_first_group
 from stream_release.audit.utility import (
     Undone,
@@ -74,7 +77,7 @@ from stream_release.audit.utility import (
     check_stated_bounds,
     check_utility,
 )
-from stream_release.release_format import GLOBAL_GUARANTEE, manifest_kind
+from stream_release.release_format import GLOBAL_GUARANTEE
 
 __all__ = [
     "AuditInputError",
@@ -244,14 +247,8 @@ def audit_directory(
         raise AuditInputError(f"{str(directory)!r} is not a directory of releases")
     private_given = private is not None
     private = Path(private) if private is not None else default_private(directory)
-    hierarchies = read_hierarchies(Path(config)) if config is not None else None
-    configured = read_privacy(Path(config)) if config is not None else None
-    output = read_output(Path(config)) if config is not None else None
-    paths = sorted(
-        (int(m.group(1)), p)
-        for p in directory.iterdir()
-        if (m := _MANIFEST.match(p.name)) is not None
-    )
+    hierarchies, configured, output = _read_config(config)
+    paths = _manifests(directory)
     report = AuditReport([])
     public_only = not any(private.glob("assignments-*.csv"))
     if public_only:
@@ -268,35 +265,22 @@ def audit_directory(
         )
     state = SeriesState()
     series: dict[str, list[tuple[ReleaseAudit, dict[str, Any], list[dict[str, Any]]]]] = {}
-    first_kind: str | None = None
     loaded = [(number, path, read_json(path)) for number, path in paths]
-    matched, conflicts = _match_snapshots(loaded, private, list(snapshots), report.not_done)
+    matched, conflicts = match_snapshots(loaded, private, list(snapshots), report.not_done)
     sharded = any(p.is_dir() for p in private.glob("shard-*"))
     context = _Context(UtilityInputs(hierarchies, output, sharded), Undone())
+    first_kind: str | None = None
     for expected, (number, path, manifest) in enumerate(loaded, start=1):
-        sequence = manifest.get("sequence")
-        if not isinstance(sequence, int) or sequence != number:
-            raise AuditInputError(f"{path}: sequence {sequence!r} where {number} was expected")
+        _check_sequence(path, manifest, number)
         kind = check_manifest(path, manifest).kind
+        first_kind = kind if first_kind is None else first_kind
         result, lines = _audit_release(
             directory, private, manifest, kind, state, ell, hierarchies, configured,
             matched.get(number), report.not_done, context,
         )  # fmt: skip
         if kind != GLOBAL_GUARANTEE:
             series.setdefault(kind, []).append((result, manifest, lines))
-        if first_kind is None:
-            first_kind = kind
-        elif kind != first_kind:
-            result.problems.append(
-                f"mechanism.kind = {kind!r} but release 1 is {first_kind!r}: a series keeps one "
-                "mechanism"
-            )
-        if number in conflicts:
-            result.problems.append(conflicts[number])
-        if number != expected:
-            result.problems.insert(
-                0, f"sequence {number} where {expected} was expected (a release is missing)"
-            )
+        _check_place(result, first_kind, conflicts.get(number), expected)
         report.releases.append(result)
         if on_step is not None:
             on_step(expected, len(loaded), str(manifest.get("release", number)))
@@ -310,6 +294,52 @@ def audit_directory(
     report.problems.extend(problems)
     report.not_done.extend(undone)
     return report
+
+
+def _read_config(
+    config: Path | None,
+) -> tuple[Hierarchies | None, ConfiguredPrivacy | None, ConfiguredOutput | None]:
+    """The configuration's hierarchies, privacy settings and output settings (none without
+    a configuration)."""
+    if config is None:
+        return None, None, None
+    path = Path(config)
+    return read_hierarchies(path), read_privacy(path), read_output(path)
+
+
+def _manifests(directory: Path) -> list[tuple[int, Path]]:
+    """The manifests in ``directory`` with the sequence numbers their names hold, in order."""
+    return sorted(
+        (int(m.group(1)), p)
+        for p in directory.iterdir()
+        if (m := _MANIFEST.match(p.name)) is not None
+    )
+
+
+def _check_sequence(path: Path, manifest: dict[str, Any], number: int) -> None:
+    """The manifest's ``sequence`` is the ``number`` its file name holds."""
+    sequence = manifest.get("sequence")
+    if not isinstance(sequence, int) or sequence != number:
+        raise AuditInputError(f"{path}: sequence {sequence!r} where {number} was expected")
+
+
+def _check_place(
+    result: ReleaseAudit, first_kind: str, conflict: str | None, expected: int
+) -> None:
+    """The release's place in the series: the mechanism of release 1 (``first_kind``), the
+    snapshot it was made from (``conflict``: why the one given under its name is not), the
+    ``expected`` sequence number (else a release before it is missing)."""
+    if result.kind != first_kind:
+        result.problems.append(
+            f"mechanism.kind = {result.kind!r} but release 1 is {first_kind!r}: a series keeps "
+            "one mechanism"
+        )
+    if conflict is not None:
+        result.problems.append(conflict)
+    if result.sequence != expected:
+        result.problems.insert(
+            0, f"sequence {result.sequence} where {expected} was expected (a release is missing)"
+        )
 
 
 @dataclass(frozen=True)
@@ -338,32 +368,19 @@ def _audit_release(
     problems: list[str] = []
     lines = read_lines(directory / f"release-{seq:04d}.jsonl")
     assignments = private / f"assignments-{seq:04d}.csv"
-    if assignments.exists():
-        ids, assigned, virtual = read_assignments(assignments)
-    else:
-        ids, assigned, virtual = [], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.bool_)
-        if any(private.glob("assignments-*.csv")):
-            problems.append(f"{assignments.name} is missing")
+    ids, assigned, virtual = _assignments(assignments, private, problems)
     assigned = from_first_group(manifest, lines, assigned, problems)
-    record_path = private / f"private-{seq:04d}.json"
-    record = read_json(record_path) if record_path.exists() else None
-    if record is not None:
-        check_private_record(record_path, record)
+    record = _private_record(private / f"private-{seq:04d}.json")
     if assignments.exists() and not ids and lines:
         problems.append(f"{assignments.name} assigns no id, but {len(lines)} groups are published")
-    strategy = manifest.get("strategy") or {}
-    min_size = int(strategy.get("min_group_size", 1)) if kind == GLOBAL_GUARANTEE else 1
+    min_size = _min_group_size(manifest, kind)
     published = check_structure(manifest, lines, ids, assigned, virtual, min_size, problems)
     result = ReleaseAudit(
         sequence=seq,
         release=str(manifest.get("release", "")),
         records=int(np.count_nonzero(~virtual)),
         groups=len(lines),
-        published=(
-            int(np.count_nonzero(published & ~virtual))
-            if ids
-            else sum(int(line["size"]) - int(line.get("virtual", 0) or 0) for line in lines)
-        ),
+        published=_published_rows(lines, ids, published, virtual),
         suppressed=int(np.count_nonzero(~published & ~virtual)),
         breach_max=0.0,
         manifest_breach_max=0.0,
@@ -379,34 +396,15 @@ def _audit_release(
     check_protected_named(manifest, lines, record, problems)
     if hierarchies is not None:
         check_labels(lines, hierarchies, found)
-    own_values: dict[str, str] | None = None
-    rows_of: dict[str, list[str]] | None = None
-    if snapshot is not None and ids:
-        schema = manifest.get("schema") or {}
-        register = None
-        if virtual.any():
-            register = _register(record, str(schema.get("id", "id")), found)
-        rows_of = check_rows(
-            lines, ids, assigned, snapshot, schema, hierarchies, found,
-            virtual=virtual, register=register,
-        )  # fmt: skip
-        if rows_of is not None:
-            own_values = _check_suppressed_rows(
-                ids, assigned, rows_of, snapshot, schema, record, found
-            )
+    rows_of, own_values = _check_snapshot(
+        manifest, lines, ids, assigned, virtual, record, snapshot, hierarchies, found
+    )
     not_done.extend(found.not_done)
     bound_l = float(ell if ell is not None else manifest["l"])
     result.bound = 1.0 / bound_l
     check_public_bounds(manifest, lines, bound_l, problems)
     check_stated_bounds(manifest, problems)
-    table = None
-    if snapshot is not None and rows_of is not None and not virtual.any():
-        try:
-            inputs = context.utility
-            numeric = inputs.output.numeric if inputs.output is not None else None
-            table = release_table(manifest, ids, snapshot, rows_of, inputs.hierarchies, numeric)
-        except CannotRecompute as exc:
-            context.undone.add(f"the utility figures against {snapshot.path.name}: {exc}", seq)
+    table = _utility_table(manifest, ids, virtual, snapshot, rows_of, context)
     check_utility(
         manifest, lines, assigned if ids else None, virtual, table, context.utility, problems,
         context.undone,
@@ -424,6 +422,101 @@ def _audit_release(
     result.suppressed_share = figures.share_max
     result.exempt_members = figures.exempt_members
     return result, lines
+
+
+def _assignments(
+    path: Path, private: Path, problems: list[str]
+) -> tuple[list[str], NDArray[np.int64], NDArray[np.bool_]]:
+    """The release's assignments at ``path``: its ids, their groups and virtual flags (none
+    without the file, a problem when other releases in ``private`` have theirs)."""
+    if path.exists():
+        return read_assignments(path)
+    if any(private.glob("assignments-*.csv")):
+        problems.append(f"{path.name} is missing")
+    return [], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.bool_)
+
+
+def _private_record(path: Path) -> dict[str, Any] | None:
+    """The release's private record at ``path``, checked (``None``: there is none)."""
+    if not path.exists():
+        return None
+    record = read_json(path)
+    check_private_record(path, record)
+    return record
+
+
+def _min_group_size(manifest: dict[str, Any], kind: str) -> int:
+    """The smallest group the release allows: its strategy's ``min_group_size`` for the
+    global guarantee, else 1."""
+    if kind != GLOBAL_GUARANTEE:
+        return 1
+    return int((manifest.get("strategy") or {}).get("min_group_size", 1))
+
+
+def _published_rows(
+    lines: list[dict[str, Any]],
+    ids: list[str],
+    published: NDArray[np.bool_],
+    virtual: NDArray[np.bool_],
+) -> int:
+    """How many real rows are published: the assigned ids in a group, or, without the
+    assignments, the groups' sizes less their virtual members."""
+    if ids:
+        return int(np.count_nonzero(published & ~virtual))
+    return sum(int(line["size"]) - int(line.get("virtual", 0) or 0) for line in lines)
+
+
+def _check_snapshot(
+    manifest: dict[str, Any],
+    lines: list[dict[str, Any]],
+    ids: list[str],
+    assigned: NDArray[np.int64],
+    virtual: NDArray[np.bool_],
+    record: dict[str, Any] | None,
+    snapshot: Snapshot | None,
+    hierarchies: Hierarchies | None,
+    found: Findings,
+) -> tuple[dict[str, list[str]] | None, dict[str, str] | None]:
+    """The groups against their snapshot rows, and the suppressed rows against the private
+    record; returns each assigned real id's row and each suppressed id's value (``None``:
+    no snapshot, no assignments, or assignments that do not name the snapshot's ids)."""
+    if snapshot is None or not ids:
+        return None, None
+    schema = manifest.get("schema") or {}
+    register = None
+    if virtual.any():
+        register = _register(record, str(schema.get("id", "id")), found)
+    rows_of = check_rows(
+        lines, ids, assigned, snapshot, schema, hierarchies, found,
+        virtual=virtual, register=register,
+    )  # fmt: skip
+    if rows_of is None:
+        return None, None
+    return rows_of, _check_suppressed_rows(ids, assigned, rows_of, snapshot, schema, record, found)
+
+
+def _utility_table(
+    manifest: dict[str, Any],
+    ids: list[str],
+    virtual: NDArray[np.bool_],
+    snapshot: Snapshot | None,
+    rows_of: dict[str, list[str]] | None,
+    context: _Context,
+) -> AuditTable | None:
+    """The snapshot's rows in assignment order, coded for the utility figures (``None``: no
+    rows of the snapshot, virtual members, or a table that cannot be built: the reason in
+    ``context.undone``)."""
+    if snapshot is None or rows_of is None or virtual.any():
+        return None
+    try:
+        inputs = context.utility
+        numeric = inputs.output.numeric if inputs.output is not None else None
+        return release_table(manifest, ids, snapshot, rows_of, inputs.hierarchies, numeric)
+    except CannotRecompute as exc:
+        context.undone.add(
+            f"the utility figures against {snapshot.path.name}: {exc}", int(manifest["sequence"])
+        )
+        return None
 
 
 def _register(record: dict[str, Any] | None, id_column: str, found: Findings) -> Snapshot | None:
@@ -472,58 +565,3 @@ def _check_suppressed_rows(
     if counts != stated:
         found.problems.append("the suppressed rows' values differ from the private record's")
     return own
-
-
-def _match_snapshots(
-    loaded: list[tuple[int, Path, dict[str, Any]]],
-    private: Path,
-    snapshots: list[Path],
-    not_done: list[str],
-) -> tuple[dict[int, Snapshot], dict[int, str]]:
-    """Each global-guarantee release's snapshot: by the sha256 of its private record, else by
-    file name (release label), else by position; the record's own path when no snapshot is
-    given and the file there still has the recorded sha256. Also the releases whose recorded
-    sha256 differs from the given snapshot named like them (a problem, not a check undone)."""
-    out: dict[int, Snapshot] = {}
-    conflicts: dict[int, str] = {}
-    candidates = []
-    for number, _, manifest in loaded:
-        if manifest_kind(manifest) != GLOBAL_GUARANTEE:
-            continue
-        schema = manifest.get("schema") or {}
-        candidates.append((number, str(manifest.get("release", "")), str(schema.get("id", "id"))))
-    if not candidates:
-        return out, conflicts
-    id_column = candidates[0][2]
-    given = [read_snapshot(path, id_column) for path in snapshots]
-    by_hash = {s.sha256: s for s in given}
-    by_name = {s.path.stem: s for s in given}
-    missing = []
-    for position, (number, label, _) in enumerate(candidates):
-        record_path = private / f"private-{number:04d}.json"
-        source = (read_json(record_path).get("source") or {}) if record_path.exists() else {}
-        sha = source.get("sha256")
-        if sha in by_hash:
-            out[number] = by_hash[sha]
-        elif not given and sha and source.get("file") and Path(source["file"]).is_file():
-            found = read_snapshot(Path(source["file"]), id_column)
-            if found.sha256 == sha:
-                out[number] = found
-        elif not sha and label in by_name:
-            out[number] = by_name[label]
-        elif not sha and len(given) == len(candidates):
-            out[number] = given[position]
-        if number not in out and sha and label in by_name:
-            conflicts[number] = (
-                f"{by_name[label].path.name} is not the snapshot release {number} was made "
-                "from: its sha256 differs from the private record's"
-            )
-        elif number not in out:
-            missing.append(number)
-    if missing:
-        shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
-        not_done.append(
-            f"groups against their snapshot rows: no snapshot (with the recorded sha256) for "
-            f"releases {shown} (give the snapshots)"
-        )
-    return out, conflicts

@@ -43,6 +43,8 @@ from stream_release.audit.ledger import (
     breach,
     exact_inverse,
     forced_threshold,
+    group_pairs,
+    individual_max,
     planned_ratio,
 )
 
@@ -123,32 +125,21 @@ def audit_linkages(
     ledger = state.ledger
     figures = GlobalFigures()
     strategy = manifest["strategy"]
-    protected_names = set(strategy.get("protected") or [])
+    is_protected = _protection(strategy)
     bound = exact_inverse(ell)
-    sequence = manifest.get("sequence")
     rows = ledger.index(ids)
     published = (assigned >= 0) & (assigned < len(lines))
 
-    def is_protected(name: str) -> bool:
-        return not protected_names or name in protected_names
-
     # the suppressed set: its members and multiset (the private record)
     star = np.flatnonzero(assigned < 0)
-    star_ids = {ids[i] for i in star.tolist()}
     record = SuppressedRecord.of(private)
     if record is not None:
+        star_ids = {ids[i] for i in star.tolist()}
         figures.share_max = _check_record(
             record, star_ids, star.shape[0], bound, is_protected, problems
         )
-    elif star.size and isinstance(manifest.get("suppressed_set"), dict):
-        problems.append(
-            "the manifest states a suppressed set but no private record keeps its multiset"
-        )
-    elif star.size:
-        not_done.append(
-            f"release {sequence}: the linkages of its {star.size} suppressed rows (no "
-            "suppressed multiset in a private record: written before they were kept)"
-        )
+    else:
+        _check_no_record(manifest, int(star.size), problems, not_done)
 
     # the rows withheld for their history: the planner's rule, recomputed from the ledger
     # before this release is linked; their pairs for the set's protected values are exempt
@@ -157,50 +148,19 @@ def audit_linkages(
     if history:
         real = np.ones(len(ids), dtype=bool) if virtual is None else ~virtual
         sure, maybe = _withheld(ledger, rows, real, ell, strategy, is_protected, not_done)
-        published_withheld = sure & (assigned >= 0)
-        if published_withheld.any():
-            problems.append(
-                f"{int(published_withheld.sum())} rows the rule withholds for their history "
-                "(a plan above the cap) are published"
-            )
-        withheld = sure
-        if record is not None and record.withheld is not None:
-            listed = np.array([i in record.withheld for i in ids], dtype=bool)
-            suppressed_rows = assigned < 0
-            if np.any(sure & suppressed_rows & ~listed) or np.any(listed & ~maybe):
-                problems.append(
-                    f"the private record lists {len(record.withheld)} rows withheld for their "
-                    f"history, but the rule withholds "
-                    f"{int(np.count_nonzero(sure & suppressed_rows))} of the suppressed ones"
-                )
-            withheld = listed
+        withheld = _check_withheld(sure, maybe, ids, assigned, record, problems)
         figures.withheld = int(np.count_nonzero(withheld))
         if record is not None and star.size:
-            values = [ledger.value(v) for v, c in record.counts.items() if c and is_protected(v)]
             exempt = withheld & (assigned < 0)
-            if _past_horizon(manifest):  # the unplaced rows too: the per-release bound
-                exempt |= np.array([i in record.unplaced for i in ids], dtype=bool)
-            members = np.flatnonzero(exempt)
-            if values and members.size:
-                grid = rows[members][:, None] * VALUE_SPACE + np.array(values)[None, :]
-                exempt_keys = grid.ravel()
-                figures.exempt_members = int(members.size)
+            exempt_keys, figures.exempt_members = _exempt_pairs(
+                ledger, record, manifest, ids, rows, exempt, is_protected
+            )
             _check_unplaced(
                 ledger, record, lines, ids, rows, assigned, ell, strategy, own_values, problems,
                 not_done,
             )  # fmt: skip
 
-    # link: published rows to their group's values, suppressed rows to the set's
-    keys, n, c = _group_pairs(ledger, lines, sizes_of(lines), rows, assigned, published)
-    if record is not None and star.size:
-        star_values = [(ledger.value(v), k) for v, k in record.counts.items() if k]
-        member = rows[star]
-        keys = np.concatenate(
-            [keys, (member[:, None] * VALUE_SPACE + np.array([v for v, _ in star_values])).ravel()]
-        )
-        n = np.concatenate([n, np.full(member.shape[0] * len(star_values), star.shape[0])])
-        c = np.concatenate([c, np.tile(np.array([k for _, k in star_values]), member.shape[0])])
-    ledger.link(keys, n, c)
+    keys = _link(ledger, lines, rows, assigned, published, record, rows[star])
 
     # every pair linked now, protected, not exempt: within 1/l
     names = ledger.value_names()
@@ -221,31 +181,149 @@ def audit_linkages(
     mine = prot[ledger.keys % VALUE_SPACE] & ~np.isin(ledger.keys, spent_keys)
     owner = ledger.keys // VALUE_SPACE
     probs = breach(ledger.log_p)
-    worst = _individual_max(owner[mine], probs[mine], rows[published])
+    worst = individual_max(owner[mine], probs[mine], rows[published])
     figures.breach_max = float(worst.max(initial=0.0))
     ours = mine & np.isin(owner, rows[published])
     if not over.any() and ledger.above(ledger.keys[ours], bound).any():
         problems.append("a published individual's breach is above 1/l")
     claimed = manifest.get("breach") or {}
-    _claim(problems, "breach.max", claimed.get("max"), figures.breach_max)
+    _check_breach_claims(claimed, figures.breach_max, worst, problems)
+    if history:
+        pairs, figures.spent_people = _spent(ledger, rows, prot, bound)
+        _check_spent(claimed, pairs, figures.spent_people, problems)
+        _check_horizon(manifest, figures.spent_people, figures.withheld, problems)
+    set_breach = 0.0
+    if record is not None:  # the other members' pairs: those not exempt
+        others = mine & ~np.isin(ledger.keys, exempt_keys)
+        set_worst = individual_max(owner[others], probs[others], rows[star])
+        set_breach = float(set_worst.max(initial=0.0))
+    _check_set_claims(manifest, star.shape[0], figures, record, set_breach, problems)
+    return figures
+
+
+def _protection(strategy: dict[str, Any]) -> Callable[[str], bool]:
+    """Whether a value is protected: one of the strategy's ``protected`` (every value when it
+    names none)."""
+    names = set(strategy.get("protected") or [])
+
+    def is_protected(name: str) -> bool:
+        return not names or name in names
+
+    return is_protected
+
+
+def _check_no_record(
+    manifest: dict[str, Any], suppressed: int, problems: list[str], not_done: list[str]
+) -> None:
+    """A suppressed set that no private record keeps the multiset of: a problem when the
+    manifest states the set, else its linkages are not checked."""
+    if not suppressed:
+        return
+    if isinstance(manifest.get("suppressed_set"), dict):
+        problems.append(
+            "the manifest states a suppressed set but no private record keeps its multiset"
+        )
+    else:
+        not_done.append(
+            f"release {manifest.get('sequence')}: the linkages of its {suppressed} suppressed "
+            "rows (no suppressed multiset in a private record: written before they were kept)"
+        )
+
+
+def _check_withheld(
+    sure: NDArray[np.bool_],
+    maybe: NDArray[np.bool_],
+    ids: list[str],
+    assigned: NDArray[np.int64],
+    record: SuppressedRecord | None,
+    problems: list[str],
+) -> NDArray[np.bool_]:
+    """The rows the rule withholds (``sure`` and ``maybe``, :func:`_withheld`) against the
+    published rows and the private record's list; returns the rows withheld: the record's
+    list, else the rule's."""
+    published_withheld = sure & (assigned >= 0)
+    if published_withheld.any():
+        problems.append(
+            f"{int(published_withheld.sum())} rows the rule withholds for their history "
+            "(a plan above the cap) are published"
+        )
+    if record is None or record.withheld is None:
+        return sure
+    listed = np.array([i in record.withheld for i in ids], dtype=bool)
+    suppressed_rows = assigned < 0
+    if np.any(sure & suppressed_rows & ~listed) or np.any(listed & ~maybe):
+        problems.append(
+            f"the private record lists {len(record.withheld)} rows withheld for their "
+            f"history, but the rule withholds "
+            f"{int(np.count_nonzero(sure & suppressed_rows))} of the suppressed ones"
+        )
+    return listed
+
+
+def _exempt_pairs(
+    ledger: Ledger,
+    record: SuppressedRecord,
+    manifest: dict[str, Any],
+    ids: list[str],
+    rows: NDArray[np.int64],
+    exempt: NDArray[np.bool_],
+    is_protected: Callable[[str], bool],
+) -> tuple[NDArray[np.int64], int]:
+    """The exempt pairs' keys: each ``exempt`` member (past the horizon, each unplaced one
+    too) with each protected value of the set; and how many members they link."""
+    values = [ledger.value(v) for v, c in record.counts.items() if c and is_protected(v)]
+    if _past_horizon(manifest):  # the unplaced rows too: the per-release bound
+        exempt = exempt | np.array([i in record.unplaced for i in ids], dtype=bool)
+    members = np.flatnonzero(exempt)
+    if not values or not members.size:
+        return np.zeros(0, dtype=np.int64), 0
+    grid = rows[members][:, None] * VALUE_SPACE + np.array(values)[None, :]
+    return grid.ravel(), int(members.size)
+
+
+def _link(
+    ledger: Ledger,
+    lines: list[dict[str, Any]],
+    rows: NDArray[np.int64],
+    assigned: NDArray[np.int64],
+    published: NDArray[np.bool_],
+    record: SuppressedRecord | None,
+    suppressed: NDArray[np.int64],
+) -> NDArray[np.int64]:
+    """Link the published rows to their group's values, the ``suppressed`` ones (their
+    ledger rows) to the set's (with its ``record``); returns the keys linked."""
+    keys, n, c = group_pairs(ledger, lines, sizes_of(lines), rows, assigned, published)
+    if record is not None and suppressed.size:
+        star_values = [(ledger.value(v), k) for v, k in record.counts.items() if k]
+        size = suppressed.shape[0]
+        codes = np.array([v for v, _ in star_values])
+        keys = np.concatenate([keys, (suppressed[:, None] * VALUE_SPACE + codes).ravel()])
+        n = np.concatenate([n, np.full(size * len(star_values), size)])
+        c = np.concatenate([c, np.tile(np.array([k for _, k in star_values]), size)])
+    ledger.link(keys, n, c)
+    return keys
+
+
+def _spent(
+    ledger: Ledger, rows: NDArray[np.int64], prot: NDArray[np.bool_], bound: Fraction
+) -> tuple[int, int]:
+    """The release's individuals' protected pairs past the bound (``prot``: whether each value
+    code is protected), and how many individuals hold them."""
+    owner = ledger.keys // VALUE_SPACE
+    in_release = np.isin(owner, rows) & prot[ledger.keys % VALUE_SPACE]
+    passed_now = ledger.above(ledger.keys[in_release], bound)
+    return int(passed_now.sum()), int(np.unique(owner[in_release][passed_now]).shape[0])
+
+
+def _check_breach_claims(
+    claimed: dict[str, Any], breach_max: float, worst: NDArray[np.float64], problems: list[str]
+) -> None:
+    """The manifest's ``breach.max``, ``p50`` and ``p99`` against the published individuals'
+    largest breaches (``worst``, their largest ``breach_max``)."""
+    _claim(problems, "breach.max", claimed.get("max"), breach_max)
     if worst.size:
         _claim(problems, "breach.p50", claimed.get("p50"), float(np.quantile(worst, 0.5)))
         _claim(problems, "breach.p99", claimed.get("p99"), float(np.quantile(worst, 0.99)))
-    if history:
-        in_release = np.isin(owner, rows) & prot[ledger.keys % VALUE_SPACE]
-        passed_now = ledger.above(ledger.keys[in_release], bound)
-        figures.spent_people = int(np.unique(owner[in_release][passed_now]).shape[0])
-        _check_spent(claimed, int(passed_now.sum()), figures.spent_people, problems)
-        _check_horizon(manifest, figures.spent_people, figures.withheld, problems)
-    if record is not None:
-        others = mine & ~np.isin(ledger.keys, exempt_keys)
-        set_worst = _individual_max(owner[others], probs[others], rows[star])
-        _check_set_claims(
-            manifest, star.shape[0], figures, record, float(set_worst.max(initial=0.0)), problems
-        )
-    else:
-        _check_set_claims(manifest, star.shape[0], figures, None, 0.0, problems)
-    return figures
 
 
 def _check_record(
@@ -294,7 +372,7 @@ def check_public_bounds(
     value above it (a lower bound of its members' breach in this release), and the manifest
     claims no breach or suppressed share above it (the localized baseline's breach aside)."""
     bound = exact_inverse(ell)
-    protected = set(manifest["strategy"].get("protected") or [])
+    is_protected = _protection(manifest["strategy"])
     claimed = (manifest.get("breach") or {}).get("max")
     history = manifest["strategy"].get("name") != "localized"
     if history and isinstance(claimed, int | float) and Fraction(claimed) > bound:
@@ -302,8 +380,7 @@ def check_public_bounds(
     for line in lines:
         size = int(line["size"])
         for value, count in line["sensitive"].items():
-            mine = not protected or str(value) in protected
-            if mine and Fraction(int(count), size) > bound:
+            if is_protected(str(value)) and Fraction(int(count), size) > bound:
                 problems.append(
                     f"group {line['group']}: {count} of its {size} rows hold {value!r}, a share "
                     f"above 1/l = {float(bound):.6f}"
@@ -434,7 +511,7 @@ def _check_unplaced(
             "lists as unplaced (give the snapshots)"
         )
         return
-    protected = set(strategy.get("protected") or [])
+    is_protected = _protection(strategy)
     members: list[list[int]] = [[] for _ in lines]
     for r, g in zip(rows.tolist(), assigned.tolist(), strict=True):
         if 0 <= g < len(lines):
@@ -448,7 +525,7 @@ def _check_unplaced(
                 continue
             counts = {str(v): int(c) for v, c in line["sensitive"].items()}
             counts[own] = counts.get(own, 0) + 1
-            values = [v for v in counts if not protected or v in protected]
+            values = [v for v in counts if is_protected(v)]
             people = np.array([*members[g], row_of[x]], dtype=np.int64)
             codes = np.array([ledger.value(v) for v in values], dtype=np.int64)
             keep = np.exp(ledger.state((people[:, None] * VALUE_SPACE + codes).ravel())[0])
@@ -462,54 +539,9 @@ def _check_unplaced(
                 return
 
 
-def _individual_max(
-    owner: NDArray[np.int64], probs: NDArray[np.float64], individuals: NDArray[np.int64]
-) -> NDArray[np.float64]:
-    """(len(individuals),) each individual's largest probability (0 without any)."""
-    out = np.zeros(individuals.shape[0], dtype=np.float64)
-    if individuals.size == 0 or owner.size == 0:
-        return out
-    order = np.argsort(individuals)
-    at = np.searchsorted(individuals[order], owner)
-    hit = at < individuals.shape[0]
-    hit[hit] = individuals[order][at[hit]] == owner[hit]
-    np.maximum.at(out, order[at[hit]], probs[hit])
-    return out
-
-
 def _claim(problems: list[str], name: str, stated: object, found: float) -> None:
     if isinstance(stated, int | float) and abs(float(stated) - found) > CLAIM_ATOL:
         problems.append(f"manifest {name} = {float(stated):.9f} but the files give {found:.9f}")
-
-
-def _group_pairs(
-    ledger: Ledger,
-    lines: list[dict[str, Any]],
-    sizes: NDArray[np.int64],
-    rows: NDArray[np.int64],
-    assigned: NDArray[np.int64],
-    published: NDArray[np.bool_],
-) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
-    """(key, n, c) of every published individual's linkage to each value of its group."""
-    pair_group, pair_value, pair_count = [], [], []
-    for g, line in enumerate(lines):
-        for value, count in line["sensitive"].items():
-            pair_group.append(g)
-            pair_value.append(ledger.value(str(value)))
-            pair_count.append(int(count))
-    pg = np.array(pair_group, dtype=np.int64)
-    order = np.argsort(pg, kind="stable")
-    pg = pg[order]
-    pv = np.array(pair_value, dtype=np.int64)[order]
-    pc = np.array(pair_count, dtype=np.int64)[order]
-    ptr = np.searchsorted(pg, np.arange(len(lines) + 1))
-    g_of_row = assigned[published]
-    counts = np.diff(ptr)[g_of_row]
-    starts = ptr[g_of_row]
-    idx = np.repeat(starts - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
-    idx = idx + np.arange(int(counts.sum()))
-    owners = np.repeat(rows[published], counts)
-    return owners * VALUE_SPACE + pv[idx], sizes[pg[idx]], pc[idx]
 
 
 def _check_set_claims(

@@ -17,6 +17,7 @@ References
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -192,3 +193,48 @@ def at_bound_threshold(ell: float) -> Fraction:
     """``1 - 1/l`` plus the planner's tolerance: a pair whose ``P`` is at most this is
     treated as at the bound (never linked again)."""
     return 1 - 1 / Fraction(ell) + AT_BOUND_ATOL
+
+
+def group_pairs(
+    ledger: Ledger,
+    lines: list[dict[str, Any]],
+    sizes: NDArray[np.int64],
+    rows: NDArray[np.int64],
+    assigned: NDArray[np.int64],
+    published: NDArray[np.bool_],
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """(key, n, c) of every published individual's linkage to each value of its group."""
+    pair_group, pair_value, pair_count = [], [], []
+    for g, line in enumerate(lines):
+        for value, count in line["sensitive"].items():
+            pair_group.append(g)
+            pair_value.append(ledger.value(str(value)))
+            pair_count.append(int(count))
+    pg = np.array(pair_group, dtype=np.int64)
+    order = np.argsort(pg, kind="stable")
+    pg = pg[order]
+    pv = np.array(pair_value, dtype=np.int64)[order]
+    pc = np.array(pair_count, dtype=np.int64)[order]
+    ptr = np.searchsorted(pg, np.arange(len(lines) + 1))
+    g_of_row = assigned[published]
+    counts = np.diff(ptr)[g_of_row]
+    starts = ptr[g_of_row]
+    idx = np.repeat(starts - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+    idx = idx + np.arange(int(counts.sum()))
+    owners = np.repeat(rows[published], counts)
+    return owners * VALUE_SPACE + pv[idx], sizes[pg[idx]], pc[idx]
+
+
+def individual_max(
+    owner: NDArray[np.int64], probs: NDArray[np.float64], individuals: NDArray[np.int64]
+) -> NDArray[np.float64]:
+    """(len(individuals),) each individual's largest probability (0 without any)."""
+    out = np.zeros(individuals.shape[0], dtype=np.float64)
+    if individuals.size == 0 or owner.size == 0:
+        return out
+    order = np.argsort(individuals)
+    at = np.searchsorted(individuals[order], owner)
+    hit = at < individuals.shape[0]
+    hit[hit] = individuals[order][at[hit]] == owner[hit]
+    np.maximum.at(out, order[at[hit]], probs[hit])
+    return out

@@ -70,28 +70,77 @@ def check_rows(
     qids = list(schema.get("qid") or [])
     header = snapshot.header
     sensitive = schema.get("sensitive")
-    missing = [c for c in (sensitive, *qids) if c not in header]
-    if missing:
-        found.problems.append(f"the snapshot {snapshot.path.name} lacks the columns {missing}")
+    if _lacks("snapshot", snapshot, [sensitive, *qids], found):
         return None
     if not _ids_match(fake, real, snapshot, schema.get("id"), found):
         return None
-    s_col = header.index(str(sensitive))
-    q_col = {q: header.index(q) for q in qids}
-    members: dict[int, list[list[str]]] = {}
     rows_of = {i: snapshot.rows[i] for i in real if i in snapshot.rows}
-    for i, g in zip(ids, assigned.tolist(), strict=True):
-        if g >= 0 and i in rows_of:
-            members.setdefault(g, []).append(rows_of[i])
-    if register is not None and any(q not in register.header for q in qids):
-        lacking = [q for q in qids if q not in register.header]
-        found.problems.append(f"the register {register.path.name} lacks the columns {lacking}")
-        register = None
+    register = _usable_register(register, qids, found)
     others = (
         _register_rows(ids, assigned, fake, register, qids, header, found)
         if register is not None
         else {}
     )
+    columns = _Columns(header.index(str(sensitive)), {q: header.index(q) for q in qids})
+    members = _members(ids, assigned, rows_of)
+    unchecked = _check_groups(lines, members, others, columns, hierarchies, register, found)
+    if unchecked and hierarchies is not None:
+        found.not_done.append(
+            f"{unchecked} hierarchy labels in {snapshot.path.name}'s release (give --config "
+            "with the hierarchies)"
+        )
+    return rows_of
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """Where the snapshot holds the sensitive value and each QID."""
+
+    sensitive: int
+    qids: dict[str, int]
+
+
+def _members(
+    ids: list[str], assigned: NDArray[np.int64], rows_of: dict[str, list[str]]
+) -> dict[int, list[list[str]]]:
+    """Each group's real members' rows (ids without a row aside)."""
+    members: dict[int, list[list[str]]] = {}
+    for i, g in zip(ids, assigned.tolist(), strict=True):
+        if g >= 0 and i in rows_of:
+            members.setdefault(g, []).append(rows_of[i])
+    return members
+
+
+def _usable_register(
+    register: Snapshot | None, qids: list[str], found: Findings
+) -> Snapshot | None:
+    """The ``register`` when it holds every QID column (else the problem into ``found``)."""
+    if register is None or _lacks("register", register, qids, found):
+        return None
+    return register
+
+
+def _lacks(kind: str, table: Snapshot, columns: list[Any], found: Findings) -> bool:
+    """Whether ``table`` (the ``kind`` of file it is) lacks one of ``columns`` (the problem
+    into ``found``)."""
+    lacking = [c for c in columns if c not in table.header]
+    if lacking:
+        found.problems.append(f"the {kind} {table.path.name} lacks the columns {lacking}")
+    return bool(lacking)
+
+
+def _check_groups(
+    lines: list[dict[str, Any]],
+    members: dict[int, list[list[str]]],
+    others: dict[int, list[list[str]]],
+    columns: _Columns,
+    hierarchies: Hierarchies | None,
+    register: Snapshot | None,
+    found: Findings,
+) -> int:
+    """Each group line against its real ``members``' rows and its virtual ones (``others``,
+    from the ``register``); returns how many labels need a hierarchy the audit was not given
+    (0 after the first group that differs: its problem into ``found``)."""
     unchecked = 0
     for line in lines:
         g = int(line["group"])
@@ -100,21 +149,15 @@ def check_rows(
             line,
             members.get(g, []),
             others.get(g, []) if has_virtual else [],
-            s_col,
-            q_col,
+            columns,
             hierarchies,
             partial=has_virtual and register is None,
         )
         if isinstance(verdict, str):
             found.problems.append(f"group {g}: {verdict}")
-            return rows_of
+            return 0
         unchecked += verdict
-    if unchecked and hierarchies is not None:
-        found.not_done.append(
-            f"{unchecked} hierarchy labels in {snapshot.path.name}'s release (give --config "
-            "with the hierarchies)"
-        )
-    return rows_of
+    return unchecked
 
 
 def _ids_match(
@@ -176,8 +219,7 @@ def _check_group(
     line: dict[str, Any],
     real: list[list[str]],
     virtual: list[list[str]],
-    s_col: int,
-    q_col: dict[str, int],
+    columns: _Columns,
     hierarchies: Hierarchies | None,
     *,
     partial: bool,
@@ -186,6 +228,7 @@ def _check_group(
     from the register: they hold no value), or how many of its labels need a hierarchy the
     audit was not given. ``partial``: virtual members without the register (the real members
     must be among the listed ones)."""
+    s_col, q_col = columns.sensitive, columns.qids
     multiset: dict[str, int] = {}
     for row in real:
         multiset[row[s_col]] = multiset.get(row[s_col], 0) + 1
@@ -216,25 +259,38 @@ def _covers_all(
     if isinstance(published, bool):
         return False
     if isinstance(published, list):
-        if len(published) == 2 and all(
-            isinstance(x, int | float) and not isinstance(x, bool) for x in published
-        ):
-            numbers = [_number(v) for v in values]
-            return all(x is not None and published[0] <= x <= published[1] for x in numbers)
-        allowed = {_canonical(x) for x in published}
-        return all(_canonical(v) in allowed for v in values)
+        return _list_covers(published, values)
     if isinstance(published, int | float):
         return all(_number(v) == float(published) for v in values)
     if isinstance(published, str):
-        if hierarchies is not None and hierarchies.has(name):
-            leaves = hierarchies.leaves_of[name].get(published)
-            return leaves is not None and all(v in leaves for v in values)
-        if all(v == published for v in values):
-            return True
-        if hierarchies is not None or any(v == published for v in values):
-            return False  # no hierarchy for it: only the value itself covers it
-        return None
+        return _label_covers(published, values, name, hierarchies)
     return False
+
+
+def _list_covers(published: list[Any], values: list[str]) -> bool:
+    """Whether an interval ``[lo, hi]`` holds every value, or a list of values lists each."""
+    if len(published) == 2 and all(
+        isinstance(x, int | float) and not isinstance(x, bool) for x in published
+    ):
+        numbers = [_number(v) for v in values]
+        return all(x is not None and published[0] <= x <= published[1] for x in numbers)
+    allowed = {_canonical(x) for x in published}
+    return all(_canonical(v) in allowed for v in values)
+
+
+def _label_covers(
+    published: str, values: list[str], name: str, hierarchies: Hierarchies | None
+) -> bool | None:
+    """Whether a text value covers every value: as a label of the attribute's hierarchy, else
+    as the value itself (None: a label no member holds, and no hierarchy was given)."""
+    if hierarchies is not None and hierarchies.has(name):
+        leaves = hierarchies.leaves_of[name].get(published)
+        return leaves is not None and all(v in leaves for v in values)
+    if all(v == published for v in values):
+        return True
+    if hierarchies is not None or any(v == published for v in values):
+        return False  # no hierarchy for it: only the value itself covers it
+    return None
 
 
 def _anatomy_differs(

@@ -51,9 +51,36 @@ def check_structure(
     each listed in the assignments with ``virtual`` 1 and a group."""
     n_groups = len(lines)
     sizes = np.array([int(line["size"]) for line in lines], dtype=np.int64)
-    stated = np.zeros(n_groups, dtype=np.int64)
     if [int(line["group"]) for line in lines] != list(range(n_groups)):
         problems.append("group ids are not 0..G-1 in order")
+    stated = _check_sizes(lines, sizes, min_size, problems)
+    published = assigned >= 0
+    if np.any(assigned >= n_groups):
+        problems.append(f"an id is assigned to group {int(assigned.max())}, which does not exist")
+        published &= assigned < n_groups
+    figures: dict[str, int] = {"groups": n_groups}
+    if ids:
+        _check_assignments(ids, assigned, published, virtual, sizes, stated, problems)
+        figures.update(
+            records_in=int(np.count_nonzero(~virtual)),
+            published=int(np.count_nonzero(published & ~virtual)),
+            suppressed=int(np.count_nonzero(~published & ~virtual)),
+        )
+    else:
+        figures["published"] = int(sizes.sum() - stated.sum())
+    _check_virtual_block(manifest, int(stated.sum()), problems)
+    for key, value in figures.items():
+        if key in manifest and manifest[key] != value:
+            problems.append(f"manifest {key} = {manifest[key]} but the files give {value}")
+    return published
+
+
+def _check_sizes(
+    lines: list[dict[str, Any]], sizes: NDArray[np.int64], min_size: int, problems: list[str]
+) -> NDArray[np.int64]:
+    """Each group's ``size`` against its sensitive counts, its virtual members, its listed
+    members and ``min_size``; returns each group's virtual members (0 for a malformed count)."""
+    stated = np.zeros(len(lines), dtype=np.int64)
     for g, line in enumerate(lines):
         fake = line.get("virtual", 0)
         if not isinstance(fake, int) or isinstance(fake, bool) or fake < 0:
@@ -70,43 +97,38 @@ def check_structure(
             problems.append(f"group {g}: size {sizes[g]} but {len(line['members'])} members listed")
         if sizes[g] < min_size:
             problems.append(f"group {g}: size {sizes[g]} below min_group_size {min_size}")
-    published = assigned >= 0
-    if np.any(assigned >= n_groups):
-        problems.append(f"an id is assigned to group {int(assigned.max())}, which does not exist")
-        published &= assigned < n_groups
-    if ids:
-        per_group = np.bincount(assigned[published], minlength=n_groups)[:n_groups]
-        bad = np.flatnonzero(per_group != sizes)
-        if bad.size:
-            g = int(bad[0])
-            problems.append(
-                f"group {g}: size {sizes[g]} but {per_group[g]} ids assigned "
-                f"({bad.size} groups differ)"
-            )
-        if len(set(ids)) != len(ids):
-            problems.append("an id appears twice in the assignments")
-        if np.any(virtual & ~published):
-            problems.append("a virtual member is assigned to no group (it is never suppressed)")
-        per_group = np.bincount(assigned[published & virtual], minlength=n_groups)[:n_groups]
-        if np.any(per_group != stated):
-            g = int(np.flatnonzero(per_group != stated)[0])
-            problems.append(
-                f"group {g}: {stated[g]} virtual members stated but {per_group[g]} assigned"
-            )
-    figures: dict[str, int] = {"groups": n_groups}
-    if ids:
-        figures.update(
-            records_in=int(np.count_nonzero(~virtual)),
-            published=int(np.count_nonzero(published & ~virtual)),
-            suppressed=int(np.count_nonzero(~published & ~virtual)),
+    return stated
+
+
+def _check_assignments(
+    ids: list[str],
+    assigned: NDArray[np.int64],
+    published: NDArray[np.bool_],
+    virtual: NDArray[np.bool_],
+    sizes: NDArray[np.int64],
+    stated: NDArray[np.int64],
+    problems: list[str],
+) -> None:
+    """The assigned ids against the groups: each group's ``sizes`` and ``stated`` virtual
+    members, no id twice, every virtual member in a group (``published``)."""
+    n_groups = sizes.shape[0]
+    per_group = np.bincount(assigned[published], minlength=n_groups)[:n_groups]
+    bad = np.flatnonzero(per_group != sizes)
+    if bad.size:
+        g = int(bad[0])
+        problems.append(
+            f"group {g}: size {sizes[g]} but {per_group[g]} ids assigned ({bad.size} groups differ)"
         )
-    else:
-        figures["published"] = int(sizes.sum() - stated.sum())
-    _check_virtual_block(manifest, int(stated.sum()), problems)
-    for key, value in figures.items():
-        if key in manifest and manifest[key] != value:
-            problems.append(f"manifest {key} = {manifest[key]} but the files give {value}")
-    return published
+    if len(set(ids)) != len(ids):
+        problems.append("an id appears twice in the assignments")
+    if np.any(virtual & ~published):
+        problems.append("a virtual member is assigned to no group (it is never suppressed)")
+    per_group = np.bincount(assigned[published & virtual], minlength=n_groups)[:n_groups]
+    if np.any(per_group != stated):
+        g = int(np.flatnonzero(per_group != stated)[0])
+        problems.append(
+            f"group {g}: {stated[g]} virtual members stated but {per_group[g]} assigned"
+        )
 
 
 def _check_virtual_block(manifest: dict[str, Any], stated: int, problems: list[str]) -> None:

@@ -72,11 +72,15 @@ class Undone:
 
     def lines(self) -> list[str]:
         """One line per reason, naming its releases (the first ten)."""
-        out = []
-        for reason, sequences in self.releases.items():
-            shown = ", ".join(map(str, sequences[:10])) + (" ..." if len(sequences) > 10 else "")
-            out.append(f"{reason} (releases {shown})")
-        return out
+        return [
+            f"{reason} (releases {shown_releases(sequences)})"
+            for reason, sequences in self.releases.items()
+        ]
+
+
+def shown_releases(sequences: list[int]) -> str:
+    """Release numbers as a line lists them: the first ten, then ``...``."""
+    return ", ".join(map(str, sequences[:10])) + (" ..." if len(sequences) > 10 else "")
 
 
 @dataclass(frozen=True)
@@ -242,35 +246,58 @@ def _penalties(
         if any(v is None for v in values):
             raise CannotRecompute(f"a group publishes no {name}")
         if name in hierarchies.leaves_of:
-            leaves = hierarchies.leaves_of[name]
-            every = len(hierarchies.order[name])
-            for g, value in enumerate(values):
-                under = leaves.get(str(value))
-                if under is None:
-                    raise CannotRecompute(f"{name} = {value!r} is no label of its hierarchy")
-                penalty[g, j] = (len(under) - 1) / (every - 1) if every > 1 else 0.0
+            penalty[:, j] = _label_penalties(values, name, hierarchies)
         elif all(_is_numeric(v) for v in values):
-            ends = np.array(
-                [v if isinstance(v, list) else [v, v] for v in values], dtype=np.float64
-            )
-            if table is not None and table.kinds[j] == "numeric":
-                low, high = float(table.domains[j][0]), float(table.domains[j][-1])
-            elif table is not None:
-                raise CannotRecompute(f"{name} is published as numbers but is not numeric")
-            else:
-                low, high = float(ends[:, 0].min()), float(ends[:, 1].max())
-            if high > low:
-                penalty[:, j] = (ends[:, 1] - ends[:, 0]) / (high - low)
+            penalty[:, j] = _interval_penalties(values, name, j, table)
         else:
-            listed = [v if isinstance(v, list) else [v] for v in values]
-            distinct = (
-                int(table.sizes[j])
-                if table is not None
-                else len({str(x) for value in listed for x in value})
-            )
-            if distinct > 1:
-                penalty[:, j] = [(len(set(map(str, v))) - 1) / (distinct - 1) for v in listed]
+            penalty[:, j] = _list_penalties(values, j, table)
     return penalty
+
+
+def _label_penalties(values: list[Any], name: str, hierarchies: Hierarchies) -> list[float]:
+    """Each group's penalty on a QID published as labels of its hierarchy: the label's leaves
+    less one over the hierarchy's less one."""
+    leaves = hierarchies.leaves_of[name]
+    every = len(hierarchies.order[name])
+    out = []
+    for value in values:
+        under = leaves.get(str(value))
+        if under is None:
+            raise CannotRecompute(f"{name} = {value!r} is no label of its hierarchy")
+        out.append((len(under) - 1) / (every - 1) if every > 1 else 0.0)
+    return out
+
+
+def _interval_penalties(
+    values: list[Any], name: str, j: int, table: AuditTable | None
+) -> NDArray[np.float64]:
+    """Each group's penalty on the ``j``-th QID, published as numbers or intervals: the
+    width over the domain's (``table``'s, else the published values')."""
+    ends = np.array([v if isinstance(v, list) else [v, v] for v in values], dtype=np.float64)
+    if table is not None and table.kinds[j] == "numeric":
+        low, high = float(table.domains[j][0]), float(table.domains[j][-1])
+    elif table is not None:
+        raise CannotRecompute(f"{name} is published as numbers but is not numeric")
+    else:
+        low, high = float(ends[:, 0].min()), float(ends[:, 1].max())
+    if high > low:
+        return (ends[:, 1] - ends[:, 0]) / (high - low)
+    return np.zeros(len(values), dtype=np.float64)
+
+
+def _list_penalties(values: list[Any], j: int, table: AuditTable | None) -> list[float]:
+    """Each group's penalty on the ``j``-th QID, published as values or lists of them: the
+    values less one over the attribute's distinct values (``table``'s, else the published
+    ones) less one."""
+    listed = [v if isinstance(v, list) else [v] for v in values]
+    distinct = (
+        int(table.sizes[j])
+        if table is not None
+        else len({str(x) for value in listed for x in value})
+    )
+    if distinct > 1:
+        return [(len(set(map(str, v))) - 1) / (distinct - 1) for v in listed]
+    return [0.0] * len(listed)
 
 
 def _is_numeric(value: object) -> bool:

@@ -110,7 +110,17 @@ def check_commit(
         raise TypeError(f"history must be a HistoryRows, not {type(history).__name__}")
     if not isinstance(record, bytes | bytearray | memoryview):
         raise TypeError(f"record must be bytes, not {type(record).__name__}")
-    n = ps.shape[0]
+    rows = _checked_rows(history, ps.shape[0], len(vals))
+    order = argsort_pseudonyms(ps)
+    ordered = ps[order]
+    if ps.shape[0] > 1 and np.any(ordered[1:] == ordered[:-1]):
+        raise ValueError("pseudonyms holds duplicates: commit each individual once")
+    return Commit(seq, ps, rows.indptr, to_entries(rows), order, vals, bytes(record))
+
+
+def _checked_rows(history: HistoryRows, n: int, n_values: int) -> HistoryRows:
+    """``history`` as arrays, checked to hold one row per each of ``n`` pseudonyms
+    (:func:`_checked_indptr`) and entries of ids below ``n_values`` (:func:`_check_entries`)."""
     indptr = np.asarray(history.indptr)
     if indptr.shape != (n + 1,):
         raise ValueError(
@@ -126,34 +136,39 @@ def check_commit(
         raise ValueError(
             f"history.indptr must rise from 0 to the number of entries ({m}) without decreasing"
         )
-    value = np.asarray(history.value)
-    log_p = np.asarray(history.log_p, dtype=np.float64)
-    links = np.asarray(history.links)
+    rows = HistoryRows(
+        indptr,
+        np.asarray(history.value),
+        np.asarray(history.log_p, dtype=np.float64),
+        np.asarray(history.links),
+    )
     if m:
-        if value.dtype.kind not in "iu" or links.dtype.kind not in "iu":
-            raise TypeError("history.value and history.links must be integer arrays")
-        low, high = int(value.min()), int(value.max())
-        if low < 0 or high >= len(vals):
-            raise ValueError(
-                f"history.value holds ids in [{low}, {high}]; ids index values (0..{len(vals) - 1})"
-            )
-        if np.isnan(log_p).any() or (log_p > 0).any():
-            raise ValueError("history.log_p must be <= 0 (a log of a product of ratios), never NaN")
-        low, high = int(links.min()), int(links.max())
-        if low < 1 or high > _LINKS_MAX:
-            raise ValueError(f"history.links holds counts in [{low}, {high}]; each must be >= 1")
-        same_owner = np.ones(m - 1, dtype=bool)
-        starts = indptr[1:-1]
-        starts = starts[(starts > 0) & (starts < m)]
-        same_owner[starts - 1] = False
-        if np.any(np.diff(value.astype(np.int64))[same_owner] <= 0):
-            raise ValueError("history.value must be strictly ascending within each individual")
-    order = argsort_pseudonyms(ps)
-    ordered = ps[order]
-    if n > 1 and np.any(ordered[1:] == ordered[:-1]):
-        raise ValueError("pseudonyms holds duplicates: commit each individual once")
-    rows = HistoryRows(indptr, value, log_p, links)
-    return Commit(seq, ps, indptr, to_entries(rows), order, vals, bytes(record))
+        _check_entries(rows, n_values)
+    return rows
+
+
+def _check_entries(rows: HistoryRows, n_values: int) -> None:
+    """The (non-empty) entries of ``rows``: integer value ids below ``n_values``, strictly
+    ascending within each individual; ``log_p`` <= 0 and never NaN; ``links`` >= 1."""
+    value, log_p, links, m = rows.value, rows.log_p, rows.links, rows.value.shape[0]
+    if value.dtype.kind not in "iu" or links.dtype.kind not in "iu":
+        raise TypeError("history.value and history.links must be integer arrays")
+    low, high = int(value.min()), int(value.max())
+    if low < 0 or high >= n_values:
+        raise ValueError(
+            f"history.value holds ids in [{low}, {high}]; ids index values (0..{n_values - 1})"
+        )
+    if np.isnan(log_p).any() or (log_p > 0).any():
+        raise ValueError("history.log_p must be <= 0 (a log of a product of ratios), never NaN")
+    low, high = int(links.min()), int(links.max())
+    if low < 1 or high > _LINKS_MAX:
+        raise ValueError(f"history.links holds counts in [{low}, {high}]; each must be >= 1")
+    same_owner = np.ones(m - 1, dtype=bool)
+    starts = rows.indptr[1:-1]
+    starts = starts[(starts > 0) & (starts < m)]
+    same_owner[starts - 1] = False
+    if np.any(np.diff(value.astype(np.int64))[same_owner] <= 0):
+        raise ValueError("history.value must be strictly ascending within each individual")
 
 
 MAX_STATE_KEY_BYTES = 512

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -119,60 +119,110 @@ def diagnose(settings: Settings, tables: Sequence[EncodedTable]) -> Diagnosis:
     id, as ``stream-release publish`` keys records); a value's largest count and the smallest
     snapshot are then the parts' (each part must meet the ratios on its own)."""
     privacy = settings.privacy
-    shards = settings.kafka.partitions
     strategy = privacy.make_strategy()
     cap = group_size_cap(
         strategy.base_ratio, privacy.min_group_size, settings.grouping.max_group_factor
     )
     lasts = strategy.lasts(cap)
-    allowed = MOST_LINKAGES if lasts is None else lasts  # the localized baseline: no bound
-    wanted = set(privacy.protected)
-    held: dict[tuple[str, str], int] = {}  # (id, value) -> snapshots so far
-    before: dict[str, str] = {}
-    rows = {v: 0 for t in tables for v in t.sensitive_values}
-    largest = dict.fromkeys(rows, 0)
-    kept_by = {v: [0, 0] for v in rows}  # value -> [still holding, reappearing]
-    stuck = []
-    total = 0
-    smallest = min((t.n_rows for t in tables), default=0)
+    tally = _Tally(
+        allowed=MOST_LINKAGES if lasts is None else lasts,  # the localized baseline: no bound
+        wanted=set(privacy.protected),
+        shards=settings.kafka.partitions,
+        rows={v: 0 for t in tables for v in t.sensitive_values},
+        smallest=min((t.n_rows for t in tables), default=0),
+    )
     for table in tables:
+        tally.add(table)
+    return tally.diagnosis()
+
+
+@dataclass
+class _Tally:
+    """What :func:`diagnose` counts over the snapshots, one :meth:`add` each in release order.
+
+    ``rows``: value -> rows holding it, all snapshots; ``largest``: value -> its largest count
+    in one snapshot (one part, on shards); ``kept_by``: value -> [holders who still hold it
+    in the next snapshot, holders who appear in it]; ``held``: (id, value) -> snapshots so far;
+    ``stuck``: per snapshot, the share of rows whose protected value was held ``allowed``
+    times before.
+    """
+
+    allowed: int
+    wanted: set[str]
+    shards: int
+    rows: dict[str, int]
+    smallest: int
+    total: int = 0
+    largest: dict[str, int] = field(default_factory=dict)
+    kept_by: dict[str, list[int]] = field(default_factory=dict)
+    held: dict[tuple[str, str], int] = field(default_factory=dict)
+    before: dict[str, str] = field(default_factory=dict)
+    stuck: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.largest = dict.fromkeys(self.rows, 0)
+        self.kept_by = {v: [0, 0] for v in self.rows}
+
+    def add(self, table: EncodedTable) -> None:
+        """Count the next snapshot."""
         ids = [str(i) for i in table.ids.tolist()]
         values = [table.sensitive_values[c] for c in table.sensitive.tolist()]
+        self._count_values(table, ids)
+        self.total += len(ids)
+        self.stuck.append(self._follow(ids, values) / len(ids) if ids else 0.0)
+        self.before = dict(zip(ids, values, strict=True))
+
+    def _count_values(self, table: EncodedTable, ids: list[str]) -> None:
         counts = np.bincount(table.sensitive, minlength=len(table.sensitive_values))
         for value, count in zip(table.sensitive_values, counts.tolist(), strict=True):
-            rows[value] += count
+            self.rows[value] += count
+        shards = self.shards
         part = shard_of(ids, shards) if shards > 1 else np.zeros(len(ids), dtype=np.int64)
         for p in range(shards):
             mine = table.sensitive[part == p]
-            smallest = min(smallest, int(mine.shape[0]))
+            self.smallest = min(self.smallest, int(mine.shape[0]))
             per = np.bincount(mine, minlength=len(table.sensitive_values))
             for value, count in zip(table.sensitive_values, per.tolist(), strict=True):
-                largest[value] = max(largest[value], count)
-        total += len(ids)
+                self.largest[value] = max(self.largest[value], count)
+
+    def _follow(self, ids: list[str], values: list[str]) -> int:
+        """Follow each holder from the snapshot before; the rows whose protected value was
+        held ``allowed`` times before."""
         over = 0
         for i, value in zip(ids, values, strict=True):
-            protected = not wanted or value in wanted
-            if protected and held.get((i, value), 0) >= allowed:
+            if self._protects(value) and self.held.get((i, value), 0) >= self.allowed:
                 over += 1
-            if i in before:
-                kept_by[before[i]][1] += 1
-                kept_by[before[i]][0] += before[i] == value
-            held[(i, value)] = held.get((i, value), 0) + 1
-        stuck.append(over / len(ids) if ids else 0.0)
-        before = dict(zip(ids, values, strict=True))
-    profiles = tuple(
-        ValueProfile(
-            value,
-            rows[value] / total if total else 0.0,
-            largest[value],
-            kept_by[value][0] / kept_by[value][1] if kept_by[value][1] else math.nan,
+            if i in self.before:
+                kept = self.kept_by[self.before[i]]
+                kept[1] += 1
+                kept[0] += self.before[i] == value
+            self.held[(i, value)] = self.held.get((i, value), 0) + 1
+        return over
+
+    def _kept_share(self, value: str) -> float:
+        still, appearing = self.kept_by[value]
+        return still / appearing if appearing else math.nan
+
+    def _protects(self, value: str) -> bool:
+        return not self.wanted or value in self.wanted
+
+    def diagnosis(self) -> Diagnosis:
+        """The :class:`Diagnosis` of the snapshots added."""
+        profiles = tuple(
+            ValueProfile(
+                value,
+                self.rows[value] / self.total if self.total else 0.0,
+                self.largest[value],
+                self._kept_share(value),
+            )
+            for value in sorted(self.rows)
+            if self._protects(value)
         )
-        for value in sorted(rows)
-        if not wanted or value in wanted
-    )
-    again = sum(k[1] for k in kept_by.values())
-    kept = sum(k[0] for k in kept_by.values()) / again if again else math.nan
-    return Diagnosis(profiles, kept, allowed, tuple(stuck), smallest, shards)
+        again = sum(k[1] for k in self.kept_by.values())
+        kept = sum(k[0] for k in self.kept_by.values()) / again if again else math.nan
+        return Diagnosis(
+            profiles, kept, self.allowed, tuple(self.stuck), self.smallest, self.shards
+        )
 
 
 def shard_of(ids: Sequence[str], shards: int) -> NDArray[np.int64]:

@@ -218,6 +218,16 @@ class DPSanitisedSettings(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> DPSanitisedSettings:
+        eps, dlt = self._check_budget()
+        self._check_bounds()
+        self._check_resolution()
+        self._check_domains()
+        self._check_weights(eps, dlt)
+        return self
+
+    def _check_budget(self) -> tuple[float, float]:
+        """Check one record's ``(epsilon, delta)`` and the lifetime caps above it; returns the
+        record's ``(epsilon, delta)``."""
         eps = check_epsilon(self.epsilon, "epsilon")
         dlt = check_delta(self.delta, "delta")
         if dlt >= 1.0:
@@ -231,6 +241,10 @@ class DPSanitisedSettings(BaseModel):
                 f"epsilon_budget >= epsilon and delta_budget >= delta (e.g. epsilon_budget = "
                 f"{3 * eps:g} for three record versions per person)"
             )
+        return eps, dlt
+
+    def _check_bounds(self) -> None:
+        """Check every numeric QID's ``[lo, hi]``: finite, ordered, of a finite width."""
         for name, (lo, hi) in self.bounds.items():
             if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
                 raise ValueError(
@@ -239,6 +253,9 @@ class DPSanitisedSettings(BaseModel):
                 )
             if not math.isfinite(hi - lo):
                 raise ValueError(f"bounds.{name} = [{lo!r}, {hi!r}]: hi - lo overflows")
+
+    def _check_resolution(self) -> None:
+        """Check every grid step: of a QID with bounds, a finite number > 0."""
         for name, step in self.resolution.items():
             if name not in self.bounds:
                 raise ValueError(
@@ -247,6 +264,10 @@ class DPSanitisedSettings(BaseModel):
                 )
             if not (step > 0.0 and math.isfinite(step)):
                 raise ValueError(f"resolution.{name} = {step!r}: must be a finite number > 0")
+
+    def _check_domains(self) -> None:
+        """Check the category lists: of QIDs without bounds, and of the sensitive attribute
+        when it is sanitised."""
         both = sorted(set(self.bounds) & set(self.domains))
         if both:
             raise ValueError(
@@ -264,6 +285,10 @@ class DPSanitisedSettings(BaseModel):
                     "not only those in the data, or set sanitise_sensitive = false"
                 )
             _check_domain("sensitive_domain", self.sensitive_domain)
+
+    def _check_weights(self, eps: float, dlt: float) -> None:
+        """Check the weights of the budget split: finite and >= 0, and a share of the record's
+        ``(eps, dlt)`` for every numeric QID of a non-zero width."""
         weights = dict(self.weights or {})
         for name, w in [*weights.items(), ("sensitive_weight", self.sensitive_weight)]:
             if not (w >= 0.0 and math.isfinite(w)):
@@ -279,7 +304,6 @@ class DPSanitisedSettings(BaseModel):
                     f"bounds [{lo!r}, {hi!r}] gets no budget and no finite Laplace scale can "
                     "hide it; give it a positive weight"
                 )
-        return self
 
     def check_settings(self, settings: ConfiguredSections) -> None:
         """Check the table against the rest of the configuration when it is loaded: every QID

@@ -28,7 +28,7 @@ from pydantic import (
 from stream_release.errors import InvalidParameter
 
 if TYPE_CHECKING:
-    from stream_release.config._sections import ConfiguredSections
+    from stream_release.config._sections import ConfiguredSections, SchemaSettings
 
 __all__ = [
     "KIND",
@@ -56,6 +56,9 @@ _REL_TOL = 1e-9
 
 _TOP = 1
 """``levels[qid]`` of ``*`` for a QID without a hierarchy (0 = the exact value)."""
+
+_WHERE = "mechanism.sampled_k_anonymity"
+"""The section's name in the configuration, which its errors start with."""
 
 
 # --- the configuration -------------------------------------------------------------------------
@@ -169,55 +172,73 @@ class SampledKAnonymitySettings(BaseModel):
     def check_settings(self, settings: ConfiguredSections) -> None:
         """Check the section against ``schema`` and ``output`` (called when the configuration
         is loaded). Raises ``ValueError`` naming the key, the value and the fix."""
-        where = "mechanism.sampled_k_anonymity"
         schema = settings.schema
         qids = list(schema.qid)
         if settings.output.format != "generalized":
             raise ValueError(
-                f"{where}: output.format = {settings.output.format!r}, but this mode publishes "
+                f"{_WHERE}: output.format = {settings.output.format!r}, but this mode publishes "
                 "generalized cells; set output.format = 'generalized'"
             )
+        self._check_names(qids)
+        for name in qids:
+            self._check_one_rule(name)
+            if name in self.widths:
+                self._check_width_rule(name, schema)
+            else:
+                self._check_level_rule(name, schema)
+
+    def _check_names(self, qids: list[str]) -> None:
+        """Check that every name in ``levels`` and ``widths`` is one of ``qids``."""
         for table in ("levels", "widths"):
             for name, value in getattr(self, table).items():
                 if name not in qids:
                     raise ValueError(
-                        f"{where}.{table}.{name} = {value}: {name!r} is not a QID (schema.qid = "
+                        f"{_WHERE}.{table}.{name} = {value}: {name!r} is not a QID (schema.qid = "
                         f"{qids}); remove it or fix the name"
                     )
-        for name in qids:
-            in_levels, in_widths = name in self.levels, name in self.widths
-            if in_levels == in_widths:
-                raise ValueError(
-                    f"{where}: QID {name!r} needs exactly one of levels.{name} and "
-                    f"widths.{name} ({'both are' if in_levels else 'neither is'} set); the "
-                    "generalization must be fixed before any data is seen"
-                )
-            hierarchy = name in schema.hierarchies
-            declared = schema.numeric is not None
-            numeric = declared and name in (schema.numeric or ())
-            if in_widths and hierarchy:
-                raise ValueError(
-                    f"{where}.widths.{name} = {self.widths[name]}: {name!r} has a hierarchy "
-                    f"(schema.hierarchies); generalize it with levels.{name} instead"
-                )
-            if in_widths and not numeric:
-                raise ValueError(
-                    f"{where}.widths.{name} = {self.widths[name]}: bins need {name!r} declared "
-                    "numeric in schema.numeric (its type may not be detected from the data, or "
-                    "the generalization would depend on it)"
-                )
-            if in_levels and not hierarchy and self.levels[name] > _TOP:
-                raise ValueError(
-                    f"{where}.levels.{name} = {self.levels[name]}: {name!r} has no hierarchy, so "
-                    f"its levels are 0 (the exact value) and 1 ('*'); use one of those, "
-                    f"widths.{name} (numeric), or give it a hierarchy"
-                )
-            if in_levels and not hierarchy and self.levels[name] == 0 and not declared:
-                raise ValueError(
-                    f"{where}.levels.{name} = 0 publishes {name!r} exactly, so its type must be "
-                    "declared: list the numeric QIDs in schema.numeric (an empty list if none), "
-                    "or the published form would depend on the data"
-                )
+
+    def _check_one_rule(self, name: str) -> None:
+        """Check that QID ``name`` is in exactly one of ``levels`` and ``widths``."""
+        in_levels, in_widths = name in self.levels, name in self.widths
+        if in_levels == in_widths:
+            raise ValueError(
+                f"{_WHERE}: QID {name!r} needs exactly one of levels.{name} and "
+                f"widths.{name} ({'both are' if in_levels else 'neither is'} set); the "
+                "generalization must be fixed before any data is seen"
+            )
+
+    def _check_width_rule(self, name: str, schema: SchemaSettings) -> None:
+        """Check that QID ``name``, binned by ``widths``, has no hierarchy and is declared
+        numeric."""
+        if name in schema.hierarchies:
+            raise ValueError(
+                f"{_WHERE}.widths.{name} = {self.widths[name]}: {name!r} has a hierarchy "
+                f"(schema.hierarchies); generalize it with levels.{name} instead"
+            )
+        if schema.numeric is None or name not in schema.numeric:
+            raise ValueError(
+                f"{_WHERE}.widths.{name} = {self.widths[name]}: bins need {name!r} declared "
+                "numeric in schema.numeric (its type may not be detected from the data, or "
+                "the generalization would depend on it)"
+            )
+
+    def _check_level_rule(self, name: str, schema: SchemaSettings) -> None:
+        """Check that QID ``name``, generalized by ``levels`` without a hierarchy, is at level 0
+        or 1, and at level 0 (published exactly) of a declared type."""
+        if name in schema.hierarchies:
+            return
+        if self.levels[name] > _TOP:
+            raise ValueError(
+                f"{_WHERE}.levels.{name} = {self.levels[name]}: {name!r} has no hierarchy, so "
+                f"its levels are 0 (the exact value) and 1 ('*'); use one of those, "
+                f"widths.{name} (numeric), or give it a hierarchy"
+            )
+        if self.levels[name] == 0 and schema.numeric is None:
+            raise ValueError(
+                f"{_WHERE}.levels.{name} = 0 publishes {name!r} exactly, so its type must be "
+                "declared: list the numeric QIDs in schema.numeric (an empty list if none), "
+                "or the published form would depend on the data"
+            )
 
     def rules(self) -> dict[str, dict[str, int]]:
         """The generalization as published in the manifest: QID -> ``{"level": h}`` or

@@ -80,55 +80,110 @@ def balance(
     """
     size = hi - lo
     for _ in range(8):
-        moved = False
-        # left -> right; a scan stops once no value is over the cap (:func:`recount`)
-        cap = allowed(mid - lo, base)
-        over, counted = 0, -1  # counted at the first row
-        i = mid - 1
-        while i >= lo:
-            over, counted = recount(cnt_l, protected, cap, counted, over, size)
-            if over == 0:
-                break
-            v = sens[perm[i]]
-            if protected[v] and cnt_l[v] > cap:
-                r = perm[i]
-                perm[i] = perm[mid - 1]
-                perm[mid - 1] = r
-                mid -= 1
-                cnt_l[v] -= 1
-                cnt_r[v] += 1
-                if cnt_l[v] == counted:
-                    over -= 1
-                cap = allowed(mid - lo, base)
-                moved = True
-            i -= 1
-            if i >= mid:
-                i = mid - 1
-        # right -> left, the same
-        cap = allowed(hi - mid, base)
-        over, counted = 0, -1
-        j = mid
-        while j < hi:
-            over, counted = recount(cnt_r, protected, cap, counted, over, size)
-            if over == 0:
-                break
-            v = sens[perm[j]]
-            if protected[v] and cnt_r[v] > cap:
-                r = perm[j]
-                perm[j] = perm[mid]
-                perm[mid] = r
-                mid += 1
-                cnt_r[v] -= 1
-                cnt_l[v] += 1
-                if cnt_r[v] == counted:
-                    over -= 1
-                cap = allowed(hi - mid, base)
-                moved = True
-            j += 1
-            if j < mid:
-                j = mid
-        if not moved:
+        # left -> right, then right -> left; each scan stops once no value is over the cap
+        mid, moved_right = _move_right(perm, lo, mid, sens, protected, base, cnt_l, cnt_r, size)
+        mid, moved_left = _move_left(perm, mid, hi, sens, protected, base, cnt_l, cnt_r, size)
+        if not (moved_right or moved_left):
             break
+    return mid, _valid_halves(perm, lo, mid, hi, sens, protected, base, min_size, cnt_l, cnt_r)
+
+
+@njit(cache=True, inline="always")
+def _move_right(  # pragma: no cover - jit
+    perm: NDArray[np.int64],
+    lo: int,
+    mid: int,
+    sens: NDArray[np.int32],
+    protected: NDArray[np.bool_],
+    base: float,
+    cnt_l: NDArray[np.int64],
+    cnt_r: NDArray[np.int64],
+    size: int,
+) -> tuple[int, bool]:
+    """One round's scan of the left half from the cut outward: each row of a value over the
+    left cap moves to the right half (the cut moves left past it); stops once no value is over
+    (:func:`recount`). Returns the new ``mid`` and whether a row moved."""
+    moved = False
+    cap = allowed(mid - lo, base)
+    over, counted = 0, -1  # counted at the first row
+    i = mid - 1
+    while i >= lo:
+        over, counted = recount(cnt_l, protected, cap, counted, over, size)
+        if over == 0:
+            break
+        v = sens[perm[i]]
+        if protected[v] and cnt_l[v] > cap:
+            r = perm[i]
+            perm[i] = perm[mid - 1]
+            perm[mid - 1] = r
+            mid -= 1
+            cnt_l[v] -= 1
+            cnt_r[v] += 1
+            if cnt_l[v] == counted:
+                over -= 1
+            cap = allowed(mid - lo, base)
+            moved = True
+        i -= 1
+        if i >= mid:
+            i = mid - 1
+    return mid, moved
+
+
+@njit(cache=True, inline="always")
+def _move_left(  # pragma: no cover - jit
+    perm: NDArray[np.int64],
+    mid: int,
+    hi: int,
+    sens: NDArray[np.int32],
+    protected: NDArray[np.bool_],
+    base: float,
+    cnt_l: NDArray[np.int64],
+    cnt_r: NDArray[np.int64],
+    size: int,
+) -> tuple[int, bool]:
+    """:func:`_move_right` mirrored: the right half's rows of a value over its cap move to the
+    left half."""
+    moved = False
+    cap = allowed(hi - mid, base)
+    over, counted = 0, -1
+    j = mid
+    while j < hi:
+        over, counted = recount(cnt_r, protected, cap, counted, over, size)
+        if over == 0:
+            break
+        v = sens[perm[j]]
+        if protected[v] and cnt_r[v] > cap:
+            r = perm[j]
+            perm[j] = perm[mid]
+            perm[mid] = r
+            mid += 1
+            cnt_r[v] -= 1
+            cnt_l[v] += 1
+            if cnt_r[v] == counted:
+                over -= 1
+            cap = allowed(hi - mid, base)
+            moved = True
+        j += 1
+        if j < mid:
+            j = mid
+    return mid, moved
+
+
+@njit(cache=True, inline="always")
+def _valid_halves(  # pragma: no cover - jit
+    perm: NDArray[np.int64],
+    lo: int,
+    mid: int,
+    hi: int,
+    sens: NDArray[np.int32],
+    protected: NDArray[np.bool_],
+    base: float,
+    min_size: int,
+    cnt_l: NDArray[np.int64],
+    cnt_r: NDArray[np.int64],
+) -> bool:
+    """Whether both halves are valid as whole groups (at least ``min_size`` rows, every
+    protected count allowed); zeroes ``cnt_l`` and ``cnt_r``."""
     n_l = mid - lo
     n_r = hi - mid
     ok = n_l >= max(min_size, 1) and n_r >= max(min_size, 1)
@@ -147,4 +202,4 @@ def balance(
                 ok = False
             cnt_l[v] = 0
             cnt_r[v] = 0
-    return mid, ok
+    return ok

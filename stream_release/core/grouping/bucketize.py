@@ -258,7 +258,7 @@ def bucketize(
     k = seg.shape[0]
     if k == 0:
         return next_gid, n_left
-    qid, sens, norm, height, span_lo, span_hi = table
+    qid, sens, _, height, span_lo, span_hi = table
     protected, base, min_size, cap, ex_ptr, ex_val, ex_req = rules
     cnt, req, touched = tally
     group, leftover = state
@@ -266,119 +266,134 @@ def bucketize(
     vals = np.empty(k, np.int64)
     for i in range(k):
         vals[i] = sens[seg[i]]
-    order, b_end, b_val, bucket_of, b_ptr, b_rem = _value_buckets(vals)
-    nb = b_val.shape[0]
+    buckets = _value_buckets(vals)
     taken = np.zeros(k, np.bool_)
-    has_history = ex_val.shape[0] > 0
     remaining = k
     m = int(np.ceil(max(base, float(min_size))))
     members = np.empty(int(cap) + 2, np.int64)
-    lo = np.empty(d, np.int64)
-    hi = np.empty(d, np.int64)
-    extents = np.zeros(d, np.int64)
+    box = (np.empty(d, np.int64), np.empty(d, np.int64), np.zeros(d, np.int64))
     sweep = 0
     while True:
         while sweep < k and (taken[sweep] or not protected[vals[sweep]]):
             sweep += 1
         if sweep >= k:
             break
-        pos = sweep
-        row = seg[pos]
+        lo, hi, extents = box
+        lo[:] = qid[seg[sweep]]  # the box of the group's first row
+        hi[:] = qid[seg[sweep]]
+        extents[:] = 0
         size = 0
         n_touched = 0
-        members[size] = pos
-        size += 1
-        taken[pos] = True
-        b_rem[bucket_of[pos]] -= 1
-        remaining -= 1
-        lo[:] = qid[row]  # the box of one row
-        hi[:] = qid[row]
-        extents[:] = 0
-        n_touched = add_row(
-            row, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, touched, n_touched
-        )
-        while not is_valid(size, min_size, protected, cnt, req, touched, n_touched) and size < cap:
-            rows_after = remaining - max(m - size, 0)  # untaken rows once this group is done
-            # a critical value (Anatomy's invariant would break without it) restricts the choice
-            any_critical = _any_critical(b_val, b_rem, protected, cnt, m, rows_after)
-            need = rows_needed(size + 1, protected, cnt, req, touched, n_touched)
-            best_pos = -1
-            best_extra = 0
-            best_growth = 0.0
-            best_rem = 0
-            # first distinct protected values (Anatomy); only when none fits, a repeated one: a
-            # member whose history needs a ratio above the number of values present could
-            # never be grouped otherwise
-            for attempt in range(2):
-                if best_pos >= 0 or (attempt == 1 and not has_history):
-                    break
-                repeat = attempt == 1
-                for bb in range(nb):
-                    v = b_val[bb]
-                    if not _eligible(
-                        protected[v], cnt[v], b_rem[bb], repeat, any_critical, m, rows_after
-                    ):
-                        continue
-                    while b_ptr[bb] < b_end[bb] and taken[order[b_ptr[bb]]]:
-                        b_ptr[bb] += 1
-                    seen = 0
-                    i = b_ptr[bb]
-                    while i < b_end[bb] and seen < CANDIDATES_PER_BUCKET:
-                        p = order[i]
-                        i += 1
-                        if taken[p]:
-                            continue
-                        seen += 1
-                        cand = seg[p]
-                        extra = 0
-                        if has_history:  # without any history every distinct value fits
-                            if not is_compatible(
-                                cand,
-                                sens,
-                                protected,
-                                base,
-                                ex_ptr,
-                                ex_val,
-                                ex_req,
-                                cnt,
-                                req,
-                                cap,
-                                repeat,
-                            ):
-                                continue  # its own history forbids it; bucket-mates may fit
-                            extra = extra_rows(
-                                cand, need, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req
-                            )
-                        grow = growth(cand, qid, norm, height, span_lo, span_hi, lo, hi, extents)
-                        if best_pos < 0 or _better(
-                            extra, grow, b_rem[bb], best_extra, best_growth, best_rem
-                        ):
-                            best_pos = p
-                            best_extra = extra
-                            best_growth = grow
-                            best_rem = b_rem[bb]
-                        if grow == 0.0 and extra == 0:
-                            break  # inside the box, no larger group needed: nothing does better
-                    if (
-                        best_pos >= 0
-                        and best_growth == 0.0
-                        and best_extra == 0
-                        and not any_critical
-                    ):
-                        break  # nothing beats a row inside the box
-            if best_pos < 0:
-                break
-            row = seg[best_pos]
-            members[size] = best_pos
+        pos = sweep
+        while pos >= 0:  # take the row at pos, then choose the next
+            row = seg[pos]
+            members[size] = pos
             size += 1
-            taken[best_pos] = True
-            b_rem[bucket_of[best_pos]] -= 1
+            taken[pos] = True
+            buckets.left[buckets.of[pos]] -= 1
             remaining -= 1
             _widen(row, qid, lo, hi, extents, height, span_lo, span_hi)
             n_touched = add_row(
                 row, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, touched, n_touched
             )
+            if size >= cap or is_valid(size, min_size, protected, cnt, req, touched, n_touched):
+                break
+            rows_after = remaining - max(m - size, 0)  # untaken rows once this group is done
+            pos = _best_candidate(
+                seg, taken, buckets, size, rows_after, m, table, rules, tally, n_touched, box
+            )
         valid = is_valid(size, min_size, protected, cnt, req, touched, n_touched)
         next_gid, n_left = _emit(seg, members, size, valid, group, leftover, next_gid, n_left)
         reset_tally(cnt, req, touched, n_touched)
-    return _chunk_rest(seg, order, sens, rules, state, next_gid, n_left)
+    return _chunk_rest(seg, buckets.order, sens, rules, state, next_gid, n_left)
+
+
+@njit(cache=True, inline="always")
+def _best_candidate(  # pragma: no cover - jit
+    seg: NDArray[np.int64],
+    taken: NDArray[np.bool_],
+    buckets: _Buckets,
+    size: int,
+    rows_after: int,
+    m: int,
+    table: KernelTable,
+    rules: GroupRules,
+    tally: Tally,
+    n_touched: int,
+    box: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]],
+) -> int:
+    """The position of the row that joins the group next (:func:`bucketize`'s rule), ``-1``
+    when none may: first a distinct protected value (Anatomy), only when none fits a repeated
+    one (a member whose history needs a ratio above the number of values present could never
+    be grouped otherwise); while a value is critical, only a critical one."""
+    protected, ex_val = rules.protected, rules.ex_val
+    cnt, req, touched = tally
+    # a critical value (Anatomy's invariant would break without it) restricts the choice
+    any_critical = _any_critical(buckets.value, buckets.left, protected, cnt, m, rows_after)
+    need = rows_needed(size + 1, protected, cnt, req, touched, n_touched)
+    best = (-1, 0, 0.0, 0)  # position, extra rows, growth, its bucket's rows left
+    for attempt in range(2):
+        if best[0] >= 0 or (attempt == 1 and ex_val.shape[0] == 0):
+            break  # without any history every distinct value fits: no second attempt
+        repeat = attempt == 1
+        for bb in range(buckets.value.shape[0]):
+            v = buckets.value[bb]
+            if not _eligible(
+                protected[v], cnt[v], buckets.left[bb], repeat, any_critical, m, rows_after
+            ):
+                continue
+            best = _scan_bucket(
+                bb, repeat, need, seg, taken, buckets, table, rules, tally, box, best
+            )
+            if best[0] >= 0 and best[2] == 0.0 and best[1] == 0 and not any_critical:
+                break  # nothing beats a row inside the box
+    return best[0]
+
+
+@njit(cache=True, inline="always")
+def _scan_bucket(  # pragma: no cover - jit
+    bb: int,
+    repeat: bool,
+    need: float,
+    seg: NDArray[np.int64],
+    taken: NDArray[np.bool_],
+    buckets: _Buckets,
+    table: KernelTable,
+    rules: GroupRules,
+    tally: Tally,
+    box: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]],
+    best: tuple[int, int, float, int],
+) -> tuple[int, int, float, int]:
+    """``best`` after bucket ``bb``'s first :data:`CANDIDATES_PER_BUCKET` untaken rows (in
+    k-d order, nearest first): a candidate its own history allows (when the release has
+    histories) that beats it (:func:`_better`)."""
+    qid, sens, norm, height, span_lo, span_hi = table
+    protected, base, _, cap, ex_ptr, ex_val, ex_req = rules
+    cnt, req, _ = tally
+    lo, hi, extents = box
+    best_pos, best_extra, best_growth, best_rem = best
+    order, end, first, left = buckets.order, buckets.end, buckets.next, buckets.left
+    while first[bb] < end[bb] and taken[order[first[bb]]]:
+        first[bb] += 1
+    seen = 0
+    i = first[bb]
+    while i < end[bb] and seen < CANDIDATES_PER_BUCKET:
+        p = order[i]
+        i += 1
+        if taken[p]:
+            continue
+        seen += 1
+        cand = seg[p]
+        extra = 0
+        if ex_val.shape[0] > 0:  # without any history every distinct value fits
+            if not is_compatible(
+                cand, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req, cap, repeat
+            ):
+                continue  # its own history forbids it; bucket-mates may fit
+            extra = extra_rows(cand, need, sens, protected, base, ex_ptr, ex_val, ex_req, cnt, req)
+        grow = growth(cand, qid, norm, height, span_lo, span_hi, lo, hi, extents)
+        if best_pos < 0 or _better(extra, grow, left[bb], best_extra, best_growth, best_rem):
+            best_pos, best_extra, best_growth, best_rem = p, extra, grow, left[bb]
+        if grow == 0.0 and extra == 0:
+            break  # inside the box, no larger group needed: nothing does better
+    return best_pos, best_extra, best_growth, best_rem

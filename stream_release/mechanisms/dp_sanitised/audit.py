@@ -17,7 +17,8 @@ import json
 import math
 import numbers
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -155,6 +156,30 @@ def _check_parameters(
     dlt: float,
     scale: str,
 ) -> list[str]:
+    """The block's recomputable figures: each attribute's, the composition, the budget caps,
+    the parameters digest, the caveat and ``refused_budget``; returns the problems."""
+    problems = _check_attributes(block, specs, scale)
+    problems += _check_budget(block, specs, eps, dlt)
+    digest = _fingerprint(eps, dlt, scale, [(role, spec) for role, spec in specs]).hex()
+    if block.get("parameters_digest") != digest:
+        problems.append(
+            f"mechanism.parameters_digest = {block.get('parameters_digest')!r}, but the "
+            f"published parameters give {digest!r}"
+        )
+    if block.get("caveat") not in (CAVEAT, *EARLIER_CAVEATS):
+        problems.append("mechanism.caveat: missing or altered (Theorem 7 needs outputs in D)")
+    refused = block.get("refused_budget")
+    if not _is_int_at_least(refused, 0):
+        problems.append(f"mechanism.refused_budget = {refused!r}: must be an integer >= 0")
+    return problems
+
+
+def _check_attributes(
+    block: Mapping[str, Any], specs: list[tuple[str, dict[str, Any]]], scale: str
+) -> list[str]:
+    """Every attribute's published figures (its share of the budget, its Laplace scales or
+    randomised-response probabilities, errors and bounds) against those its parameters give;
+    returns the problems."""
     problems: list[str] = []
     for role, spec in specs:
         e_j, d_j = spec["epsilon"], spec["delta"]
@@ -171,6 +196,15 @@ def _check_parameters(
                     f"{where}.{key} = {entry.get(key)!r}, but the published parameters give "
                     f"{value!r}"
                 )
+    return problems
+
+
+def _check_budget(
+    block: Mapping[str, Any], specs: list[tuple[str, dict[str, Any]]], eps: float, dlt: float
+) -> list[str]:
+    """The block's ``composition`` (the attributes' shares compose to one record's
+    ``(eps, dlt)``) and ``budget`` (caps at least that); returns the problems."""
+    problems = []
     comp = block.get("composition", {})
     if not (
         _close(comp.get("epsilon"), eps)
@@ -193,17 +227,6 @@ def _check_parameters(
             f"mechanism.budget = {budget!r}: caps must be numbers >= one record's "
             f"(epsilon, delta) = ({eps!r}, {dlt!r})"
         )
-    digest = _fingerprint(eps, dlt, scale, [(role, spec) for role, spec in specs]).hex()
-    if block.get("parameters_digest") != digest:
-        problems.append(
-            f"mechanism.parameters_digest = {block.get('parameters_digest')!r}, but the "
-            f"published parameters give {digest!r}"
-        )
-    if block.get("caveat") not in (CAVEAT, *EARLIER_CAVEATS):
-        problems.append("mechanism.caveat: missing or altered (Theorem 7 needs outputs in D)")
-    refused = block.get("refused_budget")
-    if isinstance(refused, bool) or not isinstance(refused, int) or refused < 0:
-        problems.append(f"mechanism.refused_budget = {refused!r}: must be an integer >= 0")
     return problems
 
 
@@ -231,7 +254,7 @@ def _count_sensitive(
     with them (a count not an integer >= 1, a value outside the domain)."""
     counted, out = 0, []
     for value, count in sens.items():
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        if not _is_int_at_least(count, 1):
             out.append(f"sensitive[{value!r}] = {count!r}, not an integer >= 1")
             continue
         if domain is not None and value not in domain:
@@ -241,74 +264,123 @@ def _count_sensitive(
     return counted, out
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """What every group line must hold, from the published specs: the QIDs (name -> spec, in
+    the block's order), the domain of each categorical QID, and the sanitised sensitive
+    attribute's spec and domain (None when it is published as is)."""
+
+    qid: dict[str, dict[str, Any]]
+    domains: dict[str, set[Any]]
+    sensitive: dict[str, Any] | None
+    sensitive_domain: set[Any] | None
+
+    @classmethod
+    def of(cls, specs: list[tuple[str, dict[str, Any]]]) -> _Layout:
+        """The layout the published ``specs`` give."""
+        qid = {s["name"]: s for role, s in specs if role == "qid"}
+        sens = next((s for role, s in specs if role == "sensitive"), None)
+        return cls(
+            qid=qid,
+            domains={n: set(s["domain"]) for n, s in qid.items() if s["type"] == "categorical"},
+            sensitive=sens,
+            sensitive_domain=None if sens is None else set(sens["domain"]),
+        )
+
+
+@dataclass
+class _Tally:
+    """What the group lines read so far hold: their group numbers, their sanitised rows, the
+    rows they publish and the count of each sensitive value."""
+
+    groups: set[str] = field(default_factory=set)
+    rows: set[str] = field(default_factory=set)
+    published: int = 0
+    totals: dict[str, int] = field(default_factory=dict)
+
+
 def _check_lines(
     manifest: Mapping[str, Any],
     block: Mapping[str, Any],
     specs: list[tuple[str, dict[str, Any]]],
     lines: Sequence[Mapping[str, Any]],
 ) -> list[str]:
+    """The group lines (the first :data:`_MAX_LINE_PROBLEMS` of their problems, then how many
+    more), then the published row count and the dashboard counts against them; returns the
+    problems."""
     problems: list[str] = []
-    qid_specs = {s["name"]: s for role, s in specs if role == "qid"}
-    domains = {n: set(s["domain"]) for n, s in qid_specs.items() if s["type"] == "categorical"}
-    sens_spec = next((s for role, s in specs if role == "sensitive"), None)
-    sens_domain = None if sens_spec is None else set(sens_spec["domain"])
-    totals: dict[str, int] = {}
-    seen_rows: set[str] = set()
-    seen_groups: set[str] = set()
-    published = 0
+    layout = _Layout.of(specs)
+    tally = _Tally()
     bad = 0
-
-    def report(text: str) -> None:
-        nonlocal bad
-        bad += 1
-        if bad <= _MAX_LINE_PROBLEMS:
-            problems.append(text)
-
     for i, line in enumerate(lines):
-        where = f"line {i + 1}"
-        if not isinstance(line, Mapping):
-            report(f"{where}: not an object")
-            continue
-        for field in ("release", "sequence"):
-            if field in manifest and field in line and line[field] != manifest[field]:
-                report(f"{where}: {field} = {line[field]!r}, the manifest's is {manifest[field]!r}")
-        group = repr(line.get("group", i))
-        if group in seen_groups:
-            report(f"{where}: group {group} appears twice")
-        seen_groups.add(group)
-        size = line.get("size")
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            report(f"{where}: size = {size!r}, not an integer >= 1")
-            size = 0
-        published += size
-        qid = line.get("qid")
-        if not isinstance(qid, Mapping) or set(qid) != set(qid_specs):
-            found = sorted(qid) if isinstance(qid, Mapping) else qid
-            report(f"{where}: qid has {found!r}, need exactly {sorted(qid_specs)}")
-            continue
-        for text in _qid_problems(qid, qid_specs, domains):
-            report(f"{where}: {text}")
-        row = json.dumps([qid[name] for name in qid_specs])
-        if row in seen_rows:
-            report(f"{where}: the sanitised row {row} is already another line's (not aggregated)")
-        seen_rows.add(row)
-        sens = line.get("sensitive")
-        if not isinstance(sens, Mapping):
-            report(f"{where}: sensitive is not an object of value counts")
-            continue
-        counted, texts = _count_sensitive(sens, sens_domain, totals)
-        for text in texts:
-            report(f"{where}: {text}")
-        if counted != size:
-            report(f"{where}: the sensitive counts sum to {counted}, size is {size}")
+        texts = [f"line {i + 1}: {t}" for t in _line_problems(i, line, manifest, layout, tally)]
+        problems += texts[: max(_MAX_LINE_PROBLEMS - bad, 0)]
+        bad += len(texts)
     if bad > _MAX_LINE_PROBLEMS:
         problems.append(f"... and {bad - _MAX_LINE_PROBLEMS} more line problems")
+    published = tally.published
     for where, value in (("mechanism.published", block.get("published")),
                          ("manifest.published", manifest.get("published", published))):  # fmt: skip
         if value != published:
             problems.append(f"{where} = {value!r}, but the lines hold {published}")
-    problems += _check_counts(block.get("counts"), sens_spec, totals, published)
+    problems += _check_counts(block.get("counts"), layout.sensitive, tally.totals, published)
     return problems
+
+
+def _line_problems(
+    index: int, line: object, manifest: Mapping[str, Any], layout: _Layout, tally: _Tally
+) -> list[str]:
+    """What is wrong with the ``index``-th group line (texts without the line's number); adds
+    what it holds to ``tally``."""
+    if not isinstance(line, Mapping):
+        return ["not an object"]
+    out = _label_problems(index, line, manifest, tally.groups)
+    size = line.get("size")
+    if not _is_int_at_least(size, 1):
+        out.append(f"size = {size!r}, not an integer >= 1")
+        size = 0
+    tally.published += size
+    qid = line.get("qid")
+    if not isinstance(qid, Mapping) or set(qid) != set(layout.qid):
+        found = sorted(qid) if isinstance(qid, Mapping) else qid
+        out.append(f"qid has {found!r}, need exactly {sorted(layout.qid)}")
+        return out
+    out += _qid_problems(qid, layout.qid, layout.domains)
+    row = json.dumps([qid[name] for name in layout.qid])
+    if row in tally.rows:
+        out.append(f"the sanitised row {row} is already another line's (not aggregated)")
+    tally.rows.add(row)
+    sens = line.get("sensitive")
+    if not isinstance(sens, Mapping):
+        out.append("sensitive is not an object of value counts")
+        return out
+    counted, texts = _count_sensitive(sens, layout.sensitive_domain, tally.totals)
+    out += texts
+    if counted != size:
+        out.append(f"the sensitive counts sum to {counted}, size is {size}")
+    return out
+
+
+def _label_problems(
+    index: int, line: Mapping[str, Any], manifest: Mapping[str, Any], groups: set[str]
+) -> list[str]:
+    """What is wrong with a line's labels: its ``release`` or ``sequence`` not the manifest's,
+    its group number (by default its ``index``) already in ``groups``, to which it is added."""
+    out = [
+        f"{key} = {line[key]!r}, the manifest's is {manifest[key]!r}"
+        for key in ("release", "sequence")
+        if key in manifest and key in line and line[key] != manifest[key]
+    ]
+    group = repr(line.get("group", index))
+    if group in groups:
+        out.append(f"group {group} appears twice")
+    groups.add(group)
+    return out
+
+
+def _is_int_at_least(value: object, low: int) -> TypeGuard[int]:
+    """Whether ``value`` is an integer (not a bool) ``>= low``."""
+    return not isinstance(value, bool) and isinstance(value, int) and value >= low
 
 
 def _value_problem(spec: dict[str, Any], value: object) -> str:

@@ -30,7 +30,7 @@ refuses: parts of one release come from one configuration.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -80,6 +80,32 @@ def merge_part_manifests(
         No parts, a part of another release, a field that differs between parts where it
         must not, or a utility figure this merge does not know.
     """
+    _check_parts(label, sequence, parts)
+    manifest: dict[str, Any] = {"release": label, "sequence": sequence}
+    for name in _SUMS:
+        manifest[name] = sum(int(part[name]) for part in parts)
+    for name in _SAME:
+        manifest[name] = parts[0][name]
+    manifest["breach"] = _breach([part["breach"] for part in parts], breach)
+    protected = (parts[0].get("strategy") or {}).get("protected") or []
+    manifest["suppressed_set"] = _suppressed_set(
+        [part["suppressed_set"] for part in parts], union, protected
+    )
+    manifest["utility"] = _utility([part["utility"] for part in parts])
+    manifest["elapsed_s"] = max(float(part["elapsed_s"]) for part in parts)
+    if "past_horizon" in parts[0]:
+        _check_same(parts, "past_horizon", lambda part: part.get("past_horizon"))
+        manifest["past_horizon"] = parts[0]["past_horizon"]
+    if "virtual" in parts[0]:
+        _check_same(parts, "virtual", lambda part: part["virtual"]["assumption"])
+        members = sum(int(part["virtual"]["members"]) for part in parts)
+        manifest["virtual"] = {"members": members, "assumption": parts[0]["virtual"]["assumption"]}
+    return manifest
+
+
+def _check_parts(label: str, sequence: int, parts: Sequence[dict[str, Any]]) -> None:
+    """Refuse no parts, a part of another release, parts that differ in :data:`_SAME` and a
+    utility figure :func:`_utility` does not know."""
     if not parts:
         raise ValueError("a release has at least one part")
     for index, part in enumerate(parts):
@@ -94,29 +120,14 @@ def merge_part_manifests(
         unknown = set(part.get("utility", {})) - _UTILITY
         if unknown:
             raise ValueError(f"cannot merge the utility figures {sorted(unknown)}")
-    manifest: dict[str, Any] = {"release": label, "sequence": sequence}
-    for name in _SUMS:
-        manifest[name] = sum(int(part[name]) for part in parts)
-    for name in _SAME:
-        manifest[name] = parts[0][name]
-    manifest["breach"] = _breach([part["breach"] for part in parts], breach)
-    protected = (parts[0].get("strategy") or {}).get("protected") or []
-    manifest["suppressed_set"] = _suppressed_set(
-        [part["suppressed_set"] for part in parts], union, protected
-    )
-    manifest["utility"] = _utility([part["utility"] for part in parts])
-    manifest["elapsed_s"] = max(float(part["elapsed_s"]) for part in parts)
-    if "past_horizon" in parts[0]:
-        if any(part.get("past_horizon") != parts[0]["past_horizon"] for part in parts):
-            raise ValueError("the parts differ in 'past_horizon': one configuration per release")
-        manifest["past_horizon"] = parts[0]["past_horizon"]
-    if "virtual" in parts[0]:
-        assumption = parts[0]["virtual"]["assumption"]
-        if any(part["virtual"]["assumption"] != assumption for part in parts):
-            raise ValueError("the parts differ in 'virtual': one configuration per release")
-        members = sum(int(part["virtual"]["members"]) for part in parts)
-        manifest["virtual"] = {"members": members, "assumption": assumption}
-    return manifest
+
+
+def _check_same(
+    parts: Sequence[dict[str, Any]], name: str, stated: Callable[[dict[str, Any]], Any]
+) -> None:
+    """Refuse parts whose ``stated`` figure of field ``name`` differs from the first part's."""
+    if any(stated(part) != stated(parts[0]) for part in parts):
+        raise ValueError(f"the parts differ in {name!r}: one configuration per release")
 
 
 def _breach(parts: list[dict[str, Any]], breach: NDArray[np.float64] | None) -> dict[str, Any]:

@@ -52,7 +52,6 @@ def verify_release(manifest: Mapping[str, Any], lines: Sequence[Mapping[str, Any
     -------
     list of str, one line per problem; empty when the release passes.
     """
-    problems: list[str] = []
     block = _block(manifest)
     if block.get("kind") != KIND:
         return [f"mechanism kind is {block.get('kind')!r}, not {KIND!r}"]
@@ -66,8 +65,18 @@ def verify_release(manifest: Mapping[str, Any], lines: Sequence[Mapping[str, Any
         )
     except (ValueError, TypeError) as exc:
         return [f"manifest parameters are invalid: {exc}"]
-    problems.extend(_check_caps(block, settings))
-    cap = settings.max_trials
+    return _check_caps(block, settings) + _check_lines(manifest, block, settings, lines)
+
+
+def _check_lines(
+    manifest: Mapping[str, Any],
+    block: Mapping[str, Any],
+    settings: ReconstructionRRSettings,
+    lines: Sequence[Mapping[str, Any]],
+) -> list[str]:
+    """The group lines, each on its own and against the others (group numbers, micro groups),
+    then the manifest's totals against those of the lines; returns the problems."""
+    problems: list[str] = []
     domain = set(settings.domain)
     seen_groups: set[Any] = set()
     seen_qids: set[bytes] = set()
@@ -82,37 +91,14 @@ def verify_release(manifest: Mapping[str, Any], lines: Sequence[Mapping[str, Any
             if key in line and key in manifest and line[key] != manifest[key]:
                 problems.append(f"{where}: {key} = {line[key]!r}, manifest says {manifest[key]!r}")
         qid_names = _check_qid(where, line.get("qid"), qid_names, seen_qids, problems)
-        size, trials, trials_total = (_field(line, k) for k in ("size", "trials", "trials_total"))
-        weight = _field(line, "weight")
-        if not (_is_int(size) and size >= 1):
-            problems.append(f"{where}: size = {size!r}, need an integer >= 1")
+        counted = _check_trials(where, line, settings, domain, problems)
+        if counted is None:
             continue
-        if not (_is_int(trials) and 1 <= trials <= size):
-            problems.append(f"{where}: trials = {trials!r}, need an integer in [1, size = {size}]")
-            continue
-        if trials > cap:
-            problems.append(
-                f"{where}: trials = {trials} above the cap floor(s) = {cap} ({settings.bound}, "
-                f"p = {settings.p}, epsilon = {settings.epsilon}, delta = {settings.delta}, "
-                f"m = {settings.m})"
-            )
-        if not (_is_int(trials_total) and trials <= trials_total):
-            problems.append(
-                f"{where}: trials_total = {trials_total!r}, need an integer >= trials = {trials}"
-            )
-        elif trials_total > cap:
-            problems.append(
-                f"{where}: trials_total = {trials_total} above the cap floor(s) = {cap} "
-                f"({settings.bound}): the series published more trials than allowed"
-            )
-        else:
-            largest_total = max(largest_total, trials_total)
-        if not (_is_number(weight) and math.isclose(weight, size / trials, rel_tol=_REL_TOL)):
-            problems.append(f"{where}: weight = {weight!r}, need size / trials = {size / trials!r}")
-        problems.extend(_check_counts(where, line.get("sensitive"), size, domain))
+        size, trials, trials_total = counted
         total_trials += trials
         total_size += size
         largest = max(largest, trials)
+        largest_total = max(largest_total, trials_total)
     if seen_groups and seen_groups != set(range(len(lines))):
         problems.append(f"group numbers are not 0..{len(lines) - 1}")
     for key, value in (
@@ -125,6 +111,55 @@ def verify_release(manifest: Mapping[str, Any], lines: Sequence[Mapping[str, Any
         if block.get(key) != value:
             problems.append(f"manifest {key} = {block.get(key)!r}, the lines give {value}")
     return problems
+
+
+def _check_trials(
+    where: str,
+    line: Mapping[str, Any],
+    settings: ReconstructionRRSettings,
+    domain: set[str],
+    problems: list[str],
+) -> tuple[int, int, int] | None:
+    """A line's ``size``, ``trials``, ``trials_total``, ``weight`` and sensitive counts, each
+    problem appended to ``problems``.
+
+    Returns
+    -------
+    ``(size, trials, trials_total)`` to add to the manifest's totals, ``trials_total`` as 0 when
+    it is invalid or above the cap; None when ``size`` or ``trials`` is unusable (nothing
+    further is checked).
+    """
+    cap = settings.max_trials
+    size, trials, trials_total = (_field(line, k) for k in ("size", "trials", "trials_total"))
+    weight = _field(line, "weight")
+    if not (_is_int(size) and size >= 1):
+        problems.append(f"{where}: size = {size!r}, need an integer >= 1")
+        return None
+    if not (_is_int(trials) and 1 <= trials <= size):
+        problems.append(f"{where}: trials = {trials!r}, need an integer in [1, size = {size}]")
+        return None
+    if trials > cap:
+        problems.append(
+            f"{where}: trials = {trials} above the cap floor(s) = {cap} ({settings.bound}, "
+            f"p = {settings.p}, epsilon = {settings.epsilon}, delta = {settings.delta}, "
+            f"m = {settings.m})"
+        )
+    counted_total = 0
+    if not (_is_int(trials_total) and trials <= trials_total):
+        problems.append(
+            f"{where}: trials_total = {trials_total!r}, need an integer >= trials = {trials}"
+        )
+    elif trials_total > cap:
+        problems.append(
+            f"{where}: trials_total = {trials_total} above the cap floor(s) = {cap} "
+            f"({settings.bound}): the series published more trials than allowed"
+        )
+    else:
+        counted_total = trials_total
+    if not (_is_number(weight) and math.isclose(weight, size / trials, rel_tol=_REL_TOL)):
+        problems.append(f"{where}: weight = {weight!r}, need size / trials = {size / trials!r}")
+    problems.extend(_check_counts(where, line.get("sensitive"), size, domain))
+    return size, trials, counted_total
 
 
 def _check_caps(block: Mapping[str, Any], settings: ReconstructionRRSettings) -> list[str]:

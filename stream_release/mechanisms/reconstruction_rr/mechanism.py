@@ -187,35 +187,13 @@ class ReconstructionRR:
         keyed = _keyed_hash(randomness.secret)
         names = orjson.dumps(list(table.qid_names))
         group_hash = [keyed(names + orjson.dumps(list(q.values()))) for q in qids]
-        person = exact_bytes(pseudonyms)
-        if len(set(person)) != n:
-            raise InvalidParameter("pseudonyms: a pseudonym occurs twice; one row per individual")
-        row_keys = [
-            ps + _SEP + self._value_bytes[c] for ps, c in zip(person, codes.tolist(), strict=True)
-        ]
+        row_keys = self._row_keys(pseudonyms, codes)
         sticky = self._sticky(randomness, row_keys, codes)
         trial_keys = [
             _TRIAL + keyed(group_hash[g] + k) for g, k in zip(micro.tolist(), row_keys, strict=True)
         ]
         ledger_keys = [_LEDGER + h for h in group_hash]
-
-        entries = load_state([_PARAMS, *ledger_keys, *trial_keys])
-        if len(entries) != 1 + n_micro + n:
-            raise HistoryStoreError(
-                f"load_state returned {len(entries)} entries for {1 + n_micro + n} keys"
-            )
-        state: dict[bytes, bytes] = {}
-        if entries[0] is None:
-            state[_PARAMS] = self._params
-        elif entries[0] != self._params:
-            raise ConfigError(
-                f"mechanism parameters {self._params.decode()} differ from those this series "
-                f"started with, {entries[0].decode(errors='replace')}: a series keeps its p, "
-                "epsilon, delta, bound and domain (to change them, start a new history: "
-                f"{NEW_SERIES_CAVEAT})"
-            )
-        used = np.array([_parse_count(e) for e in entries[1 : 1 + n_micro]], dtype=np.int64)
-        known = np.array([e is not None for e in entries[1 + n_micro :]], dtype=bool)
+        state, used, known = self._load_ledger(load_state, ledger_keys, trial_keys)
         cap = s.max_trials
         if np.any(used > cap):
             g = int(np.argmax(used))
@@ -270,15 +248,87 @@ class ReconstructionRR:
                 trials[kept].tolist(), total[kept].tolist(), sizes.tolist(), strict=True
             )
         ]
-        for g in np.flatnonzero(fresh > 0).tolist():
-            state[ledger_keys[g]] = str(int(total[g])).encode()
-        fresh_rows = np.flatnonzero(serial.trial & ~known)
-        marker = str(int(sequence)).encode()
-        for i in fresh_rows.tolist():
-            state[trial_keys[i]] = marker
+        state.update(_ledger_entries(ledger_keys, fresh, total))
+        state.update(_trial_markers(trial_keys, serial.trial & ~known, sequence))
+        return MechanismRelease(
+            group=group,
+            sizes=sizes,
+            qids=[qids[g] for g in kept.tolist()],
+            sensitive=sensitive,
+            guarantee=self._guarantee(trials, fresh, total, kept, sizes, n),
+            extra=extra,
+            state=state,
+            utility=_utility(n_micro, trials[kept], sizes),
+        )
 
+    def _row_keys(self, pseudonyms: NDArray[np.bytes_], codes: NDArray[np.int64]) -> list[bytes]:
+        """Each row's ``pseudonym + 0x1f + value``, the key of its sticky value and its trial.
+
+        Raises
+        ------
+        InvalidParameter : a pseudonym occurs twice
+        """
+        person = exact_bytes(pseudonyms)
+        if len(set(person)) != len(person):
+            raise InvalidParameter("pseudonyms: a pseudonym occurs twice; one row per individual")
+        return [
+            ps + _SEP + self._value_bytes[c] for ps, c in zip(person, codes.tolist(), strict=True)
+        ]
+
+    def _load_ledger(
+        self, load_state: StateLoader, ledger_keys: list[bytes], trial_keys: list[bytes]
+    ) -> tuple[dict[bytes, bytes], NDArray[np.int64], NDArray[np.bool_]]:
+        """The series' parameters, trial ledger and trial markers, in one ``load_state``.
+
+        Returns
+        -------
+        state : the entries to commit so far (the parameters, on the series' first release)
+        used : (G,) ``T_g`` of each micro group before this release
+        known : (n,) whether each row is already a trial of its micro group
+
+        Raises
+        ------
+        ConfigError : the series was started under other parameters
+        HistoryStoreError : a wrong number of entries, or a ledger entry that is not a count
+        """
+        n_micro, n = len(ledger_keys), len(trial_keys)
+        entries = load_state([_PARAMS, *ledger_keys, *trial_keys])
+        if len(entries) != 1 + n_micro + n:
+            raise HistoryStoreError(
+                f"load_state returned {len(entries)} entries for {1 + n_micro + n} keys"
+            )
+        state: dict[bytes, bytes] = {}
+        if entries[0] is None:
+            state[_PARAMS] = self._params
+        elif entries[0] != self._params:
+            raise ConfigError(
+                f"mechanism parameters {self._params.decode()} differ from those this series "
+                f"started with, {entries[0].decode(errors='replace')}: a series keeps its p, "
+                "epsilon, delta, bound and domain (to change them, start a new history: "
+                f"{NEW_SERIES_CAVEAT})"
+            )
+        used = np.array([_parse_count(e) for e in entries[1 : 1 + n_micro]], dtype=np.int64)
+        known = np.array([e is not None for e in entries[1 + n_micro :]], dtype=bool)
+        return state, used, known
+
+    def _guarantee(
+        self,
+        trials: NDArray[np.int64],
+        fresh: NDArray[np.int64],
+        total: NDArray[np.int64],
+        kept: NDArray[np.intp],
+        sizes: NDArray[np.int64],
+        n_rows: int,
+    ) -> dict[str, Any]:
+        """The manifest's guarantee block: the parameters, both caps and this release's trials.
+
+        ``trials``, ``fresh`` and ``total`` are per micro group (``n_g``, the fresh trials,
+        ``T_g`` after the release), ``kept`` the micro groups published and ``sizes`` their
+        sizes.
+        """
+        s = self.settings
         caps = s.caps
-        guarantee: dict[str, Any] = {
+        return {
             "kind": KIND,
             "paper": PAPER,
             "definition": "(epsilon, delta)-reconstruction-privacy of every micro group "
@@ -291,34 +341,18 @@ class ReconstructionRR:
                 "theorem_5_13": caps["theorem_5_13"],
                 "theorem_5_11": caps["theorem_5_11"],
             },
-            "max_trials": cap,
+            "max_trials": s.max_trials,
             "groups": int(kept.shape[0]),
             "trials": int(trials.sum()),
             "fresh_trials": int(fresh.sum()),
-            "largest_trials": int(trials.max()) if n_micro else 0,
+            "largest_trials": int(trials.max()) if trials.size else 0,
             "largest_trials_total": int(total[kept].max()) if kept.size else 0,
             "rows_published": int(sizes.sum()),
-            "rows_suppressed": int(n - sizes.sum()),
+            "rows_suppressed": int(n_rows - sizes.sum()),
             "serial_rule": SERIAL_RULE,
             "scaling": SCALING,
             "estimator": ESTIMATOR,
         }
-        capped = int(np.count_nonzero(trials[kept] < sizes))
-        utility = {
-            "micro_groups": n_micro,
-            "capped_groups": capped,
-            "mean_weight": float(np.mean(sizes / trials[kept])) if kept.size else 0.0,
-        }
-        return MechanismRelease(
-            group=group,
-            sizes=sizes,
-            qids=[qids[g] for g in kept.tolist()],
-            sensitive=sensitive,
-            guarantee=guarantee,
-            extra=extra,
-            state=state,
-            utility=utility,
-        )
 
     def _domain_codes(self, table: EncodedTable) -> NDArray[np.int64]:
         remap = np.array([self._code.get(v, -1) for v in table.sensitive_values], dtype=np.int64)
@@ -355,6 +389,32 @@ class ReconstructionRR:
             g, c = divmod(cell, m)
             out[g][domain[c]] = count
         return out
+
+
+def _ledger_entries(
+    ledger_keys: Sequence[bytes], fresh: NDArray[np.int64], total: NDArray[np.int64]
+) -> dict[bytes, bytes]:
+    """The ledger entries to commit: ``T_g`` after the release, of each micro group that drew
+    fresh trials."""
+    return {ledger_keys[g]: str(int(total[g])).encode() for g in np.flatnonzero(fresh > 0).tolist()}
+
+
+def _trial_markers(
+    trial_keys: Sequence[bytes], fresh_rows: NDArray[np.bool_], sequence: int
+) -> dict[bytes, bytes]:
+    """The trial markers to commit: one per row that is a fresh trial, holding this release's
+    sequence."""
+    marker = str(int(sequence)).encode()
+    return {trial_keys[i]: marker for i in np.flatnonzero(fresh_rows).tolist()}
+
+
+def _utility(n_micro: int, trials: NDArray[np.int64], sizes: NDArray[np.int64]) -> dict[str, Any]:
+    """The release's utility figures from the published groups' ``trials`` and ``sizes``."""
+    return {
+        "micro_groups": n_micro,
+        "capped_groups": int(np.count_nonzero(trials < sizes)),
+        "mean_weight": float(np.mean(sizes / trials)) if sizes.size else 0.0,
+    }
 
 
 def _micro_groups(qid: NDArray[np.int32]) -> NDArray[np.int64]:

@@ -157,8 +157,9 @@ def _check_lines(
     manifest: Mapping[str, Any],
     lines: Sequence[Mapping[str, Any]],
 ) -> list[str]:
+    """The group lines (their counts and QID cells) and the manifest's ``published`` and
+    ``groups`` against them; returns the problems."""
     problems: list[str] = []
-    k = section.k
     schema = _mapping(manifest.get("schema"))
     qids = list(schema.get("qid") or section.rules())
     if set(qids) != set(section.rules()):
@@ -172,32 +173,49 @@ def _check_lines(
         if not isinstance(counts, Mapping) or not _is_int(size):
             problems.append(f"{where}: size or sensitive missing or malformed")
             continue
-        small = {v: c for v, c in counts.items() if not _is_int(c) or c < k}
-        if small:
-            value, count = next(iter(small.items()))
-            problems.append(
-                f"{where}: sensitive value {value!r} is published {count!r} times, below k = {k} "
-                f"({len(small)} such values)"
-            )
-        if sum(c for c in counts.values() if _is_int(c)) != size:
-            problems.append(f"{where}: size {size} but its sensitive counts sum differently")
+        problems += _check_counts(where, counts, size, section.k)
         published += int(size)
-        qid = line.get("qid")
-        if not isinstance(qid, Mapping) or list(qid) != qids:
-            problems.append(f"{where}: qid {qid!r} does not list the QIDs {qids} in order")
-            continue
-        key = json.dumps(qid, sort_keys=True)
-        if key in seen:
-            problems.append(f"{where}: the QID cell {dict(qid)} appears on two lines")
-        seen.add(key)
-        for name, value in qid.items():
-            problem = _check_value(section, name, value)
-            if problem:
-                problems.append(f"{where}: {problem}")
-                break
+        problems += _check_cell(section, where, line.get("qid"), qids, seen)
     for key, value in (("published", published), ("groups", len(lines))):
         if key in manifest and manifest[key] != value:
             problems.append(f"manifest {key} = {manifest[key]!r} but the lines give {value}")
+    return problems
+
+
+def _check_counts(where: str, counts: Mapping[str, Any], size: int, k: int) -> list[str]:
+    """A line's sensitive counts: each at least ``k`` and summing to its ``size``; returns the
+    problems."""
+    problems = []
+    small = {v: c for v, c in counts.items() if not _is_int(c) or c < k}
+    if small:
+        value, count = next(iter(small.items()))
+        problems.append(
+            f"{where}: sensitive value {value!r} is published {count!r} times, below k = {k} "
+            f"({len(small)} such values)"
+        )
+    if sum(c for c in counts.values() if _is_int(c)) != size:
+        problems.append(f"{where}: size {size} but its sensitive counts sum differently")
+    return problems
+
+
+def _check_cell(
+    section: SampledKAnonymitySettings, where: str, qid: Any, qids: list[str], seen: set[str]
+) -> list[str]:
+    """A line's QID cell: the QIDs ``qids`` in order, a cell no line before published (``seen``,
+    to which it is added), its first value off the stated generalization; returns the
+    problems."""
+    if not isinstance(qid, Mapping) or list(qid) != qids:
+        return [f"{where}: qid {qid!r} does not list the QIDs {qids} in order"]
+    problems = []
+    key = json.dumps(qid, sort_keys=True)
+    if key in seen:
+        problems.append(f"{where}: the QID cell {dict(qid)} appears on two lines")
+    seen.add(key)
+    for name, value in qid.items():
+        problem = _check_value(section, name, value)
+        if problem:
+            problems.append(f"{where}: {problem}")
+            break
     return problems
 
 
