@@ -80,93 +80,74 @@ def balance(
     """
     size = hi - lo
     for _ in range(8):
-        # left -> right, then right -> left; each scan stops once no value is over the cap
-        mid, moved_right = _move_right(perm, lo, mid, sens, protected, base, cnt_l, cnt_r, size)
-        mid, moved_left = _move_left(perm, mid, hi, sens, protected, base, cnt_l, cnt_r, size)
+        # left half (rows move right), then right half (rows move left), from the cut outward
+        mid, moved_right = _move_across(
+            perm, lo, mid, hi, -1, sens, protected, base, cnt_l, cnt_r, size
+        )
+        mid, moved_left = _move_across(
+            perm, lo, mid, hi, 1, sens, protected, base, cnt_r, cnt_l, size
+        )
         if not (moved_right or moved_left):
             break
     return mid, _valid_halves(perm, lo, mid, hi, sens, protected, base, min_size, cnt_l, cnt_r)
 
 
 @njit(cache=True, inline="always")
-def _move_right(  # pragma: no cover - jit
+def _move_across(  # pragma: no cover - jit
     perm: NDArray[np.int64],
     lo: int,
     mid: int,
+    hi: int,
+    step: int,
     sens: NDArray[np.int32],
     protected: NDArray[np.bool_],
     base: float,
-    cnt_l: NDArray[np.int64],
-    cnt_r: NDArray[np.int64],
+    cnt_side: NDArray[np.int64],
+    cnt_other: NDArray[np.int64],
     size: int,
 ) -> tuple[int, bool]:
-    """One round's scan of the left half from the cut outward: each row of a value over the
-    left cap moves to the right half (the cut moves left past it); stops once no value is over
-    (:func:`recount`). Returns the new ``mid`` and whether a row moved."""
+    """One round's scan of one half from the cut outward (``step`` -1: the left half
+    ``lo..mid``, +1: the right half ``mid..hi``; ``cnt_side`` its counts): each row of a value
+    over the half's cap moves to the other half (swapped to the cut's edge, the cut moves past
+    it); the scan stops once no value is over (:func:`recount`). Returns the new ``mid`` and
+    whether a row moved."""
     moved = False
-    cap = allowed(mid - lo, base)
+    cap = allowed(_rows_of_half(lo, mid, hi, step), base)
     over, counted = 0, -1  # counted at the first row
-    i = mid - 1
-    while i >= lo:
-        over, counted = recount(cnt_l, protected, cap, counted, over, size)
+    i = _edge(mid, step)
+    while lo <= i < hi:
+        over, counted = recount(cnt_side, protected, cap, counted, over, size)
         if over == 0:
             break
         v = sens[perm[i]]
-        if protected[v] and cnt_l[v] > cap:
+        if protected[v] and cnt_side[v] > cap:
+            edge = _edge(mid, step)
             r = perm[i]
-            perm[i] = perm[mid - 1]
-            perm[mid - 1] = r
-            mid -= 1
-            cnt_l[v] -= 1
-            cnt_r[v] += 1
-            if cnt_l[v] == counted:
+            perm[i] = perm[edge]
+            perm[edge] = r
+            mid += step
+            cnt_side[v] -= 1
+            cnt_other[v] += 1
+            if cnt_side[v] == counted:
                 over -= 1
-            cap = allowed(mid - lo, base)
+            cap = allowed(_rows_of_half(lo, mid, hi, step), base)
             moved = True
-        i -= 1
-        if i >= mid:
-            i = mid - 1
+        i += step
+        if (i - _edge(mid, step)) * step < 0:  # past the cut: on to the half's new edge
+            i = _edge(mid, step)
     return mid, moved
 
 
 @njit(cache=True, inline="always")
-def _move_left(  # pragma: no cover - jit
-    perm: NDArray[np.int64],
-    mid: int,
-    hi: int,
-    sens: NDArray[np.int32],
-    protected: NDArray[np.bool_],
-    base: float,
-    cnt_l: NDArray[np.int64],
-    cnt_r: NDArray[np.int64],
-    size: int,
-) -> tuple[int, bool]:
-    """:func:`_move_right` mirrored: the right half's rows of a value over its cap move to the
-    left half."""
-    moved = False
-    cap = allowed(hi - mid, base)
-    over, counted = 0, -1
-    j = mid
-    while j < hi:
-        over, counted = recount(cnt_r, protected, cap, counted, over, size)
-        if over == 0:
-            break
-        v = sens[perm[j]]
-        if protected[v] and cnt_r[v] > cap:
-            r = perm[j]
-            perm[j] = perm[mid]
-            perm[mid] = r
-            mid += 1
-            cnt_r[v] -= 1
-            cnt_l[v] += 1
-            if cnt_r[v] == counted:
-                over -= 1
-            cap = allowed(hi - mid, base)
-            moved = True
-        j += 1
-        if j < mid:
-            j = mid
-    return mid, moved
+def _edge(mid: int, step: int) -> int:  # pragma: no cover - jit
+    """The half's row next to the cut: ``mid - 1`` on the left, ``mid`` on the right."""
+    return mid if step > 0 else mid - 1
+
+
+@njit(cache=True, inline="always")
+def _rows_of_half(lo: int, mid: int, hi: int, step: int) -> int:  # pragma: no cover - jit
+    """The rows of the half ``step`` scans."""
+    return hi - mid if step > 0 else mid - lo
 
 
 @njit(cache=True, inline="always")
