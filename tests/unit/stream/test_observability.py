@@ -17,6 +17,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from faust.types import TP
 from prometheus_client.parser import text_string_to_metric_families
+from support.manifests import guarantee_manifest
 from support.paths import REPO
 from support.worker_stubs import StubService, stub_runner
 
@@ -39,15 +40,16 @@ DEPLOY = REPO / "deploy"
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "stream-release.json"
 SETTINGS = Settings(schema={"qid": ["age", "zip"], "numeric": ["age"]})
 METRIC_NAME = re.compile(r"\bsr_[a-z0-9_]+")
-MANIFEST = {
-    "sequence": 3,
-    "published": 90,
-    "suppressed": 10,
-    "groups": 30,
-    "elapsed_s": 0.25,
-    "breach": {"bound": 0.5, "max": 0.375, "p50": 0.25, "p99": 0.375},
-    "utility": {"avg_group_size": 3.0, "max_group_size": 6},
-}
+MANIFEST = guarantee_manifest(
+    3,
+    records_in=100,
+    published=90,
+    suppressed=10,
+    groups=30,
+    elapsed_s=0.25,
+    breach={"bound": 0.5, "max": 0.375, "p50": 0.25, "p99": 0.375},
+    utility={"avg_group_size": 3.0, "max_group_size": 6},
+).document()
 
 
 def _exposed(metrics: Metrics) -> tuple[set[str], dict[str, float]]:
