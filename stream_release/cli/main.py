@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stream_release.cli.calc import add_calc_parser
+from stream_release.cli.examples import attach_examples
 from stream_release.cli.memory import BATCH_THRESHOLD, WORKER_THRESHOLD, return_freed_memory
 from stream_release.cli.reconstruct import add_reconstruct_parser
 from stream_release.errors import StreamReleaseError
@@ -23,13 +24,8 @@ if TYPE_CHECKING:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
-    args, extra = parser.parse_known_args(argv)
+    args = parse_arguments(argv)
     return_freed_memory(WORKER_THRESHOLD if args.command == "worker" else BATCH_THRESHOLD)
-    if extra and args.command == "audit" and not any(a.startswith("-") for a in extra):
-        args.snapshots = [*args.snapshots, *map(Path, extra)]  # snapshots after an option
-    elif extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return int(args.run(args))
     except StreamReleaseError as exc:
@@ -37,11 +33,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
+def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line's arguments (``audit`` takes snapshots after its options too); exits 2
+    with the usage on a wrong one, as argparse does."""
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command == "audit" and not any(a.startswith("-") for a in extra):
+        args.snapshots = [*args.snapshots, *map(Path, extra)]  # snapshots after an option
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def _parser() -> argparse.ArgumentParser:
+    from stream_release import __version__
+
     parser = argparse.ArgumentParser(
         prog="stream-release",
         description="Serial data publishing with a global breach guarantee (Wong et al. 2010).",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(
         dest="command",
         required=True,
@@ -267,6 +278,7 @@ def _parser() -> argparse.ArgumentParser:
 
     add_calc_parser(sub)
     add_reconstruct_parser(sub)
+    attach_examples(parser)
     return parser
 
 

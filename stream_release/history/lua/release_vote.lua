@@ -17,7 +17,7 @@
 -- When every shard has voted, either ``current`` gets ``outcome`` "refused" and ``refusal``
 -- (the first refusing shard's vote), or the union of the parts' suppressed rows is checked
 -- against the largest ratio any part needs, value by value (an adversary sees the union as one
--- set: n(S,s) * R(s) <= |S|, Theorem 1):
+-- set: n(S,s) * R(s) <= |S|, Theorem 1 of Wong et al., ICDE 2010):
 -- * it holds: ``current`` gets ``offsets`` (the first group number of each shard's part,
 --   shard 0 first) and ``union`` (JSON); the parts then link their suppressed rows to the
 --   union and confirm (release_confirm.lua);

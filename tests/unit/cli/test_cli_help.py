@@ -1,23 +1,55 @@
-"""``stream-release --help``: every option and positional of every command says what it is."""
+"""``stream-release --help``: every option and positional of every command says what it is,
+every page ends with examples the parser accepts, and ``--version`` names the version."""
 
 from __future__ import annotations
 
 import argparse
+import shlex
 
 import pytest
 
-from stream_release.cli.main import _parser, main
+from stream_release import __version__
+from stream_release.cli.examples import EXAMPLES
+from stream_release.cli.examples import parsers as _commands
+from stream_release.cli.main import _parser, main, parse_arguments
+
+SHELL = ("&&", "|", ">", ";")
 
 
-def _commands(
-    parser: argparse.ArgumentParser, path: str = ""
-) -> list[tuple[str, argparse.ArgumentParser]]:
-    found = [(path, parser)]
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                found += _commands(sub, f"{path} {name}".strip())
-    return found
+def _arguments(example: str) -> list[str]:
+    """The example's arguments after ``stream-release``: variables before the command and
+    what a shell operator starts left out."""
+    words = shlex.split(example, comments=True)
+    words = words[words.index("stream-release") + 1 :]
+    cut = next((i for i, w in enumerate(words) if w in SHELL), len(words))
+    return words[:cut]
+
+
+def test_every_help_page_ends_with_examples_the_parser_accepts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    commands = _commands(_parser())
+    assert {path for path, _ in commands} == set(EXAMPLES)  # none missing, none stale
+    for path, command in commands:
+        page = command.format_help()
+        assert "\nexamples:\n  " in page, path
+        for example in EXAMPLES[path]:
+            assert example in page, path  # one line each, not wrapped
+            assert parse_arguments(_arguments(example)).command.startswith(path), example
+
+
+@pytest.mark.parametrize("path", [p for p in EXAMPLES if p.startswith(("calc", "bounds"))])
+def test_the_calculators_examples_run(path: str, capsys: pytest.CaptureFixture[str]) -> None:
+    for example in EXAMPLES[path]:
+        assert main(_arguments(example)) == 0, example
+        assert capsys.readouterr().out.strip()
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"stream-release {__version__}\n"
 
 
 def test_every_argument_of_every_command_has_help() -> None:
