@@ -10,8 +10,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from stream_release.config._describe import describe_error
+from stream_release.config._environment import EnvSource
 from stream_release.config._mechanism import CONFIG_DIR
 from stream_release.config._settings import Settings
+from stream_release.config._suggest import Origin
 from stream_release.errors import ConfigError
 
 
@@ -52,7 +54,8 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
     try:
         settings = Settings(**data)
     except ValidationError as exc:
-        raise ConfigError(describe_error(exc)) from None
+        origin = Origin(Path(path) if path is not None else None, EnvSource(Settings)())
+        raise ConfigError(describe_error(exc, origin)) from None
     finally:
         CONFIG_DIR.reset(token)
     return _resolve_paths(settings, base)

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, PrivateAttr, ValidationError, model_validator
 
 from stream_release.config._sections import Section
+from stream_release.config._suggest import rule, section_model
 from stream_release.config.mechanisms import SECTIONS, section_name
 from stream_release.release_format import KINDS, MechanismKind
 
@@ -74,16 +75,18 @@ class MechanismSettings(Section):
                     raw, context={"base_dir": CONFIG_DIR.get()}
                 )
             except ValidationError as exc:
-                raise ValueError(_describe_section(f"mechanism.{name}", exc)) from None
+                raise ValueError(_describe_section(f"mechanism.{name}", model, exc)) from None
         return self
 
 
-def _describe_section(where: str, exc: ValidationError) -> str:
-    """``where.key = value: message`` of the first error of a section model."""
+def _describe_section(where: str, model: type[BaseModel], exc: ValidationError) -> str:
+    """``where.key = value: rule`` of the first error of a section ``model`` (the closest key
+    or value to a misspelt one)."""
     first = exc.errors()[0]
-    loc = ".".join(str(part) for part in first["loc"])
+    parts = [str(part) for part in first["loc"]]
+    loc = ".".join(parts)
     key = f"{where}.{loc}" if loc else where
     given = first.get("input")
-    message = first["msg"].removeprefix("Value error, ")
     shown = f" = {given!r}" if loc and not isinstance(given, dict) else ""
+    message = rule(first, section_model(model, parts[:-1]), within=where.split("."))
     return f"{key}{shown}: {message}"

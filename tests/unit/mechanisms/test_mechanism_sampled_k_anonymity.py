@@ -457,7 +457,8 @@ def test_a_valid_section_loads_and_builds_the_mechanism(tmp_path: Path) -> None:
         ),
         (
             GOOD + "levels = {sex = 0, zip = 0}\nseed = 3\n",
-            "mechanism.sampled_k_anonymity.seed = 3: Extra inputs are not permitted",
+            "mechanism.sampled_k_anonymity.seed = 3: [mechanism.sampled_k_anonymity] has no key "
+            "'seed' (its keys: k, beta, epsilon, levels, widths)",
         ),
     ],
     ids=[
@@ -476,10 +477,13 @@ def test_a_valid_section_loads_and_builds_the_mechanism(tmp_path: Path) -> None:
 def test_bad_sections_are_config_errors_naming_key_value_and_fix(
     tmp_path: Path, section: str, message: str
 ) -> None:
+    path = _config(tmp_path, section)
     with pytest.raises(ConfigError) as caught:
-        load_settings(_config(tmp_path, section))
-    assert str(caught.value).startswith("config ")
-    assert message in str(caught.value)
+        load_settings(path)
+    text = str(caught.value)
+    assert text.startswith("config ")
+    assert f" (in {path})" in text  # where the value came from, before the rule
+    assert message in text.replace(f" (in {path})", "")
 
 
 def test_a_level_above_the_hierarchy_is_a_config_error_when_the_mechanism_is_built(
