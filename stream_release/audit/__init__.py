@@ -114,6 +114,8 @@ class ReleaseAudit:
     """Suppressed individuals spent for a value of the suppressed set (global guarantee)."""
     spent_people: int = 0
     """Individuals of the release with a pair past ``1/l`` (global guarantee; the files')."""
+    spent_pairs: int = 0
+    """Their (individual, protected value) pairs past ``1/l``."""
     breach_checked: bool = False
     """Whether the breach of every pair was recomputed (a global-guarantee release with its
     private assignments); otherwise ``breach_max`` and ``suppressed_share`` are no figures."""
@@ -137,7 +139,13 @@ class ReleaseAudit:
         ``null``, not a made-up 0."""
         out = {**self.__dict__, "status": self.status}
         if not self.breach_checked:
-            out.update(breach_max=None, suppressed_share=None, exempt_members=None)
+            out.update(
+                breach_max=None,
+                suppressed_share=None,
+                exempt_members=None,
+                spent_people=None,
+                spent_pairs=None,
+            )
             if self.kind == GLOBAL_GUARANTEE:  # rows counted from the private assignments
                 out.update(records=None, suppressed=None)
         return out
@@ -187,16 +195,19 @@ class AuditReport:
     def table(self) -> str:
         head = (
             f"{'seq':>4} {'release':<14} {'rows':>8} {'groups':>7} {'supp':>6} "
-            f"{'breach.max':>11} {'1/l':>7} {'supp.share':>10}  status"
+            f"{'breach.max':>11} {'1/l':>7} {'past 1/l':>12} {'supp.share':>10}  status"
         )
         lines = [head]
         for r in self.releases:
             if r.kind != GLOBAL_GUARANTEE:
                 figures = f"{r.kind}: {r.guarantee}"
             elif r.breach_checked:
-                figures = f"{r.breach_max:>11.6f} {r.bound:>7.4f} {r.suppressed_share:>10.4f}"
+                past = f"{r.spent_people} ({r.spent_pairs})" if r.spent_people else "0"
+                figures = (
+                    f"{r.breach_max:>11.6f} {r.bound:>7.4f} {past:>12} {r.suppressed_share:>10.4f}"
+                )
             else:  # no figure was recomputed: none is printed
-                figures = f"{'-':>11} {r.bound:>7.4f} {'-':>10}"
+                figures = f"{'-':>11} {r.bound:>7.4f} {'-':>12} {'-':>10}"
             rows = (
                 f"{r.records:>8} {r.groups:>7} {r.suppressed:>6}"
                 if r.breach_checked or r.kind != GLOBAL_GUARANTEE
@@ -205,6 +216,10 @@ class AuditReport:
             lines.append(f"{r.sequence:>4} {r.release[:14]:<14} {rows} {figures}  {r.status}")
         if not self.releases:
             lines.append("no releases found")
+        elif any(r.kind == GLOBAL_GUARANTEE for r in self.releases):
+            lines.append(
+                "past 1/l: the release's individuals (their pairs) whose breach passed 1/l"
+            )
         lines.extend(f"series: FAIL: {problem}" for problem in self.problems)
         if self.not_done:
             lines.append("not checked:")
@@ -418,6 +433,7 @@ def _audit_release(
     result.breach_checked = True
     result.breach_max = figures.breach_max
     result.spent_people = figures.spent_people
+    result.spent_pairs = figures.spent_pairs
     result.manifest_breach_max = float((manifest.get("breach") or {}).get("max", 0.0))
     result.suppressed_share = figures.share_max
     result.exempt_members = figures.exempt_members

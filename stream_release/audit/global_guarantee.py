@@ -74,6 +74,8 @@ class GlobalFigures:
     """Rows the rule withholds for their history."""
     spent_people: int = 0
     """The release's individuals with a pair past the bound."""
+    spent_pairs: int = 0
+    """Their (individual, protected value) pairs past the bound."""
 
 
 @dataclass(frozen=True)
@@ -189,8 +191,8 @@ def audit_linkages(
     claimed = manifest.get("breach") or {}
     _check_breach_claims(claimed, figures.breach_max, worst, problems)
     if history:
-        pairs, figures.spent_people = _spent(ledger, rows, prot, bound)
-        _check_spent(claimed, pairs, figures.spent_people, problems)
+        figures.spent_pairs, figures.spent_people = _spent(ledger, rows, prot, bound)
+        _check_spent(claimed, figures.spent_pairs, figures.spent_people, problems)
         _check_horizon(manifest, figures.spent_people, figures.withheld, problems)
     set_breach = 0.0
     if record is not None:  # the other members' pairs: those not exempt

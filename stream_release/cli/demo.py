@@ -87,7 +87,7 @@ format = "generalized"
 
 HEADER = (
     f"{'seq':>3} {'release':<8} {'rows':>6} {'groups':>6} {'avg':>5} {'max':>4} {'supp':>5} "
-    f"{'breach.max':>10} {'1/l':>5} {'past':>5} {'NCP':>6} {'q.med':>6} {'q.trim':>6} "
+    f"{'breach.max':>10} {'1/l':>5} {'past':>9} {'NCP':>6} {'q.med':>6} {'q.trim':>6} "
     f"{'sec':>6}"
 )
 
@@ -98,10 +98,10 @@ LEGEND = "\n".join(
         "  (published as one more group, every QID '*'); breach.max = the largest probability,",
         "  over every individual and value, that the individual was linked to the value in any",
         "  release so far; 1/l = the bound it stays below; past = individuals of the release",
-        "  whose probability for some value passed 1/l (0 inside the series' horizon); NCP =",
-        "  normalized certainty penalty",
-        "  (0: exact QIDs, 1: all '*'); q.med, q.trim = median and 10 % trimmed mean of the",
-        "  relative errors of random count queries; sec = seconds to plan the release",
+        "  (their pairs) whose probability for some value passed 1/l (0 inside the series'",
+        "  horizon); NCP = normalized certainty penalty (0: exact QIDs, 1: all '*'); q.med,",
+        "  q.trim = median and 10 % trimmed mean of the relative errors of random count",
+        "  queries; sec = seconds to plan the release",
     )
 )
 DEMO_KEY = "5eed" * 16
@@ -165,9 +165,15 @@ def format_row(m: dict[str, Any]) -> str:
     return (
         f"{m['sequence']:>3} {m['release']:<8} {m['records_in']:>6} {m['groups']:>6} "
         f"{u['avg_group_size']:>5.2f} {u['max_group_size']:>4} {m['suppressed']:>5} "
-        f"{b['max']:>10.4f} {b['bound']:>5.2f} {b.get('spent_people', 0):>5} {u['ncp']:>6.3f} "
+        f"{b['max']:>10.4f} {b['bound']:>5.2f} {_past(b):>9} {u['ncp']:>6.3f} "
         f"{u['query_error_median']:>6.3f} {u['query_error_trimmed']:>6.3f} {m['elapsed_s']:>6.3f}"
     )
+
+
+def _past(breach: dict[str, Any]) -> str:
+    """``0``, or ``3 (7)``: the release's individuals past 1/l and their pairs."""
+    people = int(breach.get("spent_people", 0))
+    return f"{people} ({int(breach.get('spent', 0))})" if people else "0"
 
 
 def run_demo(

@@ -131,6 +131,11 @@ class Metrics:
             "suppressed set past the horizon).",
             registry=r,
         )
+        self.spent_pairs = Gauge(
+            "sr_release_spent_pairs",
+            "Their (individual, protected value) pairs past the breach bound.",
+            registry=r,
+        )
         self.horizon = Gauge(
             "sr_series_horizon",
             "Releases the series is planned for ([privacy] horizon, or what its setting lasts).",
@@ -217,6 +222,7 @@ class Metrics:
             self.breach_max.set(float(breach["max"]))
             self.breach_bound.set(float(breach["bound"]))
             self.spent_people.set(float(breach.get("spent_people", 0)))
+            self.spent_pairs.set(float(breach.get("spent", 0)))
             self.past_horizon.set(1 if manifest.get("past_horizon") else 0)
             horizon = (manifest.get("strategy") or {}).get("horizon")
             if isinstance(horizon, int):

@@ -111,6 +111,7 @@ def test_the_registry_holds_the_documented_metrics() -> None:
         "sr_release_breach_bound",
         "sr_release_suppressed_rows",
         "sr_release_spent_people",
+        "sr_release_spent_pairs",
         "sr_series_horizon",
         "sr_release_past_horizon",
         "sr_release_avg_group_size",
@@ -268,7 +269,8 @@ def test_a_mechanism_release_leaves_the_breach_and_suppression_gauges_alone() ->
 def test_the_horizon_gauges_follow_the_last_release() -> None:
     metrics = Metrics()
     inside = {**MANIFEST, "strategy": {"horizon": 4}, "past_horizon": False}
-    past = {**inside, "past_horizon": True, "breach": {**MANIFEST["breach"], "spent_people": 3}}
+    spent = {"spent_people": 3, "spent": 7}
+    past = {**inside, "past_horizon": True, "breach": {**MANIFEST["breach"], **spent}}
     metrics.observe_cut([inside], 1.0)
     _, samples = _exposed(metrics)
     assert samples["sr_series_horizon{}"] == 4 and samples["sr_release_past_horizon{}"] == 0
@@ -276,6 +278,7 @@ def test_the_horizon_gauges_follow_the_last_release() -> None:
     _, samples = _exposed(metrics)
     assert samples["sr_release_past_horizon{}"] == 1
     assert samples["sr_release_spent_people{}"] == 3
+    assert samples["sr_release_spent_pairs{}"] == 7
 
 
 def test_health_says_when_the_series_is_past_its_horizon() -> None:
