@@ -27,7 +27,8 @@ RUN pip install /tmp/src && rm -rf /tmp/src
 USER app
 WORKDIR /home/app
 # numba compiles the grouping kernels once, here, into a cache the worker loads at start.
-ENV NUMBA_CACHE_DIR=/home/app/.cache/numba
+ENV NUMBA_CACHE_DIR=/home/app/.cache/numba \
+    SR_SERVICE_METRICS_HOST=0.0.0.0
 RUN python -c "from stream_release.pipeline.warm_up import warm_up; warm_up()"
 
 VOLUME ["/archive", "/archive-private"]

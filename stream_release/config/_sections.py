@@ -347,8 +347,10 @@ class ServiceSettings(Section):
     metrics_port: int = Field(default=9464, ge=0, le=65535)
     """Port of the worker's HTTP endpoint: ``/metrics`` (Prometheus) and ``/health`` (JSON);
     0 disables it."""
-    metrics_host: str = "0.0.0.0"
-    """Address the endpoint listens on (all interfaces, for a scraper in another container)."""
+    metrics_host: str = "127.0.0.1"
+    """Address the endpoint listens on: this machine only by default; the container image sets
+    ``SR_SERVICE_METRICS_HOST=0.0.0.0`` (every interface, for a scraper or a probe from
+    outside the container)."""
     log_format: Literal["json", "text"] = "json"
     """The worker's log lines on stdout: JSON objects (for a log pipeline) or plain text
     (:mod:`stream_release.stream.logs`)."""
@@ -398,6 +400,11 @@ class ServiceSettings(Section):
     waiting gets a warning log line (``event`` ``seal_incomplete``: release, sealed, staged,
     missing, waited seconds), again every as many seconds while it waits; the alert rule of
     ``deploy/prometheus/alerts.yml`` fires on ``sr_seal_incomplete`` after as long."""
+    release_period_s: float | None = Field(default=None, gt=0)
+    """The longest the series may go without a release (e.g. ``2764800``, 32 days, for a
+    monthly one): exported as ``sr_release_period_seconds``, and the alert
+    ``StreamReleaseNoRecentRelease`` fires when ``sr_seconds_since_last_release`` passes it.
+    Unset: no such alert."""
 
     @model_validator(mode="after")
     def _check_timeouts(self) -> ServiceSettings:

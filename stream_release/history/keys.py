@@ -35,6 +35,9 @@ a safe key part)::
                                              short can never complete
     {prefix}:status:outbox           LIST    status messages (JSON) still to send to
                                              ``topics.status``: a release refused at its cut
+    {prefix}:status:refused          STRING  the status message of the last release refused
+                                             at its cut, until a release after it is
+                                             committed (``/health`` after a restart)
 
 A release mechanism other than the global guarantee (``[mechanism] kind``,
 :mod:`stream_release.mechanisms`) keeps its state across releases in::
@@ -63,7 +66,7 @@ figures), and the release-level records that every worker reads have the head
 ``{prefix:release}``: the seals of whole releases (``stage:<hex label>:seal``, the JSON list of
 each partition's ids), ``stage:open``, ``labels``, ``seq``, ``release:{seq:08d}`` (the merged
 manifest), ``published``, ``records:from`` (for the merged manifests and every shard's parts),
-``status:outbox``, and::
+``status:outbox``, ``status:refused``, and::
 
     {prefix:release}:partitions         STRING the series' partition count (its shards),
                                               set at its first start, checked at every one
@@ -309,6 +312,11 @@ class RedisKeys:
     def status_outbox(self) -> str:
         """Status messages still to send (LIST of JSON)."""
         return f"{self.head}:status:outbox"
+
+    @property
+    def last_refusal(self) -> str:
+        """The last refused release's status message (STRING of JSON), until a later commit."""
+        return f"{self.head}:status:refused"
 
     def mechanism_state(self, key: bytes) -> str:
         """``{prefix}:mech:<hex key>``: one committed state entry of the series' mechanism

@@ -6,7 +6,12 @@ feeds it from the outcomes of staging, cutting and sending; :class:`HttpEndpoint
 ``service.metrics_host:service.metrics_port`` (``metrics_port = 0``: no endpoint):
 
 - ``GET /metrics``: the Prometheus text exposition (``choose_encoder`` honours ``Accept``);
-- ``GET /health``: JSON :func:`health_payload`, HTTP 200 when ``ok``, 503 when ``degraded``.
+- ``GET /health``: JSON :func:`health_payload`, HTTP 200 when ``ok``, 503 when ``degraded``
+  (compose's health check: the worker and its data);
+- ``GET /livez``: 200 while the process serves (a Kubernetes liveness probe: a refused
+  snapshot must not restart a healthy worker);
+- ``GET /readyz``: 200 when the worker can publish (Redis, the broker, the last publication,
+  no release held by the configuration or the store), else 503 with the reasons.
 
 ================================  =====================================================
 metric                            meaning
@@ -40,6 +45,14 @@ metric                            meaning
 ``sr_shard_owned``                per ``shard``: 1 while this worker cuts that shard
                                   (``kafka.partitions`` above 1: the partitions of the
                                   records topic its consumer is assigned)
+``sr_release_spent_people``       individuals of the last release with a pair past 1/l
+``sr_release_spent_pairs``        their (individual, protected value) pairs past 1/l
+``sr_series_horizon``             the releases the series is planned for
+``sr_release_past_horizon``       1 when the last release lies past the horizon
+``sr_publication_failures_total`` publication attempts that failed (each is retried)
+``sr_seconds_since_last_release`` since this worker last sent a release (or started)
+``sr_release_period_seconds``     ``service.release_period_s`` (NaN when unset)
+``sr_build_info``                 1, labelled with the worker's ``version`` and ``python``
 ================================  =====================================================
 
 Notes
@@ -60,13 +73,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import platform
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.exposition import choose_encoder
 
+from stream_release import __version__
 from stream_release.errors import NEW_SERIES_CAVEAT
 from stream_release.stream.logs import unexpected
 from stream_release.stream.messages import Rejected, RejectReason
@@ -116,6 +133,31 @@ class Metrics:
         self.release_sequence = Gauge(
             "sr_release_sequence", "Sequence of the last release sent.", registry=r
         )
+        self.publication_failures = Counter(
+            "sr_publication_failures",
+            "Publication attempts that failed (cut, commit or send; each retried).",
+            registry=r,
+        )
+        self.build = Info("sr_build", "The worker's version and Python.", registry=r)
+        self.build.info({"version": __version__, "python": platform.python_version()})
+        self.last_release_time = time.time()
+        """``time.time()`` when this worker last sent a release, or started (none sent yet):
+        an alert on the time since fires a period after a restart at the latest."""
+        self.since_last_release = Gauge(
+            "sr_seconds_since_last_release",
+            "Seconds since this worker last sent a release, or started if it has sent none.",
+            registry=r,
+        )
+        self.since_last_release.set_function(self._since_last_release)
+        self.release_period_s = math.nan
+        """``service.release_period_s`` (NaN unset: no comparison with it is true)."""
+        self.release_period = Gauge(
+            "sr_release_period_seconds",
+            "The longest the series may go without a release (service.release_period_s; NaN "
+            "when unset).",
+            registry=r,
+        )
+        self.release_period.set_function(lambda: self.release_period_s)
         self.breach_max = Gauge(
             "sr_release_breach_max", "Breach probability, max over individuals.", registry=r
         )
@@ -247,6 +289,14 @@ class Metrics:
         self.releases_published.inc()
         self.release_sequence.set(sequence)
         self.publish_seconds.observe(seconds)
+        self.last_release_time = time.time()
+
+    def observe_publication_failure(self) -> None:
+        """A publication attempt failed (it is retried)."""
+        self.publication_failures.inc()
+
+    def _since_last_release(self) -> float:
+        return max(time.time() - self.last_release_time, 0.0)
 
     def observe_shards(self, shards: Iterable[int]) -> None:
         """The shards this worker owns now (after a rebalance)."""
@@ -298,6 +348,8 @@ def health_payload(
     attempt succeeded, no release is held up by the configuration or the store, no release
     was refused since the last one committed, and no sealed release is blocked by its
     rejected records; else ``degraded`` (503) with ``reasons``: one line per problem.
+    ``ready``: the first five hold (the worker can publish: ``/readyz``), ``unready_reasons``
+    their lines; a refused or blocked release is its producer's to fix, not the worker's.
     ``published_sequence``: the last sequence marked published (``None`` when Redis cannot
     tell). ``config_error`` / ``store_error``: ``None``, or the held release (``release``,
     ``error``; :class:`~stream_release.stream.notices.ConfigProblem`, ``StoreProblem``).
@@ -308,17 +360,18 @@ def health_payload(
     (``past_horizon``, a line in ``notes``) without turning ``degraded``: the worker is well,
     its series has outlived its plan.
     """
-    reasons = []
+    unready = []  # what stops the worker from publishing (/readyz)
     if not redis_ok:
-        reasons.append("Redis does not answer PING")
+        unready.append("Redis does not answer PING")
     if kafka_error is not None:
-        reasons.append(f"Kafka: {kafka_error}")
+        unready.append(f"Kafka: {kafka_error}")
     if not publication_ok:
-        reasons.append(f"the last publication failed: {publication_error or 'see the log'}")
+        unready.append(f"the last publication failed: {publication_error or 'see the log'}")
     if config_error is not None:
-        reasons.append(f"release {config_error['release']!r} held: {config_error['error']}")
+        unready.append(f"release {config_error['release']!r} held: {config_error['error']}")
     if store_error is not None:
-        reasons.append(f"release {store_error['release']!r} held: {store_error['error']}")
+        unready.append(f"release {store_error['release']!r} held: {store_error['error']}")
+    reasons = list(unready)  # and what its producers must fix (/health)
     if refused is not None:
         reasons.append(f"release {refused['release']!r} refused: {refused['reason']}")
     reasons.extend(f"release {b['release']!r} blocked: {b['reason']}" for b in blocked)
@@ -334,6 +387,8 @@ def health_payload(
     body = {
         "status": "ok" if ok else "degraded",
         "reasons": reasons,
+        "ready": not unready,
+        "unready_reasons": unready,
         "notes": notes,
         "horizon": horizon,
         "past_horizon": past,
@@ -366,6 +421,8 @@ class HttpEndpoint:
         self.app = web.Application()
         self.app.router.add_get("/metrics", self._metrics_page)
         self.app.router.add_get("/health", self._health_page)
+        self.app.router.add_get("/livez", self._live_page)
+        self.app.router.add_get("/readyz", self._ready_page)
 
     async def serve(self, host: str, port: int) -> None:
         """Serve until cancelled (the app stopping); a port that cannot be bound is logged
@@ -394,6 +451,16 @@ class HttpEndpoint:
     async def _health_page(self, request: web.Request) -> web.Response:
         status, body = await self._health()
         return web.json_response(body, status=status)
+
+    async def _live_page(self, request: web.Request) -> web.Response:
+        # the event loop answers: nothing a restart would mend (a liveness probe's question)
+        return web.json_response({"status": "live"})
+
+    async def _ready_page(self, request: web.Request) -> web.Response:
+        _, body = await self._health()
+        ready = bool(body["ready"])
+        answer = {"status": "ready" if ready else "not ready", "reasons": body["unready_reasons"]}
+        return web.json_response(answer, status=200 if ready else 503)
 
 
 def _histogram(name: str, documentation: str, registry: CollectorRegistry) -> Histogram:

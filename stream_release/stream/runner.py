@@ -65,6 +65,8 @@ class ServiceRunner:
         self.service = service
         self.settings = settings
         self.metrics = metrics if metrics is not None else Metrics()
+        if settings.service.release_period_s is not None:
+            self.metrics.release_period_s = settings.service.release_period_s
         self.lock = asyncio.Lock()
         self.publication_ok = True
         """Whether the last publication attempt succeeded (``/health``)."""
@@ -244,6 +246,7 @@ class ServiceRunner:
                 self.publication_ok, self.publication_error = True, None
             except Exception as exc:
                 self.publication_ok, self.publication_error = False, describe_failure(exc)
+                self.metrics.observe_publication_failure()
                 log.error(  # the type alone of anything but Redis or Kafka: a message of a
                     # mechanism's check can quote a value of the data; the traceback of a
                     # failure of this program, its messages withheld (stream.logs)

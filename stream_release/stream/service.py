@@ -130,8 +130,8 @@ class BaseReleaseService(ABC):
     * ``store_problem``: set when the last cut stopped because the history store is behind
       what was already published (``None`` once a cut gets past it);
     * ``refused``: the labels the last cut refused (``sr_releases_refused_total``);
-    * ``last_refusal``: the last release refused by this process, until a release after it
-      is committed.
+    * ``last_refusal``: the last release refused, until a release after it is committed
+      (kept in Redis: a restart does not forget it, :meth:`restore_refusal`).
     """
 
     staging: RedisStaging
@@ -361,6 +361,7 @@ class BaseReleaseService(ABC):
         """Log a refused release (event ``release_refused``) and keep it for ``/health``."""
         self.refused.append(notice.release)
         self.last_refusal = notice
+        self.staging.note_refusal(notice.model_dump_json().encode("utf-8"))
         log.error(
             "release %r refused, nothing published: %s; %s",
             notice.release,
@@ -375,6 +376,18 @@ class BaseReleaseService(ABC):
                 "fix": notice.fix,
             },
         )
+
+    def restore_refusal(self) -> None:
+        """The last refusal kept in Redis (a release refused before a restart, with no release
+        committed after it), for ``/health``."""
+        kept = self.staging.last_refusal()
+        self.last_refusal = None if kept is None else ReleaseNotice.model_validate_json(kept)
+
+    def refusal_passed(self) -> None:
+        """A release after the last refused one was committed: ``/health`` forgets it."""
+        if self.last_refusal is not None:
+            self.staging.refusal_passed()
+            self.last_refusal = None
 
     def hold_for_store(self, label: str, rows: int, exc: Exception) -> None:
         """A cut stopped because the history store is behind what was already published (the
@@ -441,6 +454,7 @@ class ReleaseService(BaseReleaseService):
             ledger=settings.output.ledger or default_ledger_path(self.archive),
         )
         self.publisher.recover()
+        self.restore_refusal()
 
     def _stage(self, label: str, release: ReleaseRows) -> Staged:
         return self.staging.stage(label, release.pseudonyms, release.rows)
@@ -498,7 +512,7 @@ class ReleaseService(BaseReleaseService):
                 self.hold_for_config(status.label, rows, exc)
                 break
             manifests.append(manifest)
-            self.last_refusal = None  # a later release made it
+            self.refusal_passed()  # a later release made it
         return manifests
 
     # -- 3. publication ------------------------------------------------------------------------

@@ -447,6 +447,24 @@ class RedisStaging:
                 pipe.rpush(self._keys.status_outbox, status)
             self._call("refuse a release", pipe.execute)
 
+    def note_refusal(self, status: bytes) -> None:
+        """Keep ``status``, the message of a release refused at its cut, for
+        :meth:`last_refusal` (``/health`` after a restart)."""
+        key = self._keys.last_refusal
+        self._call("keep the last refusal", lambda: self._client.set(key, status))
+
+    def last_refusal(self) -> bytes | None:
+        """The status message of the last release refused at its cut, ``None`` when none was
+        or a release after it was committed since (:meth:`refusal_passed`)."""
+        key = self._keys.last_refusal
+        raw = self._call("read the last refusal", lambda: self._client.get(key))
+        return None if raw is None else bytes(cast("bytes", raw))
+
+    def refusal_passed(self) -> None:
+        """A release after the last refused one was committed: forget the refusal."""
+        key = self._keys.last_refusal
+        self._call("forget the last refusal", lambda: self._client.delete(key))
+
     def mark_published(self, sequence: int) -> int:
         """Record that release ``sequence`` was sent; never moves backwards. Returns the
         published sequence after the call."""

@@ -6,7 +6,7 @@ One worker; three snapshots sent with ``stream-release publish --wait``:
 - a publishable one: exit 0, the sequence printed;
 - one whose protected value is held by every row (infeasible at l = 2): the worker refuses it,
   sends a status message with the reason (``sr.status``), logs the reason itself; ``publish``
-  exits 1 with it, and ``/health`` is 503 naming the refused release;
+  exits 1 with it, and ``/health`` is 503 naming the refused release, after a restart too;
 - one with a record whose QID value is outside its hierarchy: the record is rejected, so the
   seal can never complete: a ``blocked`` status, ``publish`` exits 1, ``/health`` 503 names it.
 
@@ -92,6 +92,11 @@ def test_publish_wait_reports_published_refused_and_blocked_releases(
         assert "largest feasible setting" in line and "new label" in line
         body = health_until(worker, health, "release 'r2' refused")
         assert body["refused"]["error"] == "GuaranteeUnsatisfiable"  # type: ignore[index]
+        worker.kill()  # a restart does not forget the refusal (no release after it yet)
+        worker = make_worker(config, extra=metrics_environment(port))
+        worker.start()
+        body = health_until(worker, health, "release 'r2' refused")
+        assert body["refused"]["release"] == "r2"  # type: ignore[index]
 
         code, out, err = _publish_wait(capsys, config, blocked)
         assert code == 1, err

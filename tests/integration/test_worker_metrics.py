@@ -85,6 +85,8 @@ def test_worker_serves_metrics_and_health(
         assert json.loads(body) == {
             "status": "ok",
             "reasons": [],
+            "ready": True,
+            "unready_reasons": [],
             "notes": [],
             "horizon": manifest["strategy"]["horizon"],
             "past_horizon": False,

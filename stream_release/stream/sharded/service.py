@@ -63,6 +63,7 @@ class ShardedReleaseService(BaseReleaseService):
             hierarchies=self.hierarchies,
         )
         self.staging = self.cut.board
+        self.restore_refusal()
 
     def own(self, shards: Iterable[int]) -> None:
         """Cut the parts of ``shards`` from now on (and no others)."""
@@ -151,7 +152,7 @@ class ShardedReleaseService(BaseReleaseService):
         for notice in result.refused:
             self.log_refusal(notice, self._sealed_rows(notice.release))
         if result.manifests:
-            self.last_refusal = None
+            self.refusal_passed()
         try:
             if self.cut.file_finished():
                 self.drop_records()  # filed after they were sent: no longer read

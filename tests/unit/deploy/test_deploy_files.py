@@ -294,9 +294,30 @@ def test_alert_rules_use_only_metrics_the_worker_exports(pyyaml: ModuleType) -> 
     assert rules
     for name, rule in rules.items():
         used = {m.removesuffix("_total") for m in re.findall(r"\bsr_[a-z_]+", rule["expr"])}
-        assert used and used <= exported, f"{name}: {sorted(used - exported)} not exported"
+        scraped = 'up{job="stream-release"}' in rule["expr"]  # Prometheus's own, of the job
+        assert used or scraped, name
+        assert used <= exported, f"{name}: {sorted(used - exported)} not exported"
         assert rule["labels"]["severity"] in ("warning", "critical"), name
         assert rule["annotations"]["summary"] and rule["annotations"]["description"], name
+
+
+def test_every_alert_has_a_runbook_entry(pyyaml: ModuleType) -> None:
+    runbook = ROOT / "docs" / "runbook.md"
+    headings = {
+        line.removeprefix("## ").strip().lower()
+        for line in runbook.read_text(encoding="utf-8").splitlines()
+        if line.startswith("## ")
+    }
+    for name, rule in _alert_rules(pyyaml).items():
+        assert rule["annotations"]["runbook_url"] == f"docs/runbook.md#{name.lower()}", name
+        assert name.lower() in headings, f"docs/runbook.md has no section {name}"
+    assert headings == {name.lower() for name in _alert_rules(pyyaml)}  # none stale
+
+
+def test_the_job_scraped_is_the_one_the_alerts_watch(pyyaml: ModuleType) -> None:
+    scrape = pyyaml.safe_load((ROOT / "deploy/prometheus.yml").read_text())
+    jobs = {job["job_name"] for job in scrape["scrape_configs"]}
+    assert jobs == {"stream-release"}
 
 
 def test_the_seal_alert_waits_as_long_as_the_worker_before_its_log_line(

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
+import platform
 import re
 from types import SimpleNamespace
 from typing import Any
@@ -21,12 +23,14 @@ from support.manifests import guarantee_manifest
 from support.paths import REPO
 from support.worker_stubs import StubService, stub_runner
 
+from stream_release import __version__
 from stream_release.config import Settings
 from stream_release.stream.intake import SEAL_ERRORS, STAGE_ERRORS, Incoming, RecordValidator
 from stream_release.stream.messages import (
     Rejected,
     Rejection,
     RejectReason,
+    ReleaseNotice,
     SnapshotRecord,
     decode_seal,
     decode_snapshot_record,
@@ -123,7 +127,15 @@ def test_the_registry_holds_the_documented_metrics() -> None:
         "sr_consumer_lag",
         "sr_seal_incomplete",
         "sr_shard_owned",
+        "sr_publication_failures",
+        "sr_build_info",
+        "sr_seconds_since_last_release",
+        "sr_release_period_seconds",
     }
+    build = f"sr_build_info{{python={platform.python_version()},version={__version__}}}"
+    assert samples[build] == 1
+    assert math.isnan(samples["sr_release_period_seconds{}"])  # unset: no alert compares true
+    assert 0 <= samples["sr_seconds_since_last_release{}"] < 60  # since the worker started
     # every reason series exists at zero from the start
     for reason in RejectReason:
         assert samples[f"sr_records_rejected_total{{reason={reason.value}}}"] == 0
@@ -145,7 +157,12 @@ def test_the_deploy_configs_point_at_the_worker_and_the_dashboards() -> None:
     assert "path: /var/lib/grafana/dashboards" in provider
     dashboard = json.loads(DASHBOARD.read_text())
     uids = {p["datasource"]["uid"] for p in dashboard["panels"] if p.get("type") != "row"}
-    assert uids == {"prometheus"}
+    assert uids == {"${datasource}"}  # the variable, whose default is the provisioned one
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["datasource"]["current"]["value"] == "prometheus"
+    assert "instance" in variables["instance"]["definition"]
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    assert exprs and all('instance=~"$instance"' in e for e in exprs), "a query ignores $instance"
     assert len({p["id"] for p in dashboard["panels"]}) == len(dashboard["panels"])
 
 
@@ -318,6 +335,8 @@ def test_health_payload() -> None:
         {
             "status": "ok",
             "reasons": [],
+            "ready": True,
+            "unready_reasons": [],
             "notes": [],
             "horizon": None,
             "past_horizon": False,
@@ -366,6 +385,15 @@ def test_health_payload() -> None:
         "release 'r7' refused: infeasible: ...",
         "release 'r8' blocked: sealed with 5 ids, 3 staged and 2 ...",
     ]
+
+
+REFUSAL = ReleaseNotice(
+    release="r4",
+    status="refused",
+    error="GuaranteeUnsatisfiable",
+    reason="infeasible",
+    fix="send it again under a new label",
+)
 
 
 class HealthStubService(StubService):
@@ -420,6 +448,8 @@ def test_the_endpoint_serves_metrics_and_health() -> None:
                 {
                     "status": "ok",
                     "reasons": [],
+                    "ready": True,
+                    "unready_reasons": [],
                     "notes": [],
                     "horizon": 20,
                     "past_horizon": False,
@@ -438,11 +468,29 @@ def test_the_endpoint_serves_metrics_and_health() -> None:
             body = await response.json()
             assert (response.status, body["kafka"]) == (503, False)
             assert body["reasons"] == [f"Kafka: {broker[0]}"]
+            response = await client.get("/readyz")  # it cannot publish
+            assert (response.status, await response.json()) == (
+                503,
+                {"status": "not ready", "reasons": [f"Kafka: {broker[0]}"]},
+            )
+            response = await client.get("/livez")  # but it serves: no restart
+            assert (response.status, await response.json()) == (200, {"status": "live"})
             broker[0] = None
             service.up = False
             response = await client.get("/health")
             body = await response.json()
             assert (response.status, body["status"], body["redis"]) == (503, "degraded", False)
+            assert (await client.get("/readyz")).status == 503
+            service.up = True
+            service.last_refusal = REFUSAL  # a producer's snapshot refused: not the worker's
+            response = await client.get("/health")
+            assert response.status == 503
+            assert (await response.json())["reasons"] == ["release 'r4' refused: infeasible"]
+            response = await client.get("/readyz")
+            assert (response.status, await response.json()) == (
+                200,
+                {"status": "ready", "reasons": []},
+            )
 
     asyncio.run(scenario())
 
