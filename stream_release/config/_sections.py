@@ -391,10 +391,12 @@ class ServiceSettings(Section):
     ``stream-release publish`` refuses such a snapshot before reading it. Raise it (for the
     worker and the publisher) where the memory is there, or split the snapshot into several
     releases."""
-    stop_timeout_s: float = Field(default=8.0, gt=0)
+    stop_timeout_s: float = Field(default=6.0, gt=0)
     """SIGTERM or Ctrl-C stops the worker within this many seconds, whatever Redis and the
     broker are doing: past it the clean stop is cut short (nothing is lost: see
-    :mod:`stream_release.stream.shutdown`). Below compose's 10 s grace period."""
+    :mod:`stream_release.stream.shutdown`). With the process's own exit, at least 3 s inside
+    compose's 10 s grace period (``tests/integration/test_dependency_faults.py`` measures it
+    with Redis and with the broker away)."""
     seal_alert_after_s: float = Field(default=600.0, gt=0)
     """A sealed release still missing records this many seconds after the worker first saw it
     waiting gets a warning log line (``event`` ``seal_incomplete``: release, sealed, staged,

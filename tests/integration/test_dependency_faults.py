@@ -29,7 +29,6 @@ from support.http import health_until, http_get
 from support.kafka_broker import KafkaNode
 from support.kafka_topics import fresh_topics, read_topic, send_snapshots
 from support.worker import (
-    STOP_TIMEOUT_S,
     Worker,
     metrics_environment,
     offline_releases,
@@ -48,6 +47,9 @@ from stream_release.devtools.local_services import (
 )
 
 pytestmark = pytest.mark.integration
+
+STOPPED_WITHIN_S = 10.0 - 3.0
+"""Compose's grace period less the margin a stop must leave inside it."""
 
 OUTAGE_S = 4.0
 """How long a dependency stays away while the worker runs."""
@@ -148,7 +150,7 @@ def test_redis_away_pauses_the_worker_and_nothing_uncommitted_is_published(
         worker.check_alive()
         assert sorted(_manifests(kafka_bootstrap, topics.manifests)) == [1]
         # SIGTERM while Redis is away: stopped within the grace period, nothing lost
-        assert _timed_stop(worker) <= STOP_TIMEOUT_S
+        assert _timed_stop(worker) <= STOPPED_WITHIN_S
         with _start_redis(directory, port) as second:
             second.wait_until(lambda: redis_answers(url))
             worker.start()
@@ -206,7 +208,7 @@ def test_a_restarted_broker_is_reconnected_to(
         time.sleep(OUTAGE_S)
         worker.check_alive()
         # SIGTERM while the broker is away: stopped within the grace period
-        assert _timed_stop(worker) <= STOP_TIMEOUT_S
+        assert _timed_stop(worker) <= STOPPED_WITHIN_S
         with node.running():  # the same data: the log and the consumers' offsets are kept
             worker.start()
             send_snapshots(kafka, config, [snaps[1]])
