@@ -183,27 +183,42 @@ def run_demo(
     *,
     offline: bool = False,
     progress: Echo | None = None,
+    snapshots: Path | None = None,
 ) -> bool:
-    """Run the demo (streaming unless ``offline``); returns True when the audit passes."""
+    """Run the demo (streaming unless ``offline``; ``snapshots``: keep the snapshots and
+    their configuration there); returns True when the audit passes."""
     if releases < 1:
         raise StreamReleaseError(f"demo: --releases = {releases}; give 1 or more")
     if offline:
-        return run_offline(releases, out, echo)
-    return run_streaming(releases, out, echo, progress=progress or echo)
+        return run_offline(releases, out, echo, snapshots=snapshots)
+    return run_streaming(releases, out, echo, progress=progress or echo, snapshots=snapshots)
 
 
-def run_offline(releases: int = 5, out: Path | None = None, echo: Echo = print) -> bool:
-    """The demo without Kafka or Redis (``anonymize``'s code); True when the audit passes."""
+def _snapshots_note(directory: Path, paths: list[Path]) -> str:
+    return (
+        f"the snapshots and their configuration are in {directory}; publish them yourself with: "
+        f"stream-release anonymize --config {directory / 'demo.toml'} --out releases "
+        + " ".join(str(p) for p in paths)
+    )
+
+
+def run_offline(
+    releases: int = 5,
+    out: Path | None = None,
+    echo: Echo = print,
+    *,
+    snapshots: Path | None = None,
+) -> bool:
+    """The demo without Kafka or Redis (``anonymize``'s code); True when the audit passes.
+    ``snapshots``: also keep the snapshots and their configuration there."""
     with tempfile.TemporaryDirectory(prefix="stream-release-demo-") as tmp:
         work = Path(tmp)
         target = out if out is not None else work / "releases"
         settings = demo_settings(work, releases)
         series = make_series(bundled_adult(), ADULT_SENSITIVE, releases, seed=0)
-        paths = []
-        for i, snapshot in enumerate(series, start=1):
-            path = work / f"t{i:02d}.csv"
-            snapshot.write_csv(path)
-            paths.append(path)
+        paths = write_snapshots(series, snapshots or work / "snapshots", releases)
+        if snapshots is not None:
+            echo(_snapshots_note(snapshots, paths))
         _warm_up(echo)
         echo(_title(settings, f"{releases} releases"))
         echo(LEGEND)
@@ -213,7 +228,12 @@ def run_offline(releases: int = 5, out: Path | None = None, echo: Echo = print) 
 
 
 def run_streaming(
-    releases: int = 5, out: Path | None = None, echo: Echo = print, *, progress: Echo = print
+    releases: int = 5,
+    out: Path | None = None,
+    echo: Echo = print,
+    *,
+    progress: Echo = print,
+    snapshots: Path | None = None,
 ) -> bool:
     """The demo through the streaming service (module docstring); True when the audit passes.
 
@@ -246,6 +266,8 @@ def run_streaming(
             )
             _warm_up(progress)
             series = make_series(bundled_adult(), ADULT_SENSITIVE, releases, seed=0)
+            if snapshots is not None:
+                progress(_snapshots_note(snapshots, write_snapshots(series, snapshots, releases)))
             kafka = KafkaSettings(bootstrap=bootstrap, idempotent=False, transactions=False)
             broker.wait_until(lambda: kafka_answers(kafka.bootstrap))
             redis_server.wait_until(lambda: redis_answers(redis_url))
@@ -401,14 +423,27 @@ def _warm_up(progress: Echo) -> None:
     progress(f"kernels ready in {time.perf_counter() - started:.1f} s")
 
 
-def _empty_directory(path: Path) -> Path:
+def _empty_directory(path: Path, option: str = "--out", what: str = "starts a new series") -> Path:
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise StreamReleaseError(
-            f"demo: --out {str(path)!r} is not an empty directory; the streaming demo starts a "
-            "new series there: give a new or empty directory"
+            f"demo: {option} {str(path)!r} is not an empty directory; the demo {what} there: "
+            "give a new or empty directory"
         )
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def write_snapshots(series: list[Table], directory: Path, releases: int) -> list[Path]:
+    """The demo's snapshots as ``t01.csv``, ... in ``directory`` (new or empty), with the
+    configuration that publishes them (``demo.toml``); returns the snapshots' paths."""
+    _empty_directory(directory, "--snapshots", "writes its snapshots")
+    paths = []
+    for i, snapshot in enumerate(series, start=1):
+        path = directory / f"t{i:02d}.csv"
+        snapshot.write_csv(path)
+        paths.append(path)
+    write_demo_config(directory, releases)
+    return paths
 
 
 @contextmanager

@@ -45,6 +45,7 @@ EXAMPLES: Final[dict[str, tuple[str, ...]]] = {
     "demo": (
         "stream-release demo",
         "stream-release demo --offline --releases 3 --out demo-releases",
+        "stream-release demo --offline --snapshots demo-snapshots",
     ),
     "calc": ("stream-release calc delta --k 20 --beta 0.1 --epsilon 1",),
     "calc delta": ("stream-release calc delta --k 20 --beta 0.1 --epsilon 1",),

@@ -270,6 +270,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--out", type=Path, default=None, help="keep the release files here")
     demo.add_argument(
+        "--snapshots",
+        type=Path,
+        default=None,
+        help="also write the demo's snapshots (t01.csv, ...) and their configuration "
+        "(demo.toml) into this new or empty directory, to publish them yourself",
+    )
+    demo.add_argument(
         "--offline",
         action="store_true",
         help="publish with the offline code of `anonymize` instead (no broker, no Redis)",
@@ -496,7 +503,14 @@ def _demo(args: argparse.Namespace) -> int:
         print(line, flush=True)
 
     try:
-        ok = run_demo(args.releases, args.out, echo, offline=args.offline, progress=progress)
+        ok = run_demo(
+            args.releases,
+            args.out,
+            echo,
+            offline=args.offline,
+            progress=progress,
+            snapshots=args.snapshots,
+        )
     except KeyboardInterrupt:
         message = "stream-release demo: interrupted; every process it started is stopped"
         print(message, file=sys.stderr)

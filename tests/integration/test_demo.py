@@ -68,6 +68,22 @@ def test_offline_demo_needs_no_services(capsys: pytest.CaptureFixture[str]) -> N
     assert "audit: passed; nobody's breach probability passed 1/l" in captured.out
 
 
+def test_the_demo_writes_its_snapshots_to_publish_by_hand(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    snapshots = tmp_path / "snapshots"
+    assert main(["demo", "--offline", "--releases", "2", "--snapshots", str(snapshots)]) == 0
+    assert sorted(p.name for p in snapshots.iterdir()) == ["demo.toml", "t01.csv", "t02.csv"]
+    assert f"--config {snapshots / 'demo.toml'}" in capsys.readouterr().out
+    out = tmp_path / "releases"
+    argv = ["anonymize", "--config", str(snapshots / "demo.toml"), "--out", str(out)]
+    assert main([*argv, str(snapshots / "t01.csv"), str(snapshots / "t02.csv")]) == 0
+    assert "release    2 t02:" in capsys.readouterr().out
+    # never over files already there
+    assert main(["demo", "--offline", "--releases", "1", "--snapshots", str(snapshots)]) == 2
+    assert "--snapshots" in capsys.readouterr().err
+
+
 def test_the_demos_series_is_planned_for_its_length(capsys: pytest.CaptureFixture[str]) -> None:
     """The default demo (5 releases) protects the occupations its horizon allows and runs
     inside it: every row's ``past`` column is 0, and the last line says nobody passed 1/l."""
