@@ -445,6 +445,7 @@ def _publish(args: argparse.Namespace) -> int:
     import asyncio
     import time
 
+    from stream_release.cli.progress import ticking
     from stream_release.config import load_settings
     from stream_release.errors import InvalidParameter
     from stream_release.io.snapshot_csv import read_snapshot
@@ -463,7 +464,8 @@ def _publish(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     topics = settings.kafka.topics
     if not args.wait:
-        sent = asyncio.run(send_snapshot(settings.kafka, args.release, raw))
+        with ticking(f"release {args.release}: sending"):
+            sent = asyncio.run(send_snapshot(settings.kafka, args.release, raw))
         print(
             f"release {args.release}: {sent} records sent to {topics.records}, "
             f"seal to {topics.control}, in {time.perf_counter() - start:.2f} s"
@@ -471,7 +473,8 @@ def _publish(args: argparse.Namespace) -> int:
         return 0
     if not args.timeout > 0:
         raise InvalidParameter(f"--timeout {args.timeout:g}: give seconds > 0")
-    sent, outcome = asyncio.run(send_and_wait(settings.kafka, args.release, raw, args.timeout))
+    with ticking(f"release {args.release}: sending, then waiting for the worker's answer"):
+        sent, outcome = asyncio.run(send_and_wait(settings.kafka, args.release, raw, args.timeout))
     elapsed = time.perf_counter() - start
     if outcome.status == "published":
         print(
