@@ -16,8 +16,6 @@ may import, are in README "Layout".
 """
 
 import typing as _typing
-from importlib.metadata import PackageNotFoundError as _NotInstalled
-from importlib.metadata import version as _version
 
 from stream_release.lazy_names import lazy_names as _lazy_names
 
@@ -48,10 +46,7 @@ if _typing.TYPE_CHECKING:
     from stream_release.pipeline.anonymize import anonymize_files
     from stream_release.pipeline.publisher import Publisher
 
-try:
-    __version__ = _version("stream-release")
-except _NotInstalled:  # a source tree on sys.path, not installed
-    __version__ = "0+unknown"
+from stream_release.version import __version__
 
 _EXPORTS: dict[str, str] = {
     "ArchiveConflict": "stream_release.errors",

@@ -69,7 +69,7 @@ from stream_release.audit.settings import (
     read_output,
     read_privacy,
 )
-from stream_release.audit.snapshots import match_snapshots
+from stream_release.audit.snapshots import Rekey, match_snapshots
 from stream_release.audit.structure import check_structure, from_first_group
 from stream_release.audit.utility import (
     Undone,
@@ -236,6 +236,7 @@ def audit_directory(
     snapshots: list[Path] | tuple[Path, ...] = (),
     ledger: Path | None = None,
     on_step: Callable[[int, int, str], None] | None = None,
+    rekey: Rekey | None = None,
 ) -> AuditReport:
     """Audit every release in ``directory`` in sequence order.
 
@@ -251,6 +252,8 @@ def audit_directory(
     ledger : the series ledger (default ``DIR.ledger`` when it exists): the archive against
         every release it records
     on_step : ``on_step(done, total, release)`` after each release is audited
+    rekey : the snapshots' ids as a worker's assignments name them (its keyed pseudonyms:
+        :data:`~stream_release.audit.snapshots.Rekey`); ``None``: the assignments name ids
 
     Raises
     ------
@@ -281,7 +284,7 @@ def audit_directory(
     state = SeriesState()
     series: dict[str, list[tuple[ReleaseAudit, dict[str, Any], list[dict[str, Any]]]]] = {}
     loaded = [(number, path, read_json(path)) for number, path in paths]
-    matched, conflicts = match_snapshots(loaded, private, list(snapshots), report.not_done)
+    matched, conflicts = match_snapshots(loaded, private, list(snapshots), report.not_done, rekey)
     sharded = any(p.is_dir() for p in private.glob("shard-*"))
     context = _Context(UtilityInputs(hierarchies, output, sharded), Undone())
     first_kind: str | None = None

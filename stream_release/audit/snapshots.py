@@ -8,7 +8,8 @@ release (its label), else the one at its position when one is given per release.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,23 +17,29 @@ from stream_release.audit.files import Snapshot, read_json, read_snapshot
 from stream_release.audit.utility import shown_releases
 from stream_release.release_format import GLOBAL_GUARANTEE, manifest_kind
 
+Rekey = Callable[[list[str]], list[str]]
+"""The ids of a snapshot as the private assignments name them: a worker's archive names its
+individuals by keyed pseudonym (hex), never by id; ``audit --key-file`` gives the key."""
+
 
 def match_snapshots(
     loaded: list[tuple[int, Path, dict[str, Any]]],
     private: Path,
     snapshots: list[Path],
     not_done: list[str],
+    rekey: Rekey | None = None,
 ) -> tuple[dict[int, Snapshot], dict[int, str]]:
     """Each global-guarantee release's snapshot: by the sha256 of its private record, else by
     file name (release label), else by position; the record's own path when no snapshot is
     given and the file there still has the recorded sha256. Also the releases whose recorded
-    sha256 differs from the given snapshot named like them (a problem, not a check undone)."""
+    sha256 differs from the given snapshot named like them (a problem, not a check undone).
+    ``rekey``: the given snapshots' rows by the ids the assignments use (:data:`Rekey`)."""
     out: dict[int, Snapshot] = {}
     conflicts: dict[int, str] = {}
     candidates = _global_releases(loaded)
     if not candidates:
         return out, conflicts
-    given = _GivenSnapshots.read(snapshots, candidates[0][2])
+    given = _GivenSnapshots.read(snapshots, candidates[0][2], rekey)
     missing = []
     for position, (number, label, _) in enumerate(candidates):
         record_path = private / f"private-{number:04d}.json"
@@ -75,8 +82,10 @@ class _GivenSnapshots:
     by_name: dict[str, Snapshot]
 
     @classmethod
-    def read(cls, paths: list[Path], id_column: str) -> _GivenSnapshots:
+    def read(cls, paths: list[Path], id_column: str, rekey: Rekey | None) -> _GivenSnapshots:
         given = [read_snapshot(path, id_column) for path in paths]
+        if rekey is not None:  # the rows by the names the assignments use
+            given = [replace(s, rows=_rekeyed(s.rows, rekey)) for s in given]
         return cls(given, id_column, {s.sha256: s for s in given}, {s.path.stem: s for s in given})
 
     def of(
@@ -94,6 +103,10 @@ class _GivenSnapshots:
         if label in self.by_name:
             return self.by_name[label]
         return self.snapshots[position] if len(self.snapshots) == releases else None
+
+
+def _rekeyed(rows: dict[str, list[str]], rekey: Rekey) -> dict[str, list[str]]:
+    return dict(zip(rekey(list(rows)), rows.values(), strict=True))
 
 
 def _recorded_snapshot(source: dict[str, Any], id_column: str) -> Snapshot | None:

@@ -35,6 +35,7 @@ EXAMPLES: Final[dict[str, tuple[str, ...]]] = {
         "stream-release audit releases",
         "stream-release audit releases --private releases.private --config series.toml "
         "--strict 2024.csv 2025.csv",
+        "stream-release audit archive --config worker.toml --key-file series.key 2026-10.csv",
     ),
     "publish": (
         "stream-release publish --config worker.toml --release 2026-10 2026-10.csv --wait",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +46,7 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from stream_release import __version__
+    from stream_release.version import __version__
 
     parser = argparse.ArgumentParser(
         prog="stream-release",
@@ -195,6 +195,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     audit.add_argument(
         "--l", type=float, default=None, help="audit against 1/l instead of the manifests' l"
+    )
+    audit.add_argument(
+        "--key-file",
+        type=Path,
+        default=None,
+        help="the series' pseudonymisation key (default: SR_HISTORY_KEY_FILE or "
+        "SR_HISTORY_KEY when set): a worker's archive names its individuals by keyed "
+        "pseudonym, and with the key every group is compared with its SNAPSHOTs' rows",
     )
     audit.add_argument("--json", action="store_true", help="machine-readable output")
     audit.set_defaults(run=_audit)
@@ -433,12 +441,32 @@ def _audit(args: argparse.Namespace) -> int:
             snapshots=args.snapshots,
             ledger=args.ledger,
             on_step=step,
+            rekey=_rekey(args.key_file),
         )
     if args.json:
         print(json.dumps(report.as_json(), indent=2))
     else:
         print(report.table())
     return report.exit_code(strict=args.strict)
+
+
+def _rekey(key_file: Path | None) -> Callable[[list[str]], list[str]] | None:
+    """Ids to a worker's pseudonyms (hex) under ``--key-file``, else the key of
+    ``SR_HISTORY_KEY`` / ``SR_HISTORY_KEY_FILE``; ``None`` without a key."""
+    import os
+
+    from stream_release.config import HistorySettings
+    from stream_release.history.pseudonym import Pseudonymizer, load_key
+
+    key, named = os.environ.get("SR_HISTORY_KEY"), os.environ.get("SR_HISTORY_KEY_FILE")
+    if key_file is not None:
+        history = HistorySettings(key_file=key_file)
+    elif key or named:
+        history = HistorySettings(key=key, key_file=Path(named) if named else None)
+    else:
+        return None
+    pseudonymizer = Pseudonymizer(load_key(history))
+    return lambda ids: [p.hex() for p in pseudonymizer.digests(ids)]
 
 
 def _publish(args: argparse.Namespace) -> int:

@@ -65,6 +65,7 @@ import faust
 
 from stream_release.config import KafkaSettings, Settings
 from stream_release.history.redis_client import connect
+from stream_release.io.release_files import make_private_dir
 from stream_release.stream.kafka import (
     client_options,
 )
@@ -97,6 +98,7 @@ def create_app(
     if service is None:
         service = make_service(settings)
     kafka, conf = settings.kafka, settings.service
+    make_private_dir(service.private_archive)  # mode 0700; Faust's directory goes inside
     app = faust.App(
         kafka.group_id,
         broker=[f"kafka://{server.strip()}" for server in kafka.bootstrap.split(",")],
@@ -111,6 +113,9 @@ def create_app(
         key_serializer="raw",
         value_serializer="raw",
         store="memory://",
+        # Faust's own directory (empty: no table is kept on disk) inside the worker's private
+        # archive, not in the working directory
+        datadir=str(service.private_archive / ".faust"),
         topic_disable_leader=True,
         topic_allow_declare=False,
         web_enabled=False,

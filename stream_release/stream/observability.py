@@ -83,11 +83,11 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.exposition import choose_encoder
 
-from stream_release import __version__
 from stream_release.errors import NEW_SERIES_CAVEAT
 from stream_release.stream.logs import unexpected
 from stream_release.stream.messages import Rejected, RejectReason
 from stream_release.stream.staging import ReleaseStatus
+from stream_release.version import __version__
 
 log = logging.getLogger(__name__)
 

@@ -186,6 +186,7 @@ def test_foundation_imports_only_the_errors() -> None:
         "stream_release.faults",
         "stream_release.lazy_names",
         "stream_release.release_format",
+        "stream_release.version",
     ]
     for module in foundation:
         assert GRAPH[module] <= {"stream_release.errors"}, module
