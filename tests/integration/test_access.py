@@ -308,8 +308,9 @@ PROBES = [
 
 
 def test_http_endpoint_has_no_other_route() -> None:
-    """``/metrics`` and ``/health`` (GET; aiohttp adds HEAD) and nothing else: no admin or
-    debug route exists, so none needs a token; anything else is 404 (405 for other methods)."""
+    """``/metrics``, ``/health``, ``/livez`` and ``/readyz`` (GET; aiohttp adds HEAD) and
+    nothing else: no admin or debug route exists, so none needs a token; anything else is 404
+    (405 for other methods)."""
     metrics = Metrics()
 
     async def refresh() -> None:
@@ -321,7 +322,8 @@ def test_http_endpoint_has_no_other_route() -> None:
     endpoint = HttpEndpoint(metrics, refresh, health)
     port = free_port()
     routes = {(r.method, r.resource.canonical) for r in endpoint.app.router.routes()}
-    assert routes == {(m, p) for m in ("GET", "HEAD") for p in ("/metrics", "/health")}
+    served = ("/metrics", "/health", "/livez", "/readyz")
+    assert routes == {(m, p) for m in ("GET", "HEAD") for p in served}
 
     async def probe() -> dict[tuple[str, str], int]:
         server = asyncio.create_task(endpoint.serve("127.0.0.1", port))
