@@ -35,11 +35,16 @@ def _gone(pid: int) -> bool:
 
 
 def test_streaming_demo_prints_each_release_audits_and_stops_everything(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     out = tmp_path / "archive"
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))  # the demo leaves nothing outside the virtualenv
+    monkeypatch.delenv("CALF_TANSU_BIN", raising=False)
     code = main(["demo", "--releases", "2", "--out", str(out)])
     captured = capsys.readouterr()
+    assert list(home.iterdir()) == [], "the demo wrote into the home directory"
     assert code == 0, captured.out + captured.err
     assert demo.HEADER in captured.out
     assert ROW.findall(captured.out) == [("1", "t01"), ("2", "t02")]
