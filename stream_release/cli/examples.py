@@ -37,6 +37,10 @@ EXAMPLES: Final[dict[str, tuple[str, ...]]] = {
         "--strict 2024.csv 2025.csv",
         "stream-release audit archive --config worker.toml --key-file series.key 2026-10.csv",
     ),
+    "report": (
+        "stream-release report releases --out report.html",
+        "stream-release report releases --private releases.private --out report.html",
+    ),
     "publish": (
         "stream-release publish --config worker.toml --release 2026-10 2026-10.csv --wait",
     ),

@@ -207,6 +207,30 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("--json", action="store_true", help="machine-readable output")
     audit.set_defaults(run=_audit)
 
+    report = sub.add_parser(
+        "report",
+        help="write a series' privacy report: one self-contained HTML page",
+        description="Writes one HTML page (no script, no request: open it anywhere) with, per "
+        "release, the breach probability against 1/l, the people past it, suppression, group "
+        "sizes, query error and the prosecutor, journalist and marketer re-identification "
+        "risks as ARX and pycanon define them, each chart with a line on how to read it. "
+        "With --private, the audit's verdict on each release too.",
+    )
+    report.add_argument("directory", type=Path, help="the public files of the series")
+    report.add_argument(
+        "--private", type=Path, default=None, help="the private files: audit every release too"
+    )
+    report.add_argument(
+        "--out", type=Path, required=True, help="the HTML file to write, e.g. report.html"
+    )
+    report.add_argument(
+        "--risk-threshold",
+        type=float,
+        default=0.2,
+        help="a record whose prosecutor risk is above this is 'at risk' (default: 0.2)",
+    )
+    report.set_defaults(run=_report)
+
     publish = sub.add_parser(
         "publish",
         help="send a snapshot to Kafka as records plus a seal",
@@ -448,6 +472,18 @@ def _audit(args: argparse.Namespace) -> int:
     else:
         print(report.table())
     return report.exit_code(strict=args.strict)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from stream_release.errors import InvalidParameter
+    from stream_release.report import write_report
+
+    if not 0 < args.risk_threshold <= 1:
+        raise InvalidParameter(f"--risk-threshold {args.risk_threshold:g}: give 0 < t <= 1")
+    figures = write_report(args.directory, args.out, args.private, threshold=args.risk_threshold)
+    past = "someone passed 1/l" if figures.anyone_past else "nobody passed 1/l"
+    print(f"report of {len(figures.releases)} releases ({past}): {args.out}")
+    return 0
 
 
 def _rekey(key_file: Path | None) -> Callable[[list[str]], list[str]] | None:
