@@ -12,7 +12,7 @@ The public API, for a program that publishes a series without the service::
 Names are imported on first use (PEP 562), so ``import stream_release.audit`` or the
 ``calc`` command loads no planning code. Everything else is internal; the external contract
 (configuration, commands, files, topics) is ``docs/contract.md``. The layers, and what each
-may import, are in README "Layout".
+may import, are in docs/layout.md.
 """
 
 import typing as _typing

@@ -66,7 +66,7 @@ class MechanismSettings(Section):
                 if kind == self.kind:
                     raise ValueError(
                         f"mechanism.kind = {kind!r} needs the table [mechanism.{name}] with its "
-                        "parameters (see README, Mechanisms)"
+                        "parameters (see docs/mechanisms.md)"
                     )
                 continue
             model = SECTIONS[kind]

@@ -153,7 +153,7 @@ class GroupingSettings(Section):
     max_group_factor: float = Field(default=2.0, ge=1.0)
     """A group is never grown beyond this multiple of ``max(base ratio, min_group_size)``
     (the cap). A row whose plan for some protected value of its history exceeds the cap is
-    *withheld* into the suppressed set before grouping, whatever value it holds now (README,
+    *withheld* into the suppressed set before grouping, whatever value it holds now (docs/guarantee.md,
     "What is promised": the rule reads no sensitive value); inside the series' horizon no
     row is, and past it a withheld row is held to the per-release bound. A larger cap lets a
     setting last longer (geometric) but makes groups larger (``benchmarks/suppressed_set.py``
@@ -176,7 +176,7 @@ class VirtualSettings(Section):
     ``registry``: a CSV of a population register (the id column and the QID columns of
     ``[schema]``, no sensitive value). People of the register who are absent from a snapshot
     may join its groups to dilute them: they count in a group's size and hold no value. Valid
-    only where the adversary cannot tell who is in a snapshot (README, "Virtual
+    only where the adversary cannot tell who is in a snapshot (docs/guarantee.md, "Virtual
     individuals")."""
 
     registry: Path | None = None
@@ -269,7 +269,7 @@ class KafkaSettings(Section):
     individual's id, so Kafka's default partitioner keeps an individual on one partition: each
     partition is a **shard** with the histories of its own individuals, planned on its own,
     and the workers of one ``group_id`` share the shards. Fixed for a series: another value
-    moves individuals between shards, away from their histories (README, "Several workers")."""
+    moves individuals between shards, away from their histories (docs/scale-out.md)."""
     replication_factor: int = Field(default=1, ge=1)
     """Replication factor of the topics this package creates when they are missing (single-
     broker default; a production cluster wants 3). Existing topics are left as they are."""

@@ -71,7 +71,7 @@ REAL_SERVICES = (
 )
 """The fixtures that start or use the session's real Redis, Redis Cluster and Kafka
 (``tests/conftest.py``, ``tests/integration/conftest.py``), and the streaming demo and the
-README's recipe, which start their own broker and Redis."""
+by-hand recipe (docs/operations.md), which start their own broker and Redis."""
 
 
 def test_integration_tests_are_those_with_a_real_redis_or_kafka() -> None:

@@ -1,4 +1,4 @@
-"""The layers of the package and the direction of their imports (README "Layout").
+"""The layers of the package and the direction of their imports (docs/layout.md).
 
 Every ``import`` of a ``stream_release`` module is read from the source (also those inside
 functions; not those under ``if TYPE_CHECKING:``, which run only for the type checker), and:
@@ -253,24 +253,24 @@ def test_the_imports_by_name_at_run_time_reach_only_what_they_may() -> None:
         assert VERIFIERS[kind] == f"{folder}.audit" and VERIFIERS[kind] in GRAPH
 
 
-def _readme_layout() -> list[str]:
-    """The names the README's Layout block lists under ``stream_release/``."""
-    text = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
-    block = text.split("## Layout", 1)[1].split("```", 2)[1]
+def _documented_layout() -> list[str]:
+    """The names the Layout page's block lists under ``stream_release/``."""
+    text = (PACKAGE.parent / "docs" / "layout.md").read_text(encoding="utf-8")
+    block = text.split("```", 2)[1]
     lines = block.splitlines()
     start = lines.index("stream_release/") + 1
     return [line.split()[0] for line in lines[start:] if line.startswith("  ") and line[2] != " "]
 
 
-def test_the_readme_layout_is_the_tree() -> None:
-    listed = _readme_layout()
+def test_the_documented_layout_is_the_tree() -> None:
+    listed = _documented_layout()
     tree = sorted(
         p.name + ("/" if p.is_dir() else "")
         for p in PACKAGE.iterdir()
         if p.name != "__pycache__" and (p.is_dir() or p.suffix == ".py")
     )
     assert sorted(listed) == tree
-    # the layers the README names are the ones this test holds the imports to
+    # the layers the page names are the ones this test holds the imports to
     assert {name.rstrip("/").removesuffix(".py") for name in listed} >= {
         layer.removeprefix("stream_release.") for layer in LAYERS[1:-1]
     }

@@ -1,4 +1,4 @@
-"""The README's by-hand recipe ("Running the service"), run as written: its own Tansu broker and
+"""The by-hand recipe of docs/operations.md ("Running the service"), run as written: its own Tansu broker and
 Redis (on free ports instead of 9092 and 6379), the example configuration, the demo's snapshots,
 two releases published with ``publish --wait`` and the archive audited ``--strict`` against the
 snapshots with the key; nothing is written outside the directories the recipe names."""
@@ -22,8 +22,8 @@ NAMED = {"archive", "archive.private", "archive.ledger", "pseudonym.key", "snaps
 
 
 def _recipe() -> str:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    after = readme.split("**By hand, on one machine.**", 1)[1]
+    page = (REPO / "docs" / "operations.md").read_text(encoding="utf-8")
+    after = page.split("**By hand, on one machine.**", 1)[1]
     return after.split("```sh\n", 1)[1].split("```", 1)[0]
 
 
