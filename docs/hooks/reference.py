@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import itertools
 import textwrap
 from typing import Any
 
@@ -21,7 +22,9 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
     for name in MARKERS:
         marker = f"<!-- generated: {name} -->"
         if marker in markdown:
-            markdown = markdown.replace(marker, config_reference() if name == "config" else cli_reference())
+            markdown = markdown.replace(
+                marker, config_reference() if name == "config" else cli_reference()
+            )
     return markdown
 
 
@@ -39,7 +42,7 @@ def _docstrings(model: type[BaseModel]) -> dict[str, str]:
         except (OSError, TypeError):
             continue
         body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
-        for first, second in zip(body, body[1:]):
+        for first, second in itertools.pairwise(body):
             if (
                 isinstance(first, ast.AnnAssign)
                 and isinstance(first.target, ast.Name)
@@ -91,14 +94,26 @@ def config_reference() -> str:
         for inner_name, inner in model.model_fields.items():  # nested tables: [kafka.topics]
             inner_model = inner.annotation
             if isinstance(inner_model, type) and issubclass(inner_model, BaseModel):
-                out.append(_table(f"[{section}.{inner_name}]", f"{section}_{inner_name}", inner_model, nested=True))
+                out.append(
+                    _table(
+                        f"[{section}.{inner_name}]",
+                        f"{section}_{inner_name}",
+                        inner_model,
+                        nested=True,
+                    )
+                )
     for kind, model in SECTIONS.items():
         out.append(_table(f"[mechanism.{section_name(kind)}]", None, model, kind=kind))
     return "\n".join(out)
 
 
 def _table(
-    title: str, prefix: str | None, model: type[BaseModel], *, nested: bool = False, kind: str | None = None
+    title: str,
+    prefix: str | None,
+    model: type[BaseModel],
+    *,
+    nested: bool = False,
+    kind: str | None = None,
 ) -> str:
     docs = _docstrings(model)
     head = f"### `{title}`\n\n"
@@ -118,7 +133,8 @@ def _table(
         else:
             variable = f"`SR_{prefix}_{shown}`".upper()
         meaning = _one_line(docs.get(key, field.description or ""))
-        rows.append(f"| `{shown}` | {_one_line(_type(annotation))} | {_default(field)} | {variable} | {meaning} |")
+        kind_of = _one_line(_type(annotation))
+        rows.append(f"| `{shown}` | {kind_of} | {_default(field)} | {variable} | {meaning} |")
     return head + "\n".join(rows) + "\n"
 
 
@@ -137,5 +153,3 @@ def cli_reference() -> str:
         help_text = parser.format_help()
         out.append(f"### `stream-release {path}`\n\n```text\n{help_text.rstrip()}\n```\n")
     return "\n".join(out)
-
-

@@ -153,8 +153,8 @@ class GroupingSettings(Section):
     max_group_factor: float = Field(default=2.0, ge=1.0)
     """A group is never grown beyond this multiple of ``max(base ratio, min_group_size)``
     (the cap). A row whose plan for some protected value of its history exceeds the cap is
-    *withheld* into the suppressed set before grouping, whatever value it holds now (docs/guarantee.md,
-    "What is promised": the rule reads no sensitive value); inside the series' horizon no
+    *withheld* into the suppressed set before grouping, whatever value it holds now
+    (docs/guarantee.md: the rule reads no sensitive value); inside the series' horizon no
     row is, and past it a withheld row is held to the per-release bound. A larger cap lets a
     setting last longer (geometric) but makes groups larger (``benchmarks/suppressed_set.py``
     measures the suppression and refusals of a setting)."""

@@ -11,8 +11,8 @@ true counts). Candidates: the configured setting, then constant-ratio ``k'`` in
 ``[virtual] registry``, each with the register and without it.
 
 The forecast extrapolates the individuals withheld for their history (a plan above the cap
-for some protected value: the release holds them to the per-release bound only, docs/guarantee.md, "What
-is promised") linearly: the distinct individuals withheld so far plus the mean number newly
+for some protected value: the release holds them to the per-release bound only,
+docs/guarantee.md) linearly: the distinct individuals withheld so far plus the mean number newly
 withheld per release over the later half of the what-if series, for each release up to the
 horizon. It assumes the snapshots' churn goes on as measured.
 """

@@ -258,7 +258,7 @@ async def check_records_partitions(settings: KafkaSettings) -> int:
             f"kafka.partitions = {settings.partitions}, but the topic {topic!r} has {found} "
             f"partitions: set kafka.partitions = {found} (SR_KAFKA_PARTITIONS={found}). The "
             "partitions are the shards that hold each individual's history, fixed for a series "
-            '(docs/scale-out.md)'
+            "(docs/scale-out.md)"
         )
     return found
 

@@ -1,7 +1,8 @@
-"""The by-hand recipe of docs/operations.md ("Running the service"), run as written: its own Tansu broker and
-Redis (on free ports instead of 9092 and 6379), the example configuration, the demo's snapshots,
-two releases published with ``publish --wait`` and the archive audited ``--strict`` against the
-snapshots with the key; nothing is written outside the directories the recipe names."""
+"""The by-hand recipe of docs/operations.md ("Running the service"), run as written: its own
+Tansu broker and Redis (on free ports instead of 9092 and 6379), the example configuration, the
+demo's snapshots, two releases published with ``publish --wait`` and the archive audited
+``--strict`` against the snapshots with the key; nothing is written outside the directories the
+recipe names."""
 
 from __future__ import annotations
 
