@@ -136,7 +136,7 @@ def _charts(series: SeriesFigures) -> str:
                         Series("p99", [r.breach_p99 for r in releases]),
                         Series("1/ℓ", [r.bound for r in releases], dashed=True),
                     ],
-                    fmt=".2f",
+                    fmt=".3g",
                 ),
             )
         )
@@ -164,7 +164,7 @@ def _charts(series: SeriesFigures) -> str:
                 "suppression",
                 labels,
                 [Series("suppressed %", [100 * (r.suppression or 0.0) for r in releases])],
-                fmt=".1f",
+                fmt=".3g",
             ),
         )
     )

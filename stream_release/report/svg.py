@@ -81,7 +81,7 @@ def _legend(series: Sequence[Series]) -> list[str]:
 
 
 def line_chart(
-    title: str, labels: Sequence[str], series: Sequence[Series], *, fmt: str = ".2f"
+    title: str, labels: Sequence[str], series: Sequence[Series], *, fmt: str = ".3g"
 ) -> str:
     """Lines over the releases ``labels``, one per ``series``, with markers and a legend."""
     values = [v for s in series for v in s.values if v is not None and math.isfinite(v)]
