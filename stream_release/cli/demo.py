@@ -423,10 +423,12 @@ def _warm_up(progress: Echo) -> None:
     progress(f"kernels ready in {time.perf_counter() - started:.1f} s")
 
 
-def _empty_directory(path: Path, option: str = "--out", what: str = "starts a new series") -> Path:
+def _empty_directory(
+    path: Path, option: str = "--out", why: str = "the streaming demo starts a new series there"
+) -> Path:
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise StreamReleaseError(
-            f"demo: {option} {str(path)!r} is not an empty directory; the demo {what} there: "
+            f"demo: {option} {str(path)!r} is not an empty directory; {why}: "
             "give a new or empty directory"
         )
     path.mkdir(parents=True, exist_ok=True)
@@ -436,7 +438,7 @@ def _empty_directory(path: Path, option: str = "--out", what: str = "starts a ne
 def write_snapshots(series: list[Table], directory: Path, releases: int) -> list[Path]:
     """The demo's snapshots as ``t01.csv``, ... in ``directory`` (new or empty), with the
     configuration that publishes them (``demo.toml``); returns the snapshots' paths."""
-    _empty_directory(directory, "--snapshots", "writes its snapshots")
+    _empty_directory(directory, "--snapshots", "the demo writes its snapshots there")
     paths = []
     for i, snapshot in enumerate(series, start=1):
         path = directory / f"t{i:02d}.csv"

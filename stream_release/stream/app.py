@@ -59,13 +59,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import Any
 
 import faust
 
 from stream_release.config import KafkaSettings, Settings
 from stream_release.history.redis_client import connect
-from stream_release.io.release_files import make_private_dir
+from stream_release.io.release_files import default_private_dir
 from stream_release.stream.kafka import (
     client_options,
 )
@@ -84,6 +85,12 @@ SHARD_POLL_S = 0.2
 """How often a worker on shards looks whether the release in flight needs a step of its."""
 
 
+def faust_dir(settings: Settings) -> Path:
+    """Faust's directory: ``.faust`` in the worker's private archive."""
+    conf = settings.service
+    return (conf.private_archive or default_private_dir(conf.archive)) / ".faust"
+
+
 def create_app(
     settings: Settings,
     service: BaseReleaseService | None = None,
@@ -98,7 +105,6 @@ def create_app(
     if service is None:
         service = make_service(settings)
     kafka, conf = settings.kafka, settings.service
-    make_private_dir(service.private_archive)  # mode 0700; Faust's directory goes inside
     app = faust.App(
         kafka.group_id,
         broker=[f"kafka://{server.strip()}" for server in kafka.bootstrap.split(",")],
@@ -114,8 +120,8 @@ def create_app(
         value_serializer="raw",
         store="memory://",
         # Faust's own directory (empty: no table is kept on disk) inside the worker's private
-        # archive, not in the working directory
-        datadir=str(service.private_archive / ".faust"),
+        # archive, not in the working directory (start_worker creates the archive first)
+        datadir=str(faust_dir(settings)),
         topic_disable_leader=True,
         topic_allow_declare=False,
         web_enabled=False,

@@ -46,9 +46,10 @@ def start_worker(settings: Settings, *, loglevel: str = "info") -> BoundedStopWo
     check_planned(settings.privacy, settings.grouping, settings.schema, settings.kafka.partitions)
     load_key(settings.history)
     # the service's modules are imported only once the settings passed
+    from stream_release.io.release_files import make_private_dir
     from stream_release.pipeline.warm_up import warm_up
     from stream_release.stream.access import check_access
-    from stream_release.stream.app import create_app
+    from stream_release.stream.app import create_app, faust_dir
     from stream_release.stream.kafka import (
         check_records_partitions,
         ensure_topics,
@@ -58,6 +59,7 @@ def start_worker(settings: Settings, *, loglevel: str = "info") -> BoundedStopWo
     from stream_release.stream.shutdown import BoundedStopWorker
 
     limit_malloc_arenas()
+    make_private_dir(faust_dir(settings).parent)  # mode 0700; Faust's directory goes inside
     app = create_app(settings)
     warm_up()
     # before the app subscribes (a broker may auto-create them otherwise): the records topic
