@@ -5,10 +5,6 @@ parser. A page asks for one with a marker line: ``<!-- generated: config -->`` o
 
 from __future__ import annotations
 
-import ast
-import inspect
-import itertools
-import textwrap
 from typing import Any
 
 from pydantic import BaseModel
@@ -29,29 +25,6 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
 
 
 # -- the configuration -------------------------------------------------------------------------
-
-
-def _docstrings(model: type[BaseModel]) -> dict[str, str]:
-    """The attribute docstrings of ``model`` and its bases (the string after each field)."""
-    out: dict[str, str] = {}
-    for cls in reversed(model.__mro__):
-        if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or cls is BaseModel:
-            continue
-        try:
-            tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-        except (OSError, TypeError):
-            continue
-        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
-        for first, second in itertools.pairwise(body):
-            if (
-                isinstance(first, ast.AnnAssign)
-                and isinstance(first.target, ast.Name)
-                and isinstance(second, ast.Expr)
-                and isinstance(second.value, ast.Constant)
-                and isinstance(second.value.value, str)
-            ):
-                out[first.target.id] = inspect.cleandoc(second.value.value)
-    return out
 
 
 def _type(annotation: Any) -> str:
@@ -115,7 +88,6 @@ def _table(
     nested: bool = False,
     kind: str | None = None,
 ) -> str:
-    docs = _docstrings(model)
     head = f"### `{title}`\n\n"
     if kind is not None:
         head += f'With `[mechanism] kind = "{kind}"`; from the environment as one JSON table.\n\n'
@@ -132,7 +104,7 @@ def _table(
             variable = f"`SR_{section}_{table}__{shown}`".upper()
         else:
             variable = f"`SR_{prefix}_{shown}`".upper()
-        meaning = _one_line(docs.get(key, field.description or ""))
+        meaning = _one_line(field.description or "")  # the key's docstring
         kind_of = _one_line(_type(annotation))
         rows.append(f"| `{shown}` | {kind_of} | {_default(field)} | {variable} | {meaning} |")
     return head + "\n".join(rows) + "\n"

@@ -30,7 +30,6 @@ failed.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +45,7 @@ from stream_release.audit.files import (
     check_manifest,
     check_private_record,
     default_private,
+    manifest_paths,
     read_assignments,
     read_hierarchies,
     read_json,
@@ -86,8 +86,6 @@ __all__ = [
     "audit_directory",
     "default_private",
 ]
-
-_MANIFEST = re.compile(r"^manifest-(\d+)\.json$")
 
 
 @dataclass
@@ -266,7 +264,7 @@ def audit_directory(
     private_given = private is not None
     private = Path(private) if private is not None else default_private(directory)
     hierarchies, configured, output = _read_config(config)
-    paths = _manifests(directory)
+    paths = manifest_paths(directory)
     report = AuditReport([])
     public_only = not any(private.glob("assignments-*.csv"))
     if public_only:
@@ -323,15 +321,6 @@ def _read_config(
         return None, None, None
     path = Path(config)
     return read_hierarchies(path), read_privacy(path), read_output(path)
-
-
-def _manifests(directory: Path) -> list[tuple[int, Path]]:
-    """The manifests in ``directory`` with the sequence numbers their names hold, in order."""
-    return sorted(
-        (int(m.group(1)), p)
-        for p in directory.iterdir()
-        if (m := _MANIFEST.match(p.name)) is not None
-    )
 
 
 def _check_sequence(path: Path, manifest: dict[str, Any], number: int) -> None:

@@ -12,6 +12,7 @@ import hashlib
 import io
 import json
 import math
+import re
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -84,6 +85,18 @@ def read_json(path: Path) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise AuditInputError(f"{path}: holds a {type(value).__name__}, not a JSON object")
     return value
+
+
+_MANIFEST = re.compile(r"^manifest-(\d+)\.json$")
+
+
+def manifest_paths(directory: Path) -> list[tuple[int, Path]]:
+    """The manifests in ``directory`` with the sequence numbers their names hold, in order."""
+    return sorted(
+        (int(m.group(1)), p)
+        for p in directory.iterdir()
+        if (m := _MANIFEST.match(p.name)) is not None
+    )
 
 
 def read_lines(path: Path) -> list[dict[str, Any]]:

@@ -487,19 +487,17 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _rekey(key_file: Path | None) -> Callable[[list[str]], list[str]] | None:
-    """Ids to a worker's pseudonyms (hex) under ``--key-file``, else the key of
-    ``SR_HISTORY_KEY`` / ``SR_HISTORY_KEY_FILE``; ``None`` without a key."""
-    import os
-
-    from stream_release.config import HistorySettings
+    """Ids to a worker's pseudonyms (hex) under ``--key-file``, else under the key the
+    environment gives (``SR_HISTORY_KEY`` / ``SR_HISTORY_KEY_FILE``, read as the settings
+    read them); ``None`` without a key."""
+    from stream_release.config import HistorySettings, Settings
+    from stream_release.config._environment import EnvSource
     from stream_release.history.pseudonym import Pseudonymizer, load_key
 
-    key, named = os.environ.get("SR_HISTORY_KEY"), os.environ.get("SR_HISTORY_KEY_FILE")
+    history = HistorySettings(**EnvSource(Settings)().get("history", {}))
     if key_file is not None:
         history = HistorySettings(key_file=key_file)
-    elif key or named:
-        history = HistorySettings(key=key, key_file=Path(named) if named else None)
-    else:
+    elif history.key is None and history.key_file is None:
         return None
     pseudonymizer = Pseudonymizer(load_key(history))
     return lambda ids: [p.hex() for p in pseudonymizer.digests(ids)]

@@ -21,7 +21,8 @@ from stream_release.errors import InvalidParameter
 class Section(BaseModel):
     """A table of the configuration: frozen, and a key it does not define is an error."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # each key's docstring is its description (the generated configuration reference reads it)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class SchemaSettings(Section):

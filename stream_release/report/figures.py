@@ -10,7 +10,13 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from stream_release.audit.files import AuditInputError, check_manifest, read_json, read_lines
+from stream_release.audit.files import (
+    AuditInputError,
+    check_manifest,
+    manifest_paths,
+    read_json,
+    read_lines,
+)
 from stream_release.release_format import GuaranteeManifest
 from stream_release.report.risk import DEFAULT_THRESHOLD, ReleaseRisks, release_risks
 
@@ -25,7 +31,6 @@ class ReleaseFigures:
 
     sequence: int
     label: str
-    kind: str
     published: int
     suppressed: int | None
     groups: int
@@ -35,7 +40,6 @@ class ReleaseFigures:
     breach_p99: float | None
     spent_people: int | None
     spent_pairs: int | None
-    past_horizon: bool
     query_median: float | None
     query_trimmed: float | None
     query_mean: float | None
@@ -83,10 +87,8 @@ def series_figures(
         ``directory`` holds no release, or a file is malformed (one line naming it).
     """
     directory = Path(directory)
-    numbers = sorted(
-        int(p.stem.removeprefix("manifest-")) for p in directory.glob("manifest-*.json")
-    )
-    if not numbers:
+    paths = manifest_paths(directory)
+    if not paths:
         raise AuditInputError(f"{str(directory)!r} holds no manifest-NNNN.json: no release")
     statuses: dict[int, str] = {}
     if private is not None:
@@ -95,29 +97,29 @@ def series_figures(
         audit = audit_directory(directory, private=private)
         statuses = {r.sequence: r.status for r in audit.releases}
     releases = []
-    for done, number in enumerate(numbers, start=1):
-        releases.append(_release(directory, number, threshold, statuses.get(number)))
+    for done, (number, path) in enumerate(paths, start=1):
+        releases.append(_release(directory, number, path, threshold, statuses.get(number)))
         if on_step is not None:
-            on_step(done, len(numbers), releases[-1].label)
+            on_step(done, len(paths), releases[-1].label)
     return SeriesFigures(directory.name, releases, private is not None, threshold)
 
 
-def _release(directory: Path, number: int, threshold: float, status: str | None) -> ReleaseFigures:
-    path = directory / f"manifest-{number:04d}.json"
+def _release(
+    directory: Path, number: int, path: Path, threshold: float, status: str | None
+) -> ReleaseFigures:
     manifest = check_manifest(path, read_json(path))
     lines = read_lines(directory / f"release-{number:04d}.jsonl")
     sizes = np.array([int(line["size"]) for line in lines], dtype=np.int64)
     utility = manifest.utility
-    suppressed = manifest.suppressed
-    # the suppressed rows are one more class (every QID '*'), unless a line publishes them
-    star = suppressed if suppressed and not _last_is_star(lines) else 0
     breach = manifest.breach if isinstance(manifest, GuaranteeManifest) else None
+    # the global guarantee's suppressed rows are one more class (every QID '*'); a companion
+    # kind publishes no row it suppresses
+    star = (manifest.suppressed or 0) if breach is not None else 0
     return ReleaseFigures(
         sequence=manifest.sequence,
         label=manifest.release,
-        kind=manifest.kind,
         published=manifest.published,
-        suppressed=suppressed,
+        suppressed=manifest.suppressed,
         groups=manifest.groups,
         sizes=sizes,
         bound=None if breach is None else breach.bound,
@@ -125,18 +127,9 @@ def _release(directory: Path, number: int, threshold: float, status: str | None)
         breach_p99=None if breach is None else breach.p99,
         spent_people=None if breach is None else breach.spent_people,
         spent_pairs=None if breach is None else breach.spent,
-        past_horizon=isinstance(manifest, GuaranteeManifest) and manifest.past_horizon,
         query_median=utility.get("query_error_median"),
         query_trimmed=utility.get("query_error_trimmed"),
         query_mean=utility.get("query_error"),
         risks=release_risks(sizes, star, threshold),
         status=status,
     )
-
-
-def _last_is_star(lines: list[dict[str, object]]) -> bool:
-    """Whether the last group line is the suppressed rows' (every QID ``*``)."""
-    if not lines:
-        return False
-    qid = lines[-1].get("qid")
-    return isinstance(qid, dict) and bool(qid) and all(v == "*" for v in qid.values())

@@ -49,10 +49,22 @@ class ReleaseRisks:
     prosecutor_highest: float
     prosecutor_average: float
     records_at_risk: float
-    journalist_highest: float
-    journalist_average: float
-    marketer: float
     threshold: float
+
+    @property
+    def journalist_highest(self) -> float:
+        """Without a population table: the prosecutor's (module docstring)."""
+        return self.prosecutor_highest
+
+    @property
+    def journalist_average(self) -> float:
+        """Without a population table: the prosecutor's."""
+        return self.prosecutor_average
+
+    @property
+    def marketer(self) -> float:
+        """ARX's marketer risk: the success rate ``#classes / #records``, the average."""
+        return self.prosecutor_average
 
 
 def release_risks(
@@ -70,7 +82,7 @@ def release_risks(
         classes.append(int(suppressed))
     records = sum(classes)
     if not records:
-        return ReleaseRisks(0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, threshold)
+        return ReleaseRisks(0, 0, 0, 0.0, 0.0, 0.0, threshold)
     smallest = min(classes)
     highest = 1.0 / smallest
     average = len(classes) / records
@@ -82,8 +94,5 @@ def release_risks(
         prosecutor_highest=highest,
         prosecutor_average=average,
         records_at_risk=at_risk,
-        journalist_highest=highest,
-        journalist_average=average,
-        marketer=average,
         threshold=threshold,
     )

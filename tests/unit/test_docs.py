@@ -7,7 +7,6 @@ key of the settings, and every ``SR_*`` variable sets one."""
 from __future__ import annotations
 
 import re
-import shlex
 import subprocess
 import sys
 import tomllib
@@ -15,13 +14,13 @@ from pathlib import Path
 
 import pytest
 from support.paths import REPO
+from support.shell import command_arguments
 
 from stream_release.cli.main import parse_arguments
 from stream_release.config import Settings
 from stream_release.config._suggest import section_model
 
 PAGES = [*sorted((REPO / "docs").glob("*.md")), REPO / "README.md"]
-SHELL = ("&&", "||", "|", ">", ";", "&")
 TEST_VARIABLES = {"SR_TEST_DATA", "SR_TEST_KAFKA", "SR_TEST_REDIS_CLUSTER", "SR_TEST_REDIS_URL"}
 """The test suite's own variables (docs/install.md), not settings."""
 
@@ -39,14 +38,9 @@ def _commands() -> list[tuple[Path, list[str]]]:
     out = []
     for page, block in _blocks("sh"):
         for line in block.replace("\\\n", " ").splitlines():
-            words = shlex.split(line, comments=True)
-            while words and words[0] != "stream-release":  # a variable, a pipe before it
-                words = words[1:]
-            if not words:
-                continue
-            words = words[1:]
-            cut = next((i for i, w in enumerate(words) if w in SHELL), len(words))
-            out.append((page, words[:cut]))
+            words = command_arguments(line)
+            if words is not None:
+                out.append((page, words))
     return out
 
 

@@ -201,7 +201,7 @@ class DPSanitisedSettings(BaseModel):
         sensitive_domain = ["Adm-clerical", "Craft-repair", ...]
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     epsilon: float
     delta: float = 0.0

@@ -78,7 +78,7 @@ class ReconstructionRRSettings(BaseModel):
     The cap at ``f = 1`` must be at least 1, so that a one-row group can be published.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     p: float
     epsilon: float

@@ -111,7 +111,7 @@ class SampledKAnonymitySettings(BaseModel):
     (:meth:`check_settings`).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     k: int
     beta: float

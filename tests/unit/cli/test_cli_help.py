@@ -4,25 +4,20 @@ every page ends with examples the parser accepts, and ``--version`` names the ve
 from __future__ import annotations
 
 import argparse
-import shlex
 
 import pytest
+from support.shell import command_arguments
 
 from stream_release import __version__
 from stream_release.cli.examples import EXAMPLES
 from stream_release.cli.examples import parsers as _commands
 from stream_release.cli.main import _parser, main, parse_arguments
 
-SHELL = ("&&", "|", ">", ";")
-
 
 def _arguments(example: str) -> list[str]:
-    """The example's arguments after ``stream-release``: variables before the command and
-    what a shell operator starts left out."""
-    words = shlex.split(example, comments=True)
-    words = words[words.index("stream-release") + 1 :]
-    cut = next((i for i, w in enumerate(words) if w in SHELL), len(words))
-    return words[:cut]
+    words = command_arguments(example)
+    assert words is not None, example
+    return words
 
 
 def test_every_help_page_ends_with_examples_the_parser_accepts(
